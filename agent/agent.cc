@@ -1,0 +1,296 @@
+#include "agent/agent.h"
+
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include <csignal>
+#include <cstdio>
+
+#include <boost/asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+namespace ddprun::agent {
+namespace {
+
+// Bound on waiting for workers' output pipes to close after they exit: a grandchild that
+// escaped its process group may hold one open forever.
+constexpr Millis kOutputDrainTimeout{2000};
+constexpr std::size_t kStderrTailLines = 20;
+
+StdioTarget stdio_target(const StreamRoute& route, const std::string& file) {
+  if (route.via_agent()) return {StdioTarget::Kind::kPipe, ""};
+  if (route.to_file) return {StdioTarget::Kind::kFile, file};
+  return {StdioTarget::Kind::kInherit, ""};
+}
+
+}  // namespace
+
+Agent::Agent(AgentOptions options, boost::asio::io_context& io, ProcessLauncher& launcher,
+             Coordinator& coordinator, const Clock& clock)
+    : options_(std::move(options)),
+      io_(io),
+      launcher_(launcher),
+      coordinator_(coordinator),
+      clock_(clock),
+      base_env_(current_environment()),
+      handled_signals_(io),
+      child_signals_(io, SIGCHLD),
+      shutdown_timer_(io),
+      drain_timer_(io),
+      output_(io) {
+  for (int signo : options_.signals_to_handle) handled_signals_.add(signo);
+  std::signal(SIGPIPE, SIG_IGN);  // a closed console must not kill the agent (workers reset it)
+  watch_signals();
+  watch_children();
+}
+
+Agent::~Agent() = default;
+
+int Agent::run() {
+  // Orphaned grandchildren are re-parented to us, so we can reap them and kill leftovers.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  auto dir = RunLogDir::create(options_.logs.log_dir, options_.run_id);
+  if (!dir) {
+    spdlog::error("{}", dir.error_message());
+    return 1;
+  }
+  log_dir_ = std::move(dir.value());
+  coordinator_.set_event_handler([this](const CoordinatorEvent& e) { on_coordinator_event(e); });
+  if (!exit_code_) begin_round();
+  io_.run();
+  kill_adopted_children();
+  return exit_code_.value_or(1);
+}
+
+void Agent::begin_round() {
+  JoinOffer offer;
+  offer.local_world_size = options_.nproc_per_node;
+  offer.master_addr = options_.master_addr;
+  if (options_.master_port) {
+    offer.master_port = *options_.master_port;
+  } else {
+    auto reserved = PortReservation::reserve();
+    if (!reserved) {
+      spdlog::error("choosing MASTER_PORT: {}", reserved.error_message());
+      finish(1);
+      return;
+    }
+    port_ = std::move(reserved.value());
+    offer.master_port = port_->port();
+  }
+  coordinator_.join(offer, [this](Result<RoundAssignment> assignment) {
+    if (exit_code_) return;
+    if (!assignment) {
+      spdlog::error("rendezvous failed: {}", assignment.error_message());
+      finish(1);
+      return;
+    }
+    start_workers(*assignment);
+  });
+}
+
+void Agent::start_workers(const RoundAssignment& assignment) {
+  if (Status s = log_dir_->prepare_attempt(attempt_, options_.nproc_per_node); !s) {
+    spdlog::error("{}", s.message());
+    finish(1);
+    return;
+  }
+  auto launches = make_launches(assignment);
+  spdlog::debug("starting {} workers: attempt {}, restart count {}, master {}:{}",
+                launches.size(), attempt_, assignment.restart_count, assignment.master_addr,
+                assignment.master_port);
+  WorkerGroupOptions group_options{options_.shutdown_timeout, options_.hostname};
+  WorkerGroupObserver& observer = *this;
+  group_ = std::make_unique<WorkerGroup>(group_options, launcher_, shutdown_timer_, clock_, observer);
+  group_->start(std::move(launches));
+}
+
+std::vector<WorkerLaunch> Agent::make_launches(const RoundAssignment& a) {
+  AttemptContext context;
+  context.role = options_.role;
+  context.master_addr = a.master_addr;
+  context.master_port = a.master_port;
+  context.restart_count = a.restart_count;
+  context.max_restarts = options_.max_restarts;
+  context.run_id = options_.run_id;
+  context.use_agent_store = a.use_agent_store;
+  EnvMap base = base_env_;
+  for (const auto& [key, value] : options_.extra_env) base[key] = value;
+
+  std::vector<WorkerLaunch> launches;
+  for (int local_rank = 0; local_rank < options_.nproc_per_node; ++local_rank) {
+    WorkerPlacement p;
+    p.local_rank = local_rank;
+    p.rank = a.rank_offset + local_rank;
+    p.group_rank = a.group_rank;
+    p.group_world_size = a.group_world_size;
+    p.local_world_size = options_.nproc_per_node;
+    p.world_size = a.world_size;
+    p.role_rank = p.rank;
+    p.role_world_size = a.world_size;
+    WorkerLaunch launch;
+    launch.local_rank = local_rank;
+    launch.rank = p.rank;
+    launch.error_file = log_dir_->error_file(attempt_, local_rank);
+    launch.request.executable = options_.command.executable;
+    launch.request.argv = options_.command.argv;
+    launch.request.envp = to_envp(build_worker_env(base, context, p, launch.error_file));
+    launch.request.stdout_target = stdio_target(plan_stream(options_.logs, local_rank, kStdout),
+                                                log_dir_->stdout_log(attempt_, local_rank));
+    launch.request.stderr_target = stdio_target(plan_stream(options_.logs, local_rank, kStderr),
+                                                log_dir_->stderr_log(attempt_, local_rank));
+    launches.push_back(std::move(launch));
+  }
+  return launches;
+}
+
+void Agent::on_worker_started(const WorkerLaunch& launch, SpawnedProcess& process) {
+  const std::string prefix = "[" + options_.role + std::to_string(launch.local_rank) + "]:";
+  auto route = [&](UniqueFd& pipe, StdStreams stream, int console_fd, const std::string& file) {
+    if (!pipe.valid()) return;
+    const bool shown = plan_stream(options_.logs, launch.local_rank, stream).to_console;
+    if (Status s = output_.attach(std::move(pipe), shown ? console_fd : -1, prefix, file); !s) {
+      spdlog::warn("worker {}: {}", launch.local_rank, s.message());
+    }
+  };
+  route(process.stdout_pipe, kStdout, STDOUT_FILENO, log_dir_->stdout_log(attempt_, launch.local_rank));
+  route(process.stderr_pipe, kStderr, STDERR_FILENO, log_dir_->stderr_log(attempt_, launch.local_rank));
+}
+
+void Agent::on_group_finished(const GroupResult& result) {
+  // The group is still on the stack: continue from the event loop.
+  boost::asio::post(io_, [this, result] { after_group(result); });
+}
+
+void Agent::after_group(const GroupResult& result) {
+  if (port_) port_->release();
+  drain_timer_.arm(kOutputDrainTimeout, [this] { output_.close_all(); });
+  output_.when_drained([this, result] {
+    drain_timer_.cancel();
+    ++attempt_;
+    if (exit_code_) return;
+    if (stop_signal_) {
+      spdlog::warn("stopped workers on {}", signal_name(*stop_signal_));
+      finish(128 + *stop_signal_);
+    } else if (job_failed_elsewhere_) {
+      std::fputs(job_failed_elsewhere_->report.render().c_str(), stderr);
+      finish(job_failed_elsewhere_->exit_code);
+    } else if (result.outcome == GroupResult::Outcome::kFailed) {
+      handle_failure(result);
+    } else if (membership_changed_) {
+      membership_changed_ = false;
+      begin_round();
+    } else {
+      coordinator_.report_success([this](Status s) {
+        if (!s) spdlog::error("{}", s.message());
+        if (s) log_dir_->remove_if_temporary();
+        finish(s ? 0 : 1);
+      });
+    }
+  });
+}
+
+void Agent::handle_failure(const GroupResult& result) {
+  FailureReport report = build_report(result);
+  coordinator_.report_failure(report, [this](Coordinator::FailureDecision decision) {
+    if (exit_code_) return;
+    if (decision.restart) {
+      const auto& root = decision.report.root_cause();
+      spdlog::warn("worker group failed (rank {} exitcode {}); restarting ({} restarts allowed)",
+                   root.rank, root.exit.torchrun_code(), options_.max_restarts);
+      begin_round();
+      return;
+    }
+    std::fputs(decision.report.render().c_str(), stderr);
+    finish(decision.exit_code);
+  });
+}
+
+FailureReport Agent::build_report(const GroupResult& result) const {
+  FailureReport report;
+  report.entrypoint = options_.command.display_name;
+  report.failures = result.failures;
+  const int attempt = attempt_ - 1;  // the attempt that just ended
+  for (WorkerFailure& f : report.failures) {
+    load_error_file(f);
+    if (plan_stream(options_.logs, f.local_rank, kStderr).to_file) {
+      f.stderr_tail = read_last_lines(log_dir_->stderr_log(attempt, f.local_rank), kStderrTailLines);
+    }
+  }
+  return report;
+}
+
+void Agent::on_signal(int signo) {
+  if (exit_code_) return;
+  if (!stop_signal_) stop_signal_ = signo;
+  if (group_running()) {
+    spdlog::warn("received {}: forwarding it to every worker group", signal_name(signo));
+    group_->stop(signo);  // a second signal escalates to SIGKILL
+  } else if (!group_) {
+    finish(128 + signo);  // nothing started yet (e.g. waiting for the rendezvous)
+  }
+  // Otherwise a finished group is draining its output; after_group() ends the job.
+}
+
+void Agent::on_coordinator_event(const CoordinatorEvent& event) {
+  if (exit_code_) return;
+  if (event.kind == CoordinatorEvent::Kind::kJobFailed) job_failed_elsewhere_ = event;
+  if (event.kind == CoordinatorEvent::Kind::kMembershipChanged) membership_changed_ = true;
+  spdlog::info("{}", event.reason);
+  if (group_running()) {
+    group_->stop(SIGTERM);
+  } else if (job_failed_elsewhere_ && !group_) {
+    std::fputs(event.report.render().c_str(), stderr);
+    finish(event.exit_code);
+  }
+}
+
+void Agent::watch_signals() {
+  handled_signals_.async_wait([this](const boost::system::error_code& ec, int signo) {
+    if (ec) return;
+    on_signal(signo);
+    watch_signals();
+  });
+}
+
+void Agent::watch_children() {
+  child_signals_.async_wait([this](const boost::system::error_code& ec, int) {
+    if (ec) return;
+    reap_children();
+    watch_children();
+  });
+}
+
+void Agent::reap_children() {
+  // One SIGCHLD may stand for several exits: reap until none is left.
+  for (;;) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    if (group_) group_->on_child_exit(pid, ExitStatus::from_wait_status(status));
+    // Any other pid is an adopted grandchild: reaping it is all there is to do.
+  }
+}
+
+void Agent::finish(int exit_code) {
+  if (exit_code_) return;
+  exit_code_ = exit_code;
+  if (group_running()) {
+    // Only reached on internal errors: never leave workers behind.
+    for (pid_t pid : group_->running_pids()) {
+      launcher_.signal_group(pid, SIGKILL);
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+    }
+  }
+  coordinator_.close();
+  boost::system::error_code ignored;
+  handled_signals_.cancel(ignored);
+  child_signals_.cancel(ignored);
+  shutdown_timer_.cancel();
+  drain_timer_.cancel();
+  output_.close_all();
+  io_.stop();
+}
+
+}  // namespace ddprun::agent

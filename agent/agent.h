@@ -1,0 +1,90 @@
+// The per-node agent: joins a round, starts one worker per local rank, supervises them on an
+// Asio event loop (child exits, signals and timers wake it; nothing polls), restarts the group
+// on failure or membership change, and ends with the job's outcome as an exit code.
+//
+//   join --assignment--> start workers --all exit 0--> report success --> exit 0
+//                              |--a worker fails--> stop the rest --> report failure
+//                              |        restart: join again; no restarts left: print, exit code
+//                              |--membership change--> stop --> join again (not a restart)
+//                              `--handled signal--> forward to every worker group --> 128+signal
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include "agent/coordinator.h"
+#include "agent/deadline_timer.h"
+#include "agent/log_layout.h"
+#include "agent/options.h"
+#include "agent/output_router.h"
+#include "agent/port_reservation.h"
+#include "agent/process_launcher.h"
+#include "agent/worker_env.h"
+#include "agent/worker_group.h"
+#include "common/clock.h"
+
+namespace ddprun::agent {
+
+// Not thread-safe: everything runs on `io`'s single thread. Construct it as early as possible:
+// handled signals are caught (and later forwarded) from construction on.
+class Agent final : private WorkerGroupObserver {
+ public:
+  Agent(AgentOptions options, boost::asio::io_context& io, ProcessLauncher& launcher,
+        Coordinator& coordinator, const Clock& clock);
+  ~Agent() override;
+
+  // Runs the job to its end on `io` and returns ddprun's exit code: 0 on success, the root
+  // cause's exit code (128+signal for a signal) on failure, 128+signal when stopped by one.
+  int run();
+
+ private:
+  void begin_round();
+  void start_workers(const RoundAssignment& assignment);
+  std::vector<WorkerLaunch> make_launches(const RoundAssignment& assignment);
+  void on_worker_started(const WorkerLaunch& launch, SpawnedProcess& process) override;
+  void on_group_finished(const GroupResult& result) override;
+  void after_group(const GroupResult& result);
+  void handle_failure(const GroupResult& result);
+  FailureReport build_report(const GroupResult& result) const;
+  void on_signal(int signo);
+  void on_coordinator_event(const CoordinatorEvent& event);
+  void reap_children();
+  void watch_signals();
+  void watch_children();
+  bool group_running() const { return group_ && !group_->finished(); }
+  void finish(int exit_code);
+
+  AgentOptions options_;
+  boost::asio::io_context& io_;
+  ProcessLauncher& launcher_;
+  Coordinator& coordinator_;
+  const Clock& clock_;
+  const EnvMap base_env_;
+
+  boost::asio::signal_set handled_signals_;
+  boost::asio::signal_set child_signals_;
+  AsioDeadlineTimer shutdown_timer_;
+  AsioDeadlineTimer drain_timer_;
+  OutputRouter output_;
+  std::optional<RunLogDir> log_dir_;
+  std::optional<PortReservation> port_;
+  std::unique_ptr<WorkerGroup> group_;
+  int attempt_ = 0;                     // groups started so far; names attempt_<N> log dirs
+  std::optional<int> stop_signal_;      // a handled signal arrived: the job ends with it
+  std::optional<CoordinatorEvent> job_failed_elsewhere_;
+  bool membership_changed_ = false;     // the running group is stopping to re-join
+  std::optional<int> exit_code_;        // set once: the job is over
+};
+
+// Whether `fd` 0, 1 and 2 are open; opens /dev/null on any that is not, so that no later
+// descriptor (a pipe, a socket) lands there and is mistaken for a standard stream.
+void ensure_standard_streams();
+
+// SIGKILLs and reaps every process that has become this process's child by adoption (as a
+// child subreaper): workers' grandchildren that left their process group. Returns how many.
+int kill_adopted_children();
+
+}  // namespace ddprun::agent

@@ -1,0 +1,71 @@
+// The agent's view of the rest of the job: who is in each round, whether a failed group is
+// restarted, and when the job is done. Single-node jobs decide locally (LocalCoordinator);
+// multi-node jobs ask the rendezvous server. All calls are made on the agent's event loop and
+// complete through callbacks on that loop; none blocks.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "agent/failure_report.h"
+#include "common/result.h"
+
+namespace ddprun::agent {
+
+// This node's place in one round, as decided by the rendezvous.
+struct RoundAssignment {
+  int round = 0;
+  int group_rank = 0;         // this node among nodes
+  int group_world_size = 1;   // nodes in the round
+  int rank_offset = 0;        // global rank of this node's local rank 0
+  int world_size = 1;         // workers in the round
+  std::string master_addr;    // where rank 0's worker (or the agent store) listens
+  int master_port = 0;
+  int restart_count = 0;      // job-wide failures so far: TORCHELASTIC_RESTART_COUNT
+  bool use_agent_store = false;
+};
+
+// What this node brings to a round.
+struct JoinOffer {
+  int local_world_size = 1;
+  std::string master_addr;  // offered to the job if this node becomes group rank 0
+  int master_port = 0;
+};
+
+// Pushed by a coordinator between calls.
+struct CoordinatorEvent {
+  enum class Kind {
+    kMembershipChanged,  // stop workers and join the next round; not counted as a restart
+    kJobFailed,          // the job failed elsewhere: stop workers, print `report`, exit
+  };
+  Kind kind = Kind::kMembershipChanged;
+  std::string reason;
+  FailureReport report;  // for kJobFailed
+  int exit_code = 1;     // for kJobFailed
+};
+
+class Coordinator {
+ public:
+  virtual ~Coordinator() = default;
+
+  // Joins the next round. `done` gets the assignment, or an error that ends the job.
+  virtual void join(const JoinOffer& offer, std::function<void(Result<RoundAssignment>)> done) = 0;
+
+  struct FailureDecision {
+    bool restart = false;   // true: join again; false: the job has failed
+    FailureReport report;   // the job's report (every node prints the same one)
+    int exit_code = 1;
+  };
+  // This node's workers failed with `report`.
+  virtual void report_failure(const FailureReport& report,
+                              std::function<void(FailureDecision)> done) = 0;
+  // This node's workers all succeeded. `done` gets ok when the whole job has (exit barrier),
+  // or an error when it failed elsewhere or the barrier timed out.
+  virtual void report_success(std::function<void(Status)> done) = 0;
+  // Receives pushed events. Set once, before join().
+  virtual void set_event_handler(std::function<void(const CoordinatorEvent&)> handler) = 0;
+  // Leaves the job; no callback fires afterwards.
+  virtual void close() = 0;
+};
+
+}  // namespace ddprun::agent

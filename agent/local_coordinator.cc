@@ -1,0 +1,38 @@
+#include "agent/local_coordinator.h"
+
+#include <boost/asio/post.hpp>
+
+namespace ddprun::agent {
+
+void LocalCoordinator::join(const JoinOffer& offer,
+                            std::function<void(Result<RoundAssignment>)> done) {
+  RoundAssignment a;
+  a.round = round_++;
+  a.world_size = offer.local_world_size;
+  a.master_addr = offer.master_addr;
+  a.master_port = offer.master_port;
+  a.restart_count = restarts_;
+  boost::asio::post(io_, [this, a, done = std::move(done)] {
+    if (!closed_) done(a);
+  });
+}
+
+void LocalCoordinator::report_failure(const FailureReport& report,
+                                      std::function<void(FailureDecision)> done) {
+  FailureDecision decision;
+  decision.restart = restarts_ < max_restarts_;
+  if (decision.restart) ++restarts_;
+  decision.report = report;
+  decision.exit_code = report.exit_code();
+  boost::asio::post(io_, [this, decision = std::move(decision), done = std::move(done)] {
+    if (!closed_) done(decision);
+  });
+}
+
+void LocalCoordinator::report_success(std::function<void(Status)> done) {
+  boost::asio::post(io_, [this, done = std::move(done)] {
+    if (!closed_) done(Status());
+  });
+}
+
+}  // namespace ddprun::agent

@@ -1,0 +1,76 @@
+#include "agent/log_layout.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+namespace ddprun::agent {
+namespace fs = std::filesystem;
+
+Result<RunLogDir> RunLogDir::create(const std::string& base, const std::string& run_id) {
+  RunLogDir dir;
+  std::string parent = base;
+  if (parent.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    parent = (tmp && *tmp) ? tmp : "/tmp";
+    dir.temporary_ = true;
+  }
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec) return Status::error("cannot create log directory " + parent + ": " + ec.message());
+  std::string name = (dir.temporary_ ? "ddprun_" : "") + run_id + "_XXXXXX";
+  std::string templ = (fs::path(parent) / name).string();
+  if (::mkdtemp(templ.data()) == nullptr) {
+    return Status::error("cannot create log directory in " + parent + ": " + std::strerror(errno));
+  }
+  dir.path_ = templ;
+  return dir;
+}
+
+std::string RunLogDir::worker_dir(int attempt, int local_rank) const {
+  return path_ + "/attempt_" + std::to_string(attempt) + "/" + std::to_string(local_rank);
+}
+std::string RunLogDir::stdout_log(int attempt, int local_rank) const {
+  return worker_dir(attempt, local_rank) + "/stdout.log";
+}
+std::string RunLogDir::stderr_log(int attempt, int local_rank) const {
+  return worker_dir(attempt, local_rank) + "/stderr.log";
+}
+std::string RunLogDir::error_file(int attempt, int local_rank) const {
+  return worker_dir(attempt, local_rank) + "/error.json";
+}
+
+Status RunLogDir::prepare_attempt(int attempt, int local_world_size) const {
+  for (int rank = 0; rank < local_world_size; ++rank) {
+    std::error_code ec;
+    fs::create_directories(worker_dir(attempt, rank), ec);
+    if (ec) return Status::error("cannot create " + worker_dir(attempt, rank) + ": " + ec.message());
+    fs::remove(error_file(attempt, rank), ec);  // a stale file would be taken for a new error
+  }
+  return {};
+}
+
+void RunLogDir::remove_if_temporary() const {
+  if (!temporary_ || path_.empty()) return;
+  std::error_code ec;
+  fs::remove_all(path_, ec);  // best effort: a leftover temp dir is harmless
+}
+
+StreamRoute plan_stream(const LogOptions& logs, int local_rank, StdStreams stream) {
+  const bool redirected = (logs.redirects.for_rank(local_rank) & stream) != 0;
+  const bool teed = (logs.tee.for_rank(local_rank) & stream) != 0;
+  const auto& shown = logs.console_ranks;
+  const bool in_filter =
+      shown.empty() || std::find(shown.begin(), shown.end(), local_rank) != shown.end();
+  StreamRoute route;
+  route.to_console = in_filter && (teed || !redirected);
+  route.to_file = redirected || teed || !in_filter;
+  return route;
+}
+
+}  // namespace ddprun::agent

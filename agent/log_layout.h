@@ -1,0 +1,48 @@
+// Where each attempt's logs and error files go, laid out as torchrun does:
+//   <log_dir>/<run_id>_<random>/attempt_<N>/<local_rank>/{stdout.log,stderr.log,error.json}
+// and which of a worker's streams go to the console, to a file, or through the agent.
+#pragma once
+
+#include <string>
+
+#include "agent/options.h"
+#include "common/result.h"
+
+namespace ddprun::agent {
+
+class RunLogDir {
+ public:
+  // Creates `<base>/<run_id>_<random>`; with an empty `base`, a fresh directory under $TMPDIR
+  // (or /tmp) that is temporary: remove_if_temporary() deletes it.
+  static Result<RunLogDir> create(const std::string& base, const std::string& run_id);
+
+  const std::string& path() const { return path_; }
+  std::string worker_dir(int attempt, int local_rank) const;
+  std::string stdout_log(int attempt, int local_rank) const;
+  std::string stderr_log(int attempt, int local_rank) const;
+  std::string error_file(int attempt, int local_rank) const;
+  // Creates attempt_<attempt>/<rank>/ for every local rank, with no stale error file in it.
+  Status prepare_attempt(int attempt, int local_world_size) const;
+  // Deletes the directory when it was made temporary (nothing when the user chose --log_dir).
+  void remove_if_temporary() const;
+
+ private:
+  std::string path_;
+  bool temporary_ = false;
+};
+
+// How one stream of one worker is routed.
+struct StreamRoute {
+  bool to_console = false;  // shown on the agent's console
+  bool to_file = false;     // written to attempt_<N>/<rank>/{stdout,stderr}.log
+  // Through the agent (a pipe) rather than straight to its destination: when the stream goes
+  // to both places (tee), and whenever it reaches the console prefixed.
+  bool via_agent() const { return to_console && to_file; }
+};
+
+// The route of `stream` (kStdout or kStderr) for `local_rank`. Redirected streams go to the
+// file only; tee'd streams go to both; ranks outside --local_ranks_filter do not reach the
+// console, and keep their output in the log file instead.
+StreamRoute plan_stream(const LogOptions& logs, int local_rank, StdStreams stream);
+
+}  // namespace ddprun::agent

@@ -1,0 +1,163 @@
+#include "agent/process_launcher.h"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <csignal>
+#include <cstring>
+#include <sstream>
+
+namespace ddprun::agent {
+namespace {
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+// Descriptors prepared in the parent for one child stream: `child_fd` is what the child
+// dup2()s onto 1 or 2 (-1: inherit), `parent_read` is the pipe end the agent keeps.
+struct StreamFds {
+  UniqueFd child_fd;
+  UniqueFd parent_read;
+};
+
+Result<StreamFds> prepare_stream(const StdioTarget& target) {
+  StreamFds fds;
+  switch (target.kind) {
+    case StdioTarget::Kind::kInherit:
+      break;
+    case StdioTarget::Kind::kFile: {
+      int fd = ::open(target.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd < 0) {
+        return Status::error("cannot open log file " + target.path + ": " + errno_text(errno));
+      }
+      fds.child_fd.reset(fd);
+      break;
+    }
+    case StdioTarget::Kind::kPipe: {
+      int p[2];
+      if (::pipe2(p, O_CLOEXEC) != 0) return Status::error("pipe2: " + errno_text(errno));
+      fds.parent_read.reset(p[0]);
+      fds.child_fd.reset(p[1]);
+      break;
+    }
+  }
+  return fds;
+}
+
+// Everything below runs in the forked child before exec: async-signal-safe calls only, no
+// allocation. On any failure the errno goes up `error_fd` and the child exits 127.
+[[noreturn]] void child_fail(int error_fd, int err) {
+  ssize_t ignored = ::write(error_fd, &err, sizeof err);
+  (void)ignored;
+  ::_exit(127);
+}
+
+// Closes every descriptor from 3 up except `keep` (which is >= 3: 0-2 are always open, see
+// main). close_range exists since Linux 5.9; older kernels take the bounded loop.
+void close_descriptors_except(int keep) {
+  bool closed = true;
+  if (keep > 3) closed = ::syscall(SYS_close_range, 3u, static_cast<unsigned>(keep - 1), 0u) == 0;
+  closed = closed && ::syscall(SYS_close_range, static_cast<unsigned>(keep + 1), ~0u, 0u) == 0;
+  if (closed) return;
+  long max_fd = ::sysconf(_SC_OPEN_MAX);
+  for (long fd = 3; fd < max_fd && fd < 65536; ++fd) {
+    if (fd != keep) ::close(static_cast<int>(fd));
+  }
+}
+
+[[noreturn]] void exec_child(pid_t agent_pid, int error_fd, int out_fd, int err_fd,
+                             const char* path, char* const argv[], char* const envp[]) {
+  if (::setpgid(0, 0) != 0) child_fail(error_fd, errno);
+  // Die with the agent, even when it is SIGKILLed. Checked after the prctl so that an agent
+  // that died before it is noticed too.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(error_fd, errno);
+  if (::getppid() != agent_pid) ::_exit(1);
+  // The agent blocks nothing it forwards, but a caller may have; exec keeps the mask.
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);  // ignored dispositions survive exec
+  if (out_fd >= 0 && ::dup2(out_fd, STDOUT_FILENO) < 0) child_fail(error_fd, errno);
+  if (err_fd >= 0 && ::dup2(err_fd, STDERR_FILENO) < 0) child_fail(error_fd, errno);
+  close_descriptors_except(error_fd);  // error_fd is close-on-exec
+  ::execve(path, argv, envp);
+  child_fail(error_fd, errno);
+}
+
+std::vector<char*> to_cstrings(const std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (const auto& s : strings) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+Result<SpawnedProcess> PosixProcessLauncher::spawn(const SpawnRequest& request) {
+  auto out = prepare_stream(request.stdout_target);
+  if (!out) return out.status();
+  auto err = prepare_stream(request.stderr_target);
+  if (!err) return err.status();
+  int error_pipe[2];
+  if (::pipe2(error_pipe, O_CLOEXEC) != 0) return Status::error("pipe2: " + errno_text(errno));
+  UniqueFd error_read(error_pipe[0]), error_write(error_pipe[1]);
+
+  std::vector<char*> argv = to_cstrings(request.argv);
+  std::vector<char*> envp = to_cstrings(request.envp);
+  const pid_t agent_pid = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) return Status::error("fork: " + errno_text(errno));
+  if (pid == 0) {
+    exec_child(agent_pid, error_write.get(), out->child_fd.get(), err->child_fd.get(),
+               request.executable.c_str(), argv.data(), envp.data());
+  }
+  // Also from the parent: the group must exist before the agent can signal it.
+  ::setpgid(pid, pid);
+  error_write.reset();
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = ::read(error_read.get(), &child_errno, sizeof child_errno);
+  } while (n < 0 && errno == EINTR);
+  if (n > 0) {  // exec failed: the child has exited 127; reap it here, nobody else knows it
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return Status::error("cannot execute " + request.executable + ": " + errno_text(child_errno));
+  }
+  SpawnedProcess spawned;
+  spawned.pid = pid;
+  spawned.stdout_pipe = std::move(out->parent_read);
+  spawned.stderr_pipe = std::move(err->parent_read);
+  return spawned;
+}
+
+void PosixProcessLauncher::signal_group(pid_t pgid, int signo) {
+  if (pgid > 1) ::kill(-pgid, signo);  // ESRCH: the group is already gone, which is fine
+}
+
+Result<std::string> find_executable(const std::string& name, const std::string& path_env) {
+  auto is_executable = [](const std::string& p) {
+    struct stat st{};
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+  };
+  if (name.find('/') != std::string::npos) {
+    if (is_executable(name)) return name;
+    return Status::error("'" + name + "' is not an executable file");
+  }
+  std::stringstream dirs(path_env);
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (is_executable(candidate)) return candidate;
+  }
+  return Status::error("cannot find executable '" + name + "' on PATH");
+}
+
+}  // namespace ddprun::agent

@@ -1,0 +1,66 @@
+// Starting and signalling worker processes, behind an interface so that the worker-group state
+// machine is unit-tested with a fake (no fork in unit tests).
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "common/posix_fd.h"
+#include "common/result.h"
+
+namespace ddprun::agent {
+
+// Where a child's stdout or stderr goes.
+struct StdioTarget {
+  enum class Kind {
+    kInherit,  // the agent's own descriptor (shared console)
+    kFile,     // `path`, created or truncated
+    kPipe,     // a pipe whose read end the agent gets back (for tee and filtering)
+  };
+  Kind kind = Kind::kInherit;
+  std::string path;  // for kFile
+};
+
+struct SpawnRequest {
+  std::string executable;          // absolute path
+  std::vector<std::string> argv;   // argv[0] included
+  std::vector<std::string> envp;   // complete environment, "KEY=VALUE"
+  StdioTarget stdout_target;
+  StdioTarget stderr_target;
+};
+
+struct SpawnedProcess {
+  pid_t pid = -1;          // also the process group id
+  UniqueFd stdout_pipe;    // read ends, valid only for StdioTarget::Kind::kPipe
+  UniqueFd stderr_pipe;
+};
+
+// Thread-safety: call from the agent's thread only.
+class ProcessLauncher {
+ public:
+  virtual ~ProcessLauncher() = default;
+  // Starts a process in a new process group (pgid == pid). The real implementation also makes
+  // it die with the agent (parent-death signal) and gives it no descriptor beyond 0, 1 and 2.
+  // Fails with a message naming the executable when it cannot be started.
+  virtual Result<SpawnedProcess> spawn(const SpawnRequest& request) = 0;
+  // Sends `signo` to process group `pgid`. A group that no longer exists is not an error.
+  virtual void signal_group(pid_t pgid, int signo) = 0;
+};
+
+// fork/exec implementation. Why not Boost.Process: the child needs a parent-death signal,
+// its own process group and a close-everything step before exec, and the agent reaps every
+// child (grandchildren too, as a subreaper) with waitpid(-1), which Boost.Process's own
+// child-exit bookkeeping does not allow.
+class PosixProcessLauncher final : public ProcessLauncher {
+ public:
+  Result<SpawnedProcess> spawn(const SpawnRequest& request) override;
+  void signal_group(pid_t pgid, int signo) override;
+};
+
+// Finds `name` as an executable: a name with a '/' is taken as a path, otherwise each
+// directory of `path_env` (a PATH value) is searched. Returns the path or an error naming it.
+Result<std::string> find_executable(const std::string& name, const std::string& path_env);
+
+}  // namespace ddprun::agent

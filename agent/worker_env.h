@@ -1,0 +1,47 @@
+// The environment each worker starts with: torchrun's contract (see
+// shared/reference/torchrun-contract.md), on top of the agent's own environment.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ddprun::agent {
+
+// Where a worker sits in the job, as decided by the rendezvous for one attempt.
+struct WorkerPlacement {
+  int local_rank = 0;
+  int rank = 0;               // global rank: rank_offset of the node + local_rank
+  int group_rank = 0;         // this node's rank among nodes
+  int group_world_size = 1;   // number of nodes
+  int local_world_size = 1;   // workers on this node
+  int world_size = 1;         // workers in the job
+  int role_rank = 0;          // rank among workers of the same role (one role: == rank)
+  int role_world_size = 1;
+};
+
+// Job-wide facts shared by every worker of one attempt.
+struct AttemptContext {
+  std::string role = "default";
+  std::string master_addr;
+  int master_port = 0;
+  int restart_count = 0;
+  int max_restarts = 0;
+  std::string run_id;
+  bool use_agent_store = false;  // true only when the agent really hosts a TCPStore server
+};
+
+using EnvMap = std::map<std::string, std::string>;
+
+// The agent's environment as a map (from `environ`).
+EnvMap current_environment();
+
+// `base` plus the torchrun worker variables for `placement`, with `error_file` as
+// TORCHELASTIC_ERROR_FILE. Pure: no I/O.
+EnvMap build_worker_env(const EnvMap& base, const AttemptContext& attempt,
+                        const WorkerPlacement& placement, const std::string& error_file);
+
+// "KEY=VALUE" strings for execve.
+std::vector<std::string> to_envp(const EnvMap& env);
+
+}  // namespace ddprun::agent

@@ -1,0 +1,125 @@
+#include "agent/worker_group.h"
+
+#include <csignal>
+
+namespace ddprun::agent {
+
+WorkerGroup::WorkerGroup(WorkerGroupOptions options, ProcessLauncher& launcher,
+                         DeadlineTimer& timer, const Clock& clock, WorkerGroupObserver& observer)
+    : options_(std::move(options)),
+      launcher_(launcher),
+      timer_(timer),
+      clock_(clock),
+      observer_(observer) {}
+
+void WorkerGroup::start(std::vector<WorkerLaunch> launches) {
+  state_ = State::kRunning;
+  workers_.reserve(launches.size());
+  for (auto& launch : launches) {
+    Worker& worker = workers_.emplace_back(Worker{std::move(launch)});
+    auto spawned = launcher_.spawn(worker.launch.request);
+    if (!spawned) {
+      // Reported like a worker that exited 127 (the shell's "cannot execute"), with the reason.
+      WorkerFailure failure;
+      failure.local_rank = worker.launch.local_rank;
+      failure.rank = worker.launch.rank;
+      failure.exit = ExitStatus::exited(127);
+      failure.time = format_report_time(clock_.wall_now());
+      failure.hostname = options_.hostname;
+      failure.error_file = worker.launch.error_file;
+      failure.error_message = spawned.error_message();
+      failure.traceback = spawned.error_message();
+      failures_.push_back(std::move(failure));
+      workers_.pop_back();
+      begin_stop(SIGTERM);
+      finish_if_done();
+      return;
+    }
+    worker.pid = spawned->pid;
+    worker.running = true;
+    observer_.on_worker_started(worker.launch, *spawned);
+  }
+}
+
+bool WorkerGroup::on_child_exit(pid_t pid, ExitStatus status) {
+  for (Worker& worker : workers_) {
+    if (worker.pid != pid || !worker.running) continue;
+    worker.running = false;
+    // Grandchildren die with their worker; the group id is still ours to use right now.
+    launcher_.signal_group(pid, SIGKILL);
+    if (!status.success() && state_ == State::kRunning) {
+      record_failure(worker, status);
+      begin_stop(SIGTERM);
+    }
+    finish_if_done();
+    return true;
+  }
+  return false;
+}
+
+void WorkerGroup::stop(int signo) {
+  if (state_ == State::kFinished || state_ == State::kIdle) return;
+  if (state_ == State::kStopping) {
+    // Asked again (a second Ctrl-C): no more grace.
+    kill_running();
+    return;
+  }
+  stop_signal_ = signo;
+  begin_stop(signo);
+  finish_if_done();
+}
+
+std::vector<pid_t> WorkerGroup::running_pids() const {
+  std::vector<pid_t> pids;
+  for (const Worker& w : workers_) {
+    if (w.running) pids.push_back(w.pid);
+  }
+  return pids;
+}
+
+void WorkerGroup::record_failure(const Worker& worker, ExitStatus status) {
+  WorkerFailure failure;
+  failure.local_rank = worker.launch.local_rank;
+  failure.rank = worker.launch.rank;
+  failure.pid = worker.pid;
+  failure.exit = status;
+  failure.time = format_report_time(clock_.wall_now());
+  failure.hostname = options_.hostname;
+  failure.error_file = worker.launch.error_file;
+  failures_.push_back(std::move(failure));
+}
+
+void WorkerGroup::begin_stop(int signo) {
+  state_ = State::kStopping;
+  for (const Worker& w : workers_) {
+    if (w.running) launcher_.signal_group(w.pid, signo);
+  }
+  if (signo == SIGKILL) return;
+  timer_.arm(options_.shutdown_timeout, [this] { kill_running(); });
+}
+
+void WorkerGroup::kill_running() {
+  for (const Worker& w : workers_) {
+    if (w.running) launcher_.signal_group(w.pid, SIGKILL);
+  }
+}
+
+void WorkerGroup::finish_if_done() {
+  if (state_ == State::kFinished) return;
+  for (const Worker& w : workers_) {
+    if (w.running) return;
+  }
+  timer_.cancel();
+  state_ = State::kFinished;
+  GroupResult result;
+  if (!failures_.empty()) {
+    result.outcome = GroupResult::Outcome::kFailed;
+    result.failures = failures_;
+  } else if (stop_signal_) {
+    result.outcome = GroupResult::Outcome::kStopped;
+    result.stop_signal = *stop_signal_;
+  }
+  observer_.on_group_finished(result);
+}
+
+}  // namespace ddprun::agent

@@ -1,0 +1,262 @@
+#include "launcher/command_line.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include <CLI/CLI.hpp>
+#include <boost/uuid/random_generator.hpp>
+#include <boost/uuid/uuid_io.hpp>
+
+#include "agent/process_launcher.h"
+#include "launcher/value_parsers.h"
+
+namespace ddprun::launcher {
+namespace {
+
+// Every flag as written on the command line, before validation.
+struct RawFlags {
+  std::string nnodes = "1:1";
+  std::string nproc_per_node = "1";
+  int node_rank = 0;
+  std::string rdzv_backend = "static";
+  std::string rdzv_endpoint;
+  std::string rdzv_id = "none";
+  std::string rdzv_conf;
+  bool standalone = false;
+  int max_restarts = 0;
+  double monitor_interval = 0.1;  // accepted for compatibility: supervision is event-driven
+  std::string start_method = "spawn";  // accepted: workers are always fresh processes
+  std::string role = "default";
+  bool module = false;
+  bool no_python = false;
+  bool run_path = false;
+  std::string log_dir;
+  std::string redirects = "0";
+  std::string tee = "0";
+  std::string local_ranks_filter;
+  std::string master_addr = "127.0.0.1";
+  int master_port = -1;  // -1: unset, a free port per attempt
+  std::string local_addr;
+  double shutdown_timeout = 30;  // seconds
+  std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+};
+
+// "--nproc_per_node,--nproc-per-node" and its environment default PET_NPROC_PER_NODE.
+struct FlagName {
+  std::string names;
+  std::string env;
+};
+FlagName flag_name(const std::string& underscored, const std::string& short_name = "") {
+  std::string dashed = underscored;
+  std::replace(dashed.begin(), dashed.end(), '_', '-');
+  std::string names = short_name.empty() ? "" : short_name + ",";
+  names += "--" + underscored;
+  if (dashed != underscored) names += ",--" + dashed;
+  std::string env = "PET_" + underscored;
+  std::transform(env.begin(), env.end(), env.begin(), ::toupper);
+  return {names, env};
+}
+
+template <class T>
+void add_option(CLI::App& app, T& target, const std::string& name, const std::string& help,
+                const std::string& short_name = "") {
+  const FlagName f = flag_name(name, short_name);
+  app.add_option(f.names, target, help)
+      ->envname(f.env)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+      ->capture_default_str();
+}
+
+void add_flag(CLI::App& app, bool& target, const std::string& name, const std::string& help,
+              const std::string& short_name = "") {
+  const FlagName f = flag_name(name, short_name);
+  app.add_flag(f.names, target, help)->envname(f.env);
+}
+
+void declare_flags(CLI::App& app, RawFlags& f) {
+  add_option(app, f.nnodes, "nnodes", "Number of nodes, N or MIN:MAX");
+  add_option(app, f.nproc_per_node, "nproc_per_node", "Workers per node: N, cpu, gpu or auto");
+  add_option(app, f.node_rank, "node_rank", "Rank of this node (static rendezvous)");
+  add_option(app, f.rdzv_backend, "rdzv_backend", "Rendezvous backend: static or c10d");
+  add_option(app, f.rdzv_endpoint, "rdzv_endpoint", "Rendezvous endpoint host[:port]");
+  add_option(app, f.rdzv_id, "rdzv_id", "Job id shared by the job's nodes");
+  add_option(app, f.rdzv_conf, "rdzv_conf", "Rendezvous settings key=value,...");
+  add_flag(app, f.standalone, "standalone", "Single node, rendezvous on a free local port");
+  add_option(app, f.max_restarts, "max_restarts", "Worker group restarts before failing");
+  add_option(app, f.monitor_interval, "monitor_interval",
+             "Accepted for compatibility; ddprun reacts to worker exits at once");
+  add_option(app, f.start_method, "start_method", "Accepted for compatibility (spawn, fork, forkserver)");
+  add_option(app, f.role, "role", "Worker role name");
+  add_flag(app, f.module, "module", "Run the entry point as a Python module (python -m)", "-m");
+  add_flag(app, f.no_python, "no_python", "Run the entry point as an executable, not with Python");
+  add_flag(app, f.run_path, "run_path", "Run the entry point as a Python script path");
+  add_option(app, f.log_dir, "log_dir", "Base directory for worker logs and error files");
+  add_option(app, f.redirects, "redirects", "Streams to log files only: 0-3 or 0:1,1:2", "-r");
+  add_option(app, f.tee, "tee", "Streams to log files and the console: 0-3 or 0:1,1:2", "-t");
+  add_option(app, f.local_ranks_filter, "local_ranks_filter", "Local ranks shown on the console, e.g. 0,1");
+  add_option(app, f.master_addr, "master_addr", "MASTER_ADDR for workers (static rendezvous)");
+  add_option(app, f.master_port, "master_port", "MASTER_PORT for workers; default: a free port per attempt");
+  add_option(app, f.local_addr, "local_addr", "Address this node advertises");
+  add_option(app, f.shutdown_timeout, "shutdown_timeout", "Seconds between SIGTERM and SIGKILL");
+  add_option(app, f.signals_to_handle, "signals_to_handle", "Signals forwarded to workers");
+}
+
+Status validate_values(const RawFlags& f, LaunchConfig& config);
+Status build_command(const RawFlags& f, std::vector<std::string> rest, LaunchConfig& config);
+
+std::string local_host_name() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof name - 1) == 0 ? name : "localhost";
+}
+
+}  // namespace
+
+ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
+  ParsedCommandLine parsed;
+  RawFlags flags;
+  CLI::App app{"ddprun: a torchrun-compatible elastic launcher for PyTorch distributed training",
+               "ddprun"};
+  app.footer("usage: ddprun [options] <script|module|executable> [args...]");
+  declare_flags(app, flags);
+  app.prefix_command();  // everything from the script on belongs to the script
+  try {
+    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    parsed.output = app.help();
+    return parsed;
+  } catch (const CLI::ParseError& e) {
+    parsed.exit_code = 2;
+    parsed.output = std::string("ddprun: error: ") + e.what();
+    return parsed;
+  }
+  LaunchConfig config;
+  Status status = validate_values(flags, config);
+  if (status) status = build_command(flags, app.remaining(), config);
+  if (!status) {
+    parsed.exit_code = 2;
+    parsed.output = "ddprun: error: " + status.message();
+    return parsed;
+  }
+  parsed.config = std::move(config);
+  return parsed;
+}
+
+namespace {
+
+Status validate_rendezvous(const RawFlags& f, RendezvousSettings& r) {
+  auto nodes = parse_nnodes(f.nnodes);
+  if (!nodes) return nodes.status();
+  auto conf = parse_rdzv_conf(f.rdzv_conf);
+  if (!conf) return conf.status();
+  if (f.rdzv_backend != "static" && f.rdzv_backend != "c10d") {
+    return Status::error("--rdzv_backend=" + f.rdzv_backend +
+                         " is not supported: use static or c10d");
+  }
+  if (f.node_rank < 0 || f.node_rank >= nodes->max) {
+    return Status::error("--node_rank=" + std::to_string(f.node_rank) + " must be in [0, " +
+                         std::to_string(nodes->max) + ")");
+  }
+  if (f.standalone && nodes->max > 1) {
+    return Status::error("--standalone runs a single node, but --nnodes=" + f.nnodes);
+  }
+  if (nodes->max > 1) {
+    return Status::error("--nnodes=" + f.nnodes +
+                         " needs more than one node; this ddprun build runs single-node jobs "
+                         "only (use --nnodes 1 or --standalone)");
+  }
+  r.min_nodes = nodes->min;
+  r.max_nodes = nodes->max;
+  r.conf = std::move(conf.value());
+  r.node_rank = f.node_rank;
+  r.local_addr = f.local_addr;
+  r.standalone = f.standalone;
+  r.backend = f.standalone ? "c10d" : f.rdzv_backend;
+  r.endpoint = f.standalone ? "127.0.0.1:0" : f.rdzv_endpoint;
+  r.job_id = f.standalone ? boost::uuids::to_string(boost::uuids::random_generator()()) : f.rdzv_id;
+  return {};
+}
+
+Status validate_values(const RawFlags& f, LaunchConfig& config) {
+  if (Status s = validate_rendezvous(f, config.rendezvous); !s) return s;
+  agent::AgentOptions& a = config.agent;
+  auto nproc = parse_nproc_per_node(f.nproc_per_node);
+  if (!nproc) return nproc.status();
+  auto redirects = parse_std_streams("--redirects", f.redirects);
+  if (!redirects) return redirects.status();
+  auto tee = parse_std_streams("--tee", f.tee);
+  if (!tee) return tee.status();
+  auto filter = parse_rank_list("--local_ranks_filter", f.local_ranks_filter);
+  if (!filter) return filter.status();
+  auto signals = parse_signal_list(f.signals_to_handle);
+  if (!signals) return signals.status();
+  if (f.max_restarts < 0) return Status::error("--max_restarts must be >= 0");
+  if (f.shutdown_timeout < 0) return Status::error("--shutdown_timeout must be >= 0 seconds");
+  if (f.monitor_interval < 0) return Status::error("--monitor_interval must be >= 0 seconds");
+  if (f.master_port < -1 || f.master_port > 65535) {
+    return Status::error("--master_port=" + std::to_string(f.master_port) + " is not a TCP port");
+  }
+  if (f.start_method != "spawn" && f.start_method != "fork" && f.start_method != "forkserver") {
+    return Status::error("--start_method=" + f.start_method + ": use spawn, fork or forkserver");
+  }
+  if (f.role.empty()) return Status::error("--role must not be empty");
+  a.nproc_per_node = *nproc;
+  a.role = f.role;
+  a.max_restarts = f.max_restarts;
+  a.shutdown_timeout = Millis(static_cast<long long>(f.shutdown_timeout * 1000));
+  a.signals_to_handle = *signals;
+  a.master_addr = f.master_addr;
+  if (f.master_port > 0) a.master_port = f.master_port;  // 0 or unset: a free port per attempt
+  a.run_id = config.rendezvous.job_id;
+  a.hostname = f.local_addr.empty() ? local_host_name() : f.local_addr;
+  a.logs.log_dir = f.log_dir;
+  a.logs.redirects = *redirects;
+  a.logs.tee = *tee;
+  a.logs.console_ranks = *filter;
+  if (a.nproc_per_node > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) {
+    a.extra_env["OMP_NUM_THREADS"] = "1";
+    config.warnings.push_back(
+        "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to "
+        "avoid your system being overloaded, please further tune the variable for optimal "
+        "performance in your application as needed.");
+  }
+  return {};
+}
+
+Status build_command(const RawFlags& f, std::vector<std::string> rest, LaunchConfig& config) {
+  if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+  else if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {
+    return Status::error("unrecognized argument: " + rest.front() +
+                         " (run ddprun --help for the flags; put it after the script to pass it on)");
+  }
+  if (rest.empty()) return Status::error("the entry point is missing: ddprun [options] <script> [args...]");
+  if (f.no_python && f.module) {
+    return Status::error("don't use both the '--no_python' flag and the '--module' flag at the same time");
+  }
+  if (f.no_python && f.run_path) {
+    return Status::error("don't use both the '--run_path' flag and the '--no_python' flag at the same time");
+  }
+  const char* path_env = std::getenv("PATH");
+  agent::WorkerCommand& cmd = config.agent.command;
+  cmd.display_name = rest.front();
+  if (f.no_python) {
+    auto exe = agent::find_executable(rest.front(), path_env ? path_env : "");
+    if (!exe) return exe.status().with_context("--no_python entry point");
+    cmd.executable = *exe;
+    cmd.argv = rest;
+    return {};
+  }
+  const char* python_exec = std::getenv("PYTHON_EXEC");
+  const std::string python = python_exec && *python_exec ? python_exec : "python3";
+  auto exe = agent::find_executable(python, path_env ? path_env : "");
+  if (!exe) return exe.status().with_context("Python interpreter (set PYTHON_EXEC to choose one)");
+  cmd.executable = *exe;
+  cmd.argv = {python, "-u"};
+  if (f.module) cmd.argv.push_back("-m");
+  cmd.argv.insert(cmd.argv.end(), rest.begin(), rest.end());
+  return {};
+}
+
+}  // namespace
+}  // namespace ddprun::launcher

@@ -1,0 +1,164 @@
+#include "launcher/value_parsers.h"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <csignal>
+#include <optional>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include "agent/exit_status.h"
+
+namespace ddprun::launcher {
+namespace {
+
+std::optional<int> to_int(std::string_view text) {
+  int value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end || text.empty()) return std::nullopt;
+  return value;
+}
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> parts;
+  std::stringstream stream(text);
+  std::string part;
+  while (std::getline(stream, part, sep)) parts.push_back(part);
+  return parts;
+}
+
+int online_cpus() {
+  long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+}  // namespace
+
+Result<NodeRange> parse_nnodes(const std::string& text) {
+  const auto parts = split(text, ':');
+  NodeRange range;
+  auto min = parts.empty() ? std::nullopt : to_int(parts[0]);
+  auto max = parts.size() == 2 ? to_int(parts[1]) : min;
+  if (parts.empty() || parts.size() > 2 || !min || !max || *min <= 0 || *max < *min) {
+    return Status::error("--nnodes=" + text + " is invalid: expected N or MIN:MAX with 0 < MIN <= MAX");
+  }
+  range.min = *min;
+  range.max = *max;
+  return range;
+}
+
+Result<int> parse_nproc_per_node(const std::string& text) {
+  if (text == "cpu") return online_cpus();
+  if (text == "gpu") {
+    int gpus = count_cuda_devices();
+    if (gpus == 0) return Status::error("--nproc_per_node=gpu, but no CUDA device is visible");
+    return gpus;
+  }
+  if (text == "auto") {
+    int gpus = count_cuda_devices();
+    return gpus > 0 ? gpus : online_cpus();
+  }
+  auto n = to_int(text);
+  if (!n || *n <= 0) {
+    return Status::error("--nproc_per_node=" + text +
+                         " is invalid: expected a positive integer, cpu, gpu or auto");
+  }
+  return *n;
+}
+
+Result<agent::PerRankStreams> parse_std_streams(const std::string& flag, const std::string& text) {
+  auto bad = [&] {
+    return Status::error(flag + "=" + text +
+                         " is invalid: expected 0-3 (0 none, 1 stdout, 2 stderr, 3 both) or a "
+                         "per-rank map such as 0:1,1:2");
+  };
+  agent::PerRankStreams streams;
+  if (text.find(':') == std::string::npos) {
+    auto v = to_int(text);
+    if (!v || *v < 0 || *v > 3) return bad();
+    streams.all = *v;
+    return streams;
+  }
+  for (const auto& item : split(text, ',')) {
+    const auto kv = split(item, ':');
+    auto rank = kv.size() == 2 ? to_int(kv[0]) : std::nullopt;
+    auto value = kv.size() == 2 ? to_int(kv[1]) : std::nullopt;
+    if (!rank || !value || *rank < 0 || *value < 0 || *value > 3) return bad();
+    streams.per_rank[*rank] = *value;
+  }
+  return streams;
+}
+
+Result<std::vector<int>> parse_rank_list(const std::string& flag, const std::string& text) {
+  std::vector<int> ranks;
+  if (text.empty()) return ranks;
+  for (const auto& item : split(text, ',')) {
+    auto rank = to_int(item);
+    if (!rank || *rank < 0) {
+      return Status::error(flag + "=" + text + " is invalid: expected local ranks such as 0,1,2");
+    }
+    ranks.push_back(*rank);
+  }
+  return ranks;
+}
+
+Result<std::vector<int>> parse_signal_list(const std::string& text) {
+  std::vector<int> signals;
+  for (const auto& name : split(text, ',')) {
+    int signo = agent::signal_from_name(name);
+    if (signo == 0 || signo == SIGKILL || signo == SIGSTOP || signo == SIGCHLD) {
+      return Status::error("--signals_to_handle: '" + name + "' is not a signal ddprun can handle");
+    }
+    signals.push_back(signo);
+  }
+  return signals;
+}
+
+Result<std::map<std::string, std::string>> parse_rdzv_conf(const std::string& text) {
+  static const std::set<std::string> kKnownKeys = {
+      "join_timeout",    "last_call_timeout",  "close_timeout",
+      "heartbeat_timeout", "keep_alive_interval", "keep_alive_max_attempt",
+      "read_timeout",    "is_host",            "timeout"};
+  std::map<std::string, std::string> conf;
+  if (text.empty()) return conf;
+  for (const auto& item : split(text, ',')) {
+    const auto eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    if (eq == std::string::npos || key.empty()) {
+      return Status::error("--rdzv_conf: '" + item + "' is not key=value");
+    }
+    if (!kKnownKeys.count(key)) {
+      return Status::error("--rdzv_conf: unknown key '" + key +
+                           "' (known: join_timeout, last_call_timeout, close_timeout, "
+                           "heartbeat_timeout, keep_alive_interval, keep_alive_max_attempt, "
+                           "read_timeout, is_host)");
+    }
+    conf[key] = item.substr(eq + 1);
+  }
+  return conf;
+}
+
+int count_cuda_devices() {
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    // CUDA stops at the first entry that is not a device: "" and "-1" hide every device.
+    int count = 0;
+    for (const auto& entry : split(visible, ',')) {
+      if (entry.empty() || entry[0] == '-') break;
+      ++count;
+    }
+    return count;
+  }
+  std::error_code ec;
+  int count = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++count;
+  }
+  return count;
+}
+
+}  // namespace ddprun::launcher
