@@ -1,0 +1,15 @@
+// The ddprun worker SDK: data-parallel training in C++ under ddprun or torchrun.
+// Include this one header. Guide: docs/worker_sdk.md.
+//
+//   auto group = ddp::init_process_group();            // from RANK, WORLD_SIZE, MASTER_*...
+//   ddp::DistributedDataParallel model(Net(), group);  // broadcasts rank 0's weights
+//   loss_fn(model(x), y).backward();                   // gradients averaged across ranks
+#pragma once
+
+#include "ddp/comm_hooks.h"
+#include "ddp/distributed_data_parallel.h"
+#include "ddp/error.h"
+#include "ddp/launch_env.h"
+#include "ddp/process_group.h"
+#include "ddp/sampling.h"
+#include "ddp/snapshot.h"

@@ -1,0 +1,88 @@
+// Every difference between LibTorch 1.13 (Debian, CPU, Gloo) and PyTorch 2.x (CUDA, NCCL)
+// that the SDK touches lives in this one file, selected by TORCH_VERSION_MAJOR.
+//
+// - Process-group dispatch: in 1.13 ProcessGroupGloo/NCCL derive from c10d::ProcessGroup; in
+//   2.x they derive from c10d::Backend and c10d::ProcessGroup merely routes to them. The SDK
+//   holds the concrete backend and calls it directly, through `BackendBase`.
+// - TCPStoreOptions gained fields in 2.x (useLibUV, masterListenFd): we set members by name,
+//   never by aggregate initialisation.
+// - ProcessGroupGloo::createDeviceForHostname gained a defaulted `lazyInit` in 2.x.
+// - Work lives in c10d::Work in both (1.13 still aliases ProcessGroup::Work to it).
+//
+// Include from .cc files only: it pulls in c10d headers, which are slow to compile.
+#pragma once
+
+#include <torch/version.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#endif
+#if defined(DDP_WITH_NCCL)
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+namespace ddp::detail::compat {
+
+#if TORCH_VERSION_MAJOR >= 2
+using BackendBase = ::c10d::Backend;
+#else
+using BackendBase = ::c10d::ProcessGroup;
+#endif
+using WorkPtr = c10::intrusive_ptr<::c10d::Work>;
+using StorePtr = c10::intrusive_ptr<::c10d::Store>;
+
+inline StorePtr make_tcp_store(const std::string& host, std::uint16_t port, bool is_server,
+                               int world_size, std::chrono::milliseconds timeout) {
+  ::c10d::TCPStoreOptions opts;
+  opts.port = port;
+  opts.isServer = is_server;
+  opts.numWorkers = static_cast<std::size_t>(world_size);
+  // The process group's own rendezvous synchronises the ranks; a server that blocked here
+  // until every client connected would only duplicate that wait.
+  opts.waitWorkers = false;
+  opts.timeout = timeout;
+  return c10::make_intrusive<::c10d::TCPStore>(host, opts);
+}
+
+inline StorePtr make_hash_store() { return c10::make_intrusive<::c10d::HashStore>(); }
+
+inline StorePtr make_prefix_store(const std::string& prefix, StorePtr inner) {
+  return c10::make_intrusive<::c10d::PrefixStore>(prefix, std::move(inner));
+}
+
+// hostname: the address Gloo binds and advertises; empty picks the interface named by
+// GLOO_SOCKET_IFNAME when set (interface non-empty), else the host's default address.
+inline c10::intrusive_ptr<BackendBase> make_gloo(const StorePtr& store, int rank, int size,
+                                                 std::chrono::milliseconds timeout,
+                                                 const std::string& hostname,
+                                                 const std::string& interface) {
+  auto options = ::c10d::ProcessGroupGloo::Options::create(timeout);
+  if (!interface.empty()) {
+    options->devices.push_back(::c10d::ProcessGroupGloo::createDeviceForInterface(interface));
+  } else if (!hostname.empty()) {
+    options->devices.push_back(::c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
+  } else {
+    options->devices.push_back(::c10d::ProcessGroupGloo::createDefaultDevice());
+  }
+  return c10::make_intrusive<::c10d::ProcessGroupGloo>(store, rank, size, options);
+}
+
+#if defined(DDP_WITH_NCCL)
+inline c10::intrusive_ptr<BackendBase> make_nccl(const StorePtr& store, int rank, int size,
+                                                 std::chrono::milliseconds timeout) {
+  auto options = ::c10d::ProcessGroupNCCL::Options::create();
+  options->timeout = timeout;
+  return c10::make_intrusive<::c10d::ProcessGroupNCCL>(store, rank, size, options);
+}
+#endif
+
+}  // namespace ddp::detail::compat
