@@ -1,0 +1,57 @@
+#include "rendezvous/frame_io.h"
+
+#include <fcntl.h>
+
+#include <array>
+
+#include <boost/asio/read.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <spdlog/spdlog.h>
+
+namespace ddprun::rdzv {
+
+asio::awaitable<Status> read_frame(tcp::socket& socket, const CodecLimits& limits,
+                                   std::vector<uint8_t>& body) {
+  boost::system::error_code ec;
+  std::array<uint8_t, kFrameHeaderBytes> header{};
+  co_await asio::async_read(socket, asio::buffer(header),
+                            asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return Status::error(ec == asio::error::eof ? "connection closed" : ec.message());
+  auto len = decode_frame_length(header, limits);
+  if (!len) co_return len.status().with_context("bad frame header");
+  body.resize(*len);  // bounded by limits.max_frame_bytes above
+  co_await asio::async_read(socket, asio::buffer(body),
+                            asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    co_return Status::error(ec == asio::error::eof ? "connection closed in the middle of a frame"
+                                                   : ec.message());
+  }
+  co_return Status();
+}
+
+void set_cloexec(int fd) {
+  const int flags = ::fcntl(fd, F_GETFD);
+  if (flags >= 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+}
+
+void configure_socket(tcp::socket& socket) {
+  boost::system::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  set_cloexec(socket.native_handle());
+}
+
+}  // namespace ddprun::rdzv
+
+namespace ddprun::rdzv {
+void LogCoroutineEnd::operator()(std::exception_ptr error) const {
+  if (!error) return;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    spdlog::error("{} ended with an exception: {}", what, e.what());
+  } catch (...) {
+    spdlog::error("{} ended with an unknown exception", what);
+  }
+}
+}  // namespace ddprun::rdzv

@@ -1,0 +1,44 @@
+// Reading and writing whole frames on an Asio TCP socket, shared by the server's sessions and
+// the client. The length prefix is checked against CodecLimits before the body buffer is sized.
+//
+// These awaitables never throw: errors come back as Status. Deadlines are the caller's (a timer
+// that closes the socket), so a stalled read ends with an "operation aborted" error.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <utility>  // before Boost 1.74's awaitable.hpp, which uses std::exchange without it
+#include <string>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "common/result.h"
+#include "rendezvous/codec.h"
+
+namespace ddprun::rdzv {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+// Reads one frame body (type byte + payload) into `body`, reusing its capacity.
+asio::awaitable<Status> read_frame(tcp::socket& socket, const CodecLimits& limits,
+                                   std::vector<uint8_t>& body);
+
+// Marks the descriptor close-on-exec so that workers the agent spawns never inherit it.
+void set_cloexec(int fd);
+
+// Sets TCP_NODELAY (frames are small and latency-bound) and close-on-exec on a new socket.
+void configure_socket(tcp::socket& socket);
+
+}  // namespace ddprun::rdzv
+
+namespace ddprun::rdzv {
+// Completion handler for co_spawn: our coroutines do not throw by design, but should one
+// (std::bad_alloc), the error is logged instead of vanishing or escaping the io_context.
+struct LogCoroutineEnd {
+  const char* what;
+  void operator()(std::exception_ptr error) const;
+};
+}  // namespace ddprun::rdzv

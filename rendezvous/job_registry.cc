@@ -1,0 +1,231 @@
+#include "rendezvous/job_registry.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace ddprun::rdzv {
+namespace {
+
+constexpr size_t kMaxUndelivered = 64;  // more pushes than a disconnected node can miss
+
+Result<JobOptions> job_options(const JoinMsg& m) {
+  if (m.min_nodes == 0 || m.max_nodes < m.min_nodes) {
+    return Status::error(fmt::format("invalid nnodes {}:{} (need 0 < MIN <= MAX)", m.min_nodes,
+                                     m.max_nodes));
+  }
+  if (m.join_timeout_ms == 0 || m.heartbeat_timeout_ms == 0 || m.exit_barrier_timeout_ms == 0) {
+    return Status::error("join, heartbeat and exit-barrier timeouts must be positive");
+  }
+  JobOptions o;
+  o.min_nodes = m.min_nodes;
+  o.max_nodes = m.max_nodes;
+  o.max_restarts = m.max_restarts;
+  o.join_timeout = Millis(m.join_timeout_ms);
+  o.last_call_timeout = Millis(m.last_call_timeout_ms);
+  o.heartbeat_timeout = Millis(m.heartbeat_timeout_ms);
+  o.exit_barrier_timeout = Millis(m.exit_barrier_timeout_ms);
+  return o;
+}
+
+ServerMessage to_message(const Push& push) {
+  return std::visit([](const auto& p) { return ServerMessage(p); }, push);
+}
+
+}  // namespace
+
+JobRegistry::JobRegistry(boost::asio::any_io_executor executor, const Clock& clock)
+    : executor_(std::move(executor)), clock_(clock), token_rng_(std::random_device{}()) {}
+
+JobRegistry::~JobRegistry() { cancel_timers(); }
+
+Reply JobRegistry::error_reply(uint32_t request_id, std::string message) {
+  Reply r;
+  r.request_id = request_id;
+  r.ok = false;
+  r.error = std::move(message);
+  return r;
+}
+
+JobRegistry::Job& JobRegistry::open_connection(const std::string& job_id) {
+  auto& slot = jobs_[job_id];
+  if (!slot) slot = std::make_unique<Job>(executor_, job_id);
+  ++slot->connections;
+  return *slot;
+}
+
+void JobRegistry::close_connection(Job& job, Peer& peer, const std::string& node_id) {
+  --job.connections;
+  auto link = job.links.find(node_id);
+  if (!node_id.empty() && link != job.links.end() && link->second.peer == &peer) {
+    link->second.peer = nullptr;
+    if (job.round) job.round->detach(node_id, clock_.steady_now());
+    schedule(job);
+  }
+  erase_if_idle(job);
+}
+
+void JobRegistry::join(Job& job, Peer& peer, const JoinMsg& msg, std::string& node_id) {
+  auto fail = [&](std::string why) { peer.send(error_reply(msg.request_id, std::move(why))); };
+  if (msg.node_id.empty()) return fail("join without a node id");
+  if (!node_id.empty() && node_id != msg.node_id) {
+    return fail(fmt::format("this connection already joined as node '{}'", node_id));
+  }
+  auto link = job.links.find(msg.node_id);
+  if (link != job.links.end() && link->second.peer && link->second.peer != &peer) {
+    return fail(fmt::format("node id '{}' is already connected to job '{}'; node ids must be "
+                            "unique per job", msg.node_id, job.id));
+  }
+  auto options = job_options(msg);
+  if (!options) return fail(options.error_message());
+  const SteadyTime now = clock_.steady_now();
+  if (!job.round) job.round.emplace(job.id, *options, now);
+  NodeInfo info{msg.node_id, msg.local_world_size, std::nullopt, msg.master_addr,
+                msg.master_port};
+  if (msg.node_rank_hint >= 0) info.node_rank_hint = static_cast<uint32_t>(msg.node_rank_hint);
+  auto decisions = job.round->join(info, *options, now);
+  if (!decisions) {
+    if (job.round->empty()) job.round.reset();  // a bad first join must not fix the options
+    return fail(decisions.error_message());
+  }
+  auto& l = job.links[msg.node_id];
+  l.peer = &peer;
+  if (l.token == 0) l.token = token_rng_() | 1;  // never 0: 0 means "no token"
+  node_id = msg.node_id;
+  Reply ok;
+  ok.request_id = msg.request_id;
+  ok.integer = static_cast<int64_t>(l.token);
+  peer.send(ok);
+  dispatch(job, *decisions);
+  after_change(job, false);
+}
+
+void JobRegistry::resume(Job& job, Peer& peer, const ResumeMsg& msg, std::string& node_id) {
+  auto link = job.links.find(msg.node_id);
+  const bool valid = link != job.links.end() && link->second.token == msg.token &&
+                     job.round && job.round->reattach(msg.node_id);
+  if (!valid) {
+    peer.send(error_reply(msg.request_id,
+                          fmt::format("node '{}' is no longer a member of job '{}' (dropped "
+                                      "after heartbeat_timeout); join again",
+                                      msg.node_id, job.id)));
+    return;
+  }
+  Job::Link& l = link->second;
+  if (l.peer && l.peer != &peer) {
+    l.peer->kick(fmt::format("node '{}' reconnected on a newer connection", msg.node_id));
+  }
+  l.peer = &peer;
+  node_id = msg.node_id;
+  Reply ok;
+  ok.request_id = msg.request_id;
+  peer.send(ok);
+  for (const Push& p : std::exchange(l.undelivered, {})) peer.send(to_message(p));
+  schedule(job);
+}
+
+void JobRegistry::leave(Job& job, Peer& peer, const LeaveMsg& msg, std::string& node_id) {
+  Reply ok;
+  ok.request_id = msg.request_id;
+  peer.send(ok);
+  if (node_id.empty()) return;
+  const std::string leaving = std::exchange(node_id, std::string());
+  job.links.erase(leaving);
+  if (!job.round) return;
+  dispatch(job, job.round->leave(leaving, clock_.steady_now()));
+  after_change(job, true);
+}
+
+void JobRegistry::report_failure(Job& job, Peer& peer, const ReportFailureMsg& msg,
+                                 const std::string& node_id) {
+  if (node_id.empty() || !job.round) {
+    return peer.send(error_reply(msg.request_id, "report_worker_failure before join"));
+  }
+  auto decisions = job.round->report_failure(node_id, msg.round, msg.report, msg.exit_code,
+                                             clock_.steady_now());
+  if (!decisions) return peer.send(error_reply(msg.request_id, decisions.error_message()));
+  Reply ok;
+  ok.request_id = msg.request_id;
+  peer.send(ok);
+  dispatch(job, *decisions);
+  after_change(job, false);
+}
+
+void JobRegistry::report_success(Job& job, Peer& peer, const ReportSuccessMsg& msg,
+                                 const std::string& node_id) {
+  if (node_id.empty() || !job.round) {
+    return peer.send(error_reply(msg.request_id, "report_success before join"));
+  }
+  auto decisions = job.round->report_success(node_id, msg.round, clock_.steady_now());
+  if (!decisions) return peer.send(error_reply(msg.request_id, decisions.error_message()));
+  Reply ok;
+  ok.request_id = msg.request_id;
+  peer.send(ok);
+  dispatch(job, *decisions);
+  after_change(job, false);
+}
+
+void JobRegistry::dispatch(Job& job, const Decisions& decisions) {
+  for (const Outgoing& out : decisions) {
+    auto link = job.links.find(out.node_id);
+    if (link == job.links.end()) continue;
+    if (link->second.peer) {
+      link->second.peer->send(to_message(out.push));
+    } else if (link->second.undelivered.size() < kMaxUndelivered) {
+      link->second.undelivered.push_back(out.push);
+    }
+  }
+}
+
+// Bookkeeping after the round state changed: round-scoped keys of an ended round vanish, links
+// of dropped nodes go (only after drops: it walks every link), and the deadline moves.
+void JobRegistry::after_change(Job& job, bool prune_links) {
+  if (job.round && job.round->round() != job.kv_round) {
+    job.kv.clear_round();
+    job.kv_round = job.round->round();
+  }
+  if (prune_links && job.round) {
+    std::erase_if(job.links, [&](const auto& kv) { return !job.round->knows(kv.first); });
+  }
+  schedule(job);
+}
+
+void JobRegistry::schedule(Job& job) {
+  std::optional<SteadyTime> next = job.round ? job.round->next_deadline() : std::nullopt;
+  if (next == job.timer_at) return;
+  job.timer_at = next;
+  if (!next) {
+    job.timer.cancel();
+    return;
+  }
+  job.timer.expires_at(*next);  // cancels the previous wait
+  job.timer.async_wait([this, id = job.id, at = *next](const boost::system::error_code& ec) {
+    if (ec) return;  // rescheduled or cancelled; the registry may be gone
+    auto it = jobs_.find(id);
+    if (it != jobs_.end() && it->second->timer_at == at) on_timer(id);
+  });
+}
+
+void JobRegistry::on_timer(const std::string& job_id) {
+  Job& job = *jobs_.at(job_id);
+  job.timer_at.reset();
+  if (!job.round) return;
+  dispatch(job, job.round->advance(clock_.steady_now()));
+  after_change(job, true);
+  erase_if_idle(job);
+}
+
+void JobRegistry::erase_if_idle(Job& job) {
+  if (job.connections > 0 || (job.round && !job.round->empty())) return;
+  const std::string id = job.id;  // copied: erasing destroys `job`
+  spdlog::debug("job '{}' has no nodes and no connections left; forgetting it", id);
+  jobs_.erase(id);
+}
+
+void JobRegistry::cancel_timers() {
+  for (auto& [id, job] : jobs_) {
+    job->timer.cancel();
+    job->timer_at.reset();
+  }
+}
+
+}  // namespace ddprun::rdzv

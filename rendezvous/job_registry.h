@@ -1,0 +1,96 @@
+// All jobs a server hosts, isolated by job id: each has its own RoundState, KvStore, deadline
+// timer and the links from its nodes to their current connections.
+//
+// The registry is the only place that turns RoundState decisions into frames: it answers the
+// request that caused them first, then pushes every decision to the node's connection — or
+// keeps it for the node while it is disconnected and within its reconnect grace.
+//
+// Thread-safety: none. Everything runs on the server's io_context (its single owner).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "common/clock.h"
+#include "rendezvous/kv_store.h"
+#include "rendezvous/messages.h"
+#include "rendezvous/round_state.h"
+
+namespace ddprun::rdzv {
+
+// A connection the registry can send to; implemented by the server's Session.
+class Peer {
+ public:
+  virtual ~Peer() = default;
+  virtual void send(const ServerMessage& message) = 0;
+  // Closes the connection after sending `why` (a newer connection of the same node took over).
+  virtual void kick(const std::string& why) = 0;
+};
+
+class JobRegistry {
+ public:
+  // One job. Fields are the registry's; sessions only hold a reference while connected.
+  struct Job {
+    explicit Job(boost::asio::any_io_executor ex, std::string job_id)
+        : id(std::move(job_id)), timer(ex) {}
+    struct Link {
+      Peer* peer = nullptr;  // the node's current connection; null while disconnected
+      uint64_t token = 0;    // proves a reconnect is the same node
+      std::vector<Push> undelivered;  // pushes made while disconnected, delivered on resume
+    };
+    const std::string id;
+    std::optional<RoundState> round;  // created by the first join (it fixes the options)
+    KvStore kv;
+    uint64_t kv_round = 0;            // the round whose round-scoped keys kv holds
+    size_t connections = 0;           // open connections that said Hello for this job
+    std::unordered_map<std::string, Link> links;  // node id → link
+    boost::asio::steady_timer timer;  // fires at round->next_deadline()
+    std::optional<SteadyTime> timer_at;
+  };
+
+  JobRegistry(boost::asio::any_io_executor executor, const Clock& clock);
+  ~JobRegistry();
+
+  // A connection said Hello for `job_id`; the job is created on first use.
+  Job& open_connection(const std::string& job_id);
+  // A connection ended. `node_id` is the node it carried (empty if none); the node keeps its
+  // place for heartbeat_timeout. The job may be erased: `job` is invalid afterwards.
+  void close_connection(Job& job, Peer& peer, const std::string& node_id);
+
+  // Requests. Each answers `peer` with a Reply of `request_id` before any push it causes.
+  // `node_id` is the connection's node: set by join/resume, cleared by leave.
+  void join(Job& job, Peer& peer, const JoinMsg& msg, std::string& node_id);
+  void resume(Job& job, Peer& peer, const ResumeMsg& msg, std::string& node_id);
+  void leave(Job& job, Peer& peer, const LeaveMsg& msg, std::string& node_id);
+  void report_failure(Job& job, Peer& peer, const ReportFailureMsg& msg,
+                      const std::string& node_id);
+  void report_success(Job& job, Peer& peer, const ReportSuccessMsg& msg,
+                      const std::string& node_id);
+
+  size_t job_count() const { return jobs_.size(); }
+  // Cancels every job timer (server shutdown).
+  void cancel_timers();
+
+ private:
+  void dispatch(Job& job, const Decisions& decisions);
+  void after_change(Job& job, bool prune_links);
+  void schedule(Job& job);
+  void on_timer(const std::string& job_id);
+  void erase_if_idle(Job& job);
+  static Reply error_reply(uint32_t request_id, std::string message);
+
+  boost::asio::any_io_executor executor_;
+  const Clock& clock_;
+  std::unordered_map<std::string, std::unique_ptr<Job>> jobs_;
+  std::mt19937_64 token_rng_;
+};
+
+}  // namespace ddprun::rdzv

@@ -1,0 +1,110 @@
+#include "rendezvous/rdzv_conf.h"
+
+#include <charconv>
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace ddprun::rdzv {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+Result<bool> parse_bool(std::string_view v) {
+  static const std::set<std::string_view> kTrue{"1", "true", "True", "yes", "y"};
+  static const std::set<std::string_view> kFalse{"0", "false", "False", "no", "n"};
+  if (kTrue.count(v)) return true;
+  if (kFalse.count(v)) return false;
+  return Status::error(fmt::format("'{}' is not a boolean (use true or false)", v));
+}
+
+Result<int> parse_int(std::string_view v) {
+  int out = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec != std::errc() || end != v.data() + v.size() || out < 1) {
+    return Status::error(fmt::format("'{}' is not a positive integer", v));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<Millis> parse_duration(std::string_view text) {
+  std::string_view number = text;
+  double scale = 1000.0;  // seconds by default, like torchrun
+  if (number.size() > 2 && number.substr(number.size() - 2) == "ms") {
+    number.remove_suffix(2);
+    scale = 1.0;
+  } else if (number.size() > 1 && number.back() == 's') {
+    number.remove_suffix(1);
+  }
+  // std::from_chars for double is missing from g++ 12's libstdc++ only on old targets; strtod
+  // on a bounded copy keeps it portable.
+  const std::string copy(number);
+  char* end = nullptr;
+  const double value = std::strtod(copy.c_str(), &end);
+  if (copy.empty() || end != copy.c_str() + copy.size() || !std::isfinite(value) || value < 0) {
+    return Status::error(fmt::format("'{}' is not a duration (e.g. 30, 1.5s, 250ms)", text));
+  }
+  return Millis(static_cast<int64_t>(std::llround(value * scale)));
+}
+
+Result<RendezvousConf> parse_rdzv_conf(std::string_view text) {
+  RendezvousConf conf;
+  std::set<std::string, std::less<>> seen;
+  bool heartbeat_set = false;
+  text = trim(text);
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    std::string_view item = trim(text.substr(0, comma));
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      return Status::error(fmt::format("--rdzv_conf: '{}' is not key=value", item));
+    }
+    const std::string key(trim(item.substr(0, eq)));
+    const std::string_view value = trim(item.substr(eq + 1));
+    if (!seen.insert(key).second) {
+      return Status::error(fmt::format("--rdzv_conf: key '{}' given twice", key));
+    }
+    Status bad;
+    auto duration = [&](Millis& field) {
+      auto d = parse_duration(value);
+      if (d) field = *d; else bad = d.status();
+    };
+    if (key == "join_timeout") duration(conf.join_timeout);
+    else if (key == "last_call_timeout") duration(conf.last_call_timeout);
+    else if (key == "close_timeout") duration(conf.close_timeout);
+    else if (key == "heartbeat_timeout") { duration(conf.heartbeat_timeout); heartbeat_set = true; }
+    else if (key == "keep_alive_interval") duration(conf.keep_alive_interval);
+    else if (key == "read_timeout") duration(conf.read_timeout);
+    else if (key == "keep_alive_max_attempt") {
+      auto n = parse_int(value);
+      if (n) conf.keep_alive_max_attempt = *n; else bad = n.status();
+    } else if (key == "is_host") {
+      auto b = parse_bool(value);
+      if (b) conf.is_host = *b; else bad = b.status();
+    } else {
+      return Status::error(fmt::format(
+          "--rdzv_conf: unknown key '{}' (known: join_timeout, last_call_timeout, "
+          "close_timeout, heartbeat_timeout, keep_alive_interval, keep_alive_max_attempt, "
+          "read_timeout, is_host)", key));
+    }
+    if (!bad) return bad.with_context(fmt::format("--rdzv_conf: key '{}'", key));
+  }
+  if (!heartbeat_set) conf.heartbeat_timeout = conf.keep_alive_interval * conf.keep_alive_max_attempt;
+  if (conf.keep_alive_interval.count() == 0 || conf.heartbeat_timeout <= conf.keep_alive_interval) {
+    return Status::error(fmt::format(
+        "--rdzv_conf: heartbeat_timeout ({} ms) must exceed keep_alive_interval ({} ms) > 0",
+        conf.heartbeat_timeout.count(), conf.keep_alive_interval.count()));
+  }
+  return conf;
+}
+
+}  // namespace ddprun::rdzv

@@ -1,0 +1,44 @@
+// torchrun's --rdzv_conf ("k=v,k=v") parsed into typed rendezvous timeouts.
+//
+// Keys (torchrun's): join_timeout (600 s), last_call_timeout (30 s), close_timeout (30 s),
+// heartbeat_timeout (keep_alive_interval × keep_alive_max_attempt = 15 s when unset),
+// keep_alive_interval (5 s), keep_alive_max_attempt (3), read_timeout (60 s), is_host (auto).
+// Durations are seconds like torchrun ("30", "0.5"), or carry a unit: "250ms", "2s".
+// Unknown keys, repeated keys and bad values are errors that name the key.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/clock.h"
+#include "common/result.h"
+
+namespace ddprun::rdzv {
+
+struct RendezvousConf {
+  // Longest a round waits for min_nodes. Default 600 s.
+  Millis join_timeout{600'000};
+  // Extra wait for more nodes once min_nodes joined. Default 30 s.
+  Millis last_call_timeout{30'000};
+  // Accepted for torchrun compatibility; our rounds close by push, so it has no effect.
+  Millis close_timeout{30'000};
+  // A connection silent this long is dead, and a node whose connection dropped keeps its
+  // place this long. Default keep_alive_interval × keep_alive_max_attempt.
+  Millis heartbeat_timeout{15'000};
+  // How often the client sends a heartbeat. Default 5 s.
+  Millis keep_alive_interval{5'000};
+  int keep_alive_max_attempt = 3;
+  // Deadline of one request/reply exchange and of connecting. Default 60 s.
+  Millis read_timeout{60'000};
+  // Whether this agent hosts the server; nullopt = decide by matching the endpoint's host.
+  std::optional<bool> is_host;
+};
+
+// Parses "k=v,k=v" (empty = all defaults). Whitespace around keys and values is ignored.
+Result<RendezvousConf> parse_rdzv_conf(std::string_view text);
+
+// "250ms", "2s", "1.5" (seconds) → milliseconds; an error for anything else or negatives.
+Result<Millis> parse_duration(std::string_view text);
+
+}  // namespace ddprun::rdzv

@@ -1,0 +1,353 @@
+#include "rendezvous/round_state.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace ddprun::rdzv {
+namespace {
+int64_t ms(Millis d) { return d.count(); }
+}  // namespace
+
+RoundState::RoundState(std::string job_id, JobOptions options, SteadyTime now)
+    : job_id_(std::move(job_id)), options_(options), round_opened_at_(now) {}
+
+Status RoundState::check_options(const NodeInfo& node, const JobOptions& asked) const {
+  if (asked.min_nodes != options_.min_nodes || asked.max_nodes != options_.max_nodes ||
+      asked.max_restarts != options_.max_restarts) {
+    return Status::error(fmt::format(
+        "node '{}' asked job '{}' for nnodes={}:{} max_restarts={}, but the job runs with "
+        "nnodes={}:{} max_restarts={}; start every node with the same --nnodes and "
+        "--max_restarts",
+        node.node_id, job_id_, asked.min_nodes, asked.max_nodes, asked.max_restarts,
+        options_.min_nodes, options_.max_nodes, options_.max_restarts));
+  }
+  if (node.local_world_size == 0) {
+    return Status::error(fmt::format("node '{}' joined with a local world size of 0", node.node_id));
+  }
+  return Status();
+}
+
+Result<Decisions> RoundState::join(const NodeInfo& node, const JobOptions& asked,
+                                   SteadyTime now) {
+  if (finished()) {
+    return Status::error(fmt::format("job '{}' has already {}; use a new --rdzv_id", job_id_,
+                                     phase_ == Phase::kSucceeded ? "succeeded" : "failed"));
+  }
+  if (Status s = check_options(node, asked); !s) return s;
+  Decisions out;
+  auto [it, inserted] = nodes_.try_emplace(node.node_id);
+  NodeRecord& rec = it->second;
+  if (!inserted && (rec.state == NodeState::kPending || rec.state == NodeState::kStandby)) {
+    rec.info = node;  // a repeated join while waiting: idempotent
+    return out;
+  }
+  rec.info = node;
+  rec.join_seq = next_join_seq_++;
+  if (inserted) rec.state = NodeState::kIdle;
+  if (phase_ == Phase::kGathering) {
+    join_gathering(rec, now, out);
+  } else {
+    join_running(rec, now, out);
+  }
+  return out;
+}
+
+void RoundState::join_gathering(NodeRecord& rec, SteadyTime now, Decisions& out) {
+  if (rec.expected) {
+    rec.expected = false;
+    --expected_missing_;
+  }
+  rec.state = NodeState::kPending;
+  ++pending_count_;
+  maybe_close(now, out);
+}
+
+void RoundState::join_running(NodeRecord& rec, SteadyTime now, Decisions& out) {
+  if (rec.state == NodeState::kMember) {
+    // A member asking to join again has restarted: the round it was in is over for everyone.
+    rec.state = NodeState::kStandby;
+    --member_count_;
+    if (rec.succeeded) --succeeded_count_;
+    open_round(now, RestartReason::kMemberLost,
+               fmt::format("node '{}' re-joined the rendezvous", rec.info.node_id), out);
+    return;
+  }
+  rec.state = NodeState::kStandby;
+  // Scale up only when there is room and the job is not already finishing.
+  if (member_count_ < options_.max_nodes && succeeded_count_ == 0) {
+    open_round(now, RestartReason::kScaleUp,
+               fmt::format("node '{}' is waiting to join", rec.info.node_id), out);
+  }
+}
+
+void RoundState::open_round(SteadyTime now, RestartReason reason, const std::string& why,
+                            Decisions& out) {
+  const RestartRequested restart{round_, reason, why};
+  ++round_;
+  phase_ = Phase::kGathering;
+  round_opened_at_ = now;
+  min_reached_at_.reset();
+  barrier_deadline_.reset();
+  pending_count_ = expected_total_ = expected_missing_ = 0;
+  std::vector<NodeRecord*> standby;
+  for (auto& [id, rec] : nodes_) {
+    if (rec.state == NodeState::kMember) {
+      out.push_back({id, restart});
+      rec.state = NodeState::kIdle;
+      rec.expected = true;
+      rec.succeeded = false;
+      ++expected_total_;
+      ++expected_missing_;
+    } else if (rec.state == NodeState::kStandby) {
+      standby.push_back(&rec);
+    }
+  }
+  member_count_ = succeeded_count_ = 0;
+  // Waiting nodes enter in arrival order, leaving room for every survivor.
+  std::sort(standby.begin(), standby.end(),
+            [](auto* a, auto* b) { return a->join_seq < b->join_seq; });
+  for (NodeRecord* rec : standby) {
+    if (pending_count_ + expected_total_ >= options_.max_nodes) break;
+    rec->state = NodeState::kPending;
+    ++pending_count_;
+  }
+  maybe_close(now, out);
+}
+
+void RoundState::maybe_close(SteadyTime now, Decisions& out) {
+  if (phase_ != Phase::kGathering) return;
+  if (pending_count_ >= options_.max_nodes) return close_round(out);
+  if (pending_count_ >= options_.min_nodes) {
+    if (!min_reached_at_) min_reached_at_ = now;
+    const bool survivors_back = expected_total_ > 0 && expected_missing_ == 0;
+    if (survivors_back || now >= *min_reached_at_ + options_.last_call_timeout) {
+      close_round(out);
+    }
+    return;
+  }
+  min_reached_at_.reset();
+  if (now >= round_opened_at_ + options_.join_timeout) {
+    fail_job(fmt::format("rendezvous of job '{}' timed out: {} of at least {} nodes joined "
+                         "round {} within join_timeout ({} ms); start more nodes or raise "
+                         "join_timeout",
+                         job_id_, pending_count_, options_.min_nodes, round_,
+                         ms(options_.join_timeout)),
+             "", kRendezvousFailureExitCode, out);
+  }
+}
+
+std::vector<std::pair<uint32_t, RoundState::NodeRecord*>> RoundState::assign_ranks() {
+  std::vector<NodeRecord*> joined;
+  joined.reserve(pending_count_);
+  for (auto& [id, rec] : nodes_) {
+    if (rec.state == NodeState::kPending) joined.push_back(&rec);
+  }
+  std::sort(joined.begin(), joined.end(),
+            [](auto* a, auto* b) { return a->join_seq < b->join_seq; });
+  const auto n = static_cast<uint32_t>(joined.size());
+  std::vector<NodeRecord*> by_rank(n, nullptr);
+  std::vector<bool> placed(n, false);
+  auto place_by = [&](auto wanted) {
+    for (uint32_t i = 0; i < n; ++i) {
+      std::optional<uint32_t> r = wanted(*joined[i]);
+      if (!placed[i] && r && *r < n && !by_rank[*r]) {
+        by_rank[*r] = joined[i];
+        placed[i] = true;
+      }
+    }
+  };
+  place_by([](const NodeRecord& r) { return r.info.node_rank_hint; });
+  place_by([](const NodeRecord& r) { return r.last_group_rank; });
+  uint32_t next_free = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (placed[i]) continue;
+    while (by_rank[next_free]) ++next_free;
+    by_rank[next_free] = joined[i];
+  }
+  std::vector<std::pair<uint32_t, NodeRecord*>> ranks;
+  ranks.reserve(n);
+  for (uint32_t r = 0; r < n; ++r) ranks.emplace_back(r, by_rank[r]);
+  return ranks;
+}
+
+void RoundState::close_round(Decisions& out) {
+  auto ranks = assign_ranks();
+  uint32_t world_size = 0;
+  for (auto& [rank, rec] : ranks) world_size += rec->info.local_world_size;
+  const NodeInfo& master = ranks.front().second->info;
+  uint32_t offset = 0;
+  out.reserve(out.size() + ranks.size());
+  for (auto& [rank, rec] : ranks) {
+    rec->state = NodeState::kMember;
+    rec->last_group_rank = rank;
+    rec->succeeded = false;
+    RoundAssigned a{job_id_, round_, rank, static_cast<uint32_t>(ranks.size()),
+                    rec->info.local_world_size, offset, world_size, master.master_addr,
+                    master.master_port, restart_count_, options_.max_restarts};
+    offset += rec->info.local_world_size;
+    out.push_back({rec->info.node_id, std::move(a)});
+  }
+  // Survivors that did not come back in time are no longer expected; they may join later.
+  for (auto& [id, rec] : nodes_) rec.expected = false;
+  member_count_ = ranks.size();
+  succeeded_count_ = pending_count_ = expected_total_ = expected_missing_ = 0;
+  min_reached_at_.reset();
+  phase_ = Phase::kRunning;
+}
+
+Decisions RoundState::leave(const std::string& node_id, SteadyTime now) {
+  Decisions out;
+  drop(node_id, now, fmt::format("node '{}' left the job", node_id), out);
+  return out;
+}
+
+void RoundState::detach(const std::string& node_id, SteadyTime now) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || it->second.grace_deadline) return;
+  it->second.grace_deadline = now + options_.heartbeat_timeout;
+  graces_.emplace(*it->second.grace_deadline, node_id);
+}
+
+bool RoundState::reattach(const std::string& node_id) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return false;
+  if (it->second.grace_deadline) {
+    graces_.erase({*it->second.grace_deadline, node_id});
+    it->second.grace_deadline.reset();
+  }
+  return true;
+}
+
+void RoundState::drop(const std::string& node_id, SteadyTime now, const std::string& why,
+                      Decisions& out) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return;
+  NodeRecord rec = std::move(it->second);
+  nodes_.erase(it);
+  if (rec.grace_deadline) graces_.erase({*rec.grace_deadline, node_id});
+  if (finished()) return;
+  switch (rec.state) {
+    case NodeState::kMember:
+      --member_count_;
+      if (rec.succeeded) {
+        --succeeded_count_;  // it finished its work: leaving is not a loss
+        return maybe_succeed(out);
+      }
+      return open_round(now, RestartReason::kMemberLost, why, out);
+    case NodeState::kPending:
+      --pending_count_;
+      return maybe_close(now, out);
+    case NodeState::kIdle:
+      if (rec.expected) {
+        --expected_total_;
+        --expected_missing_;
+        maybe_close(now, out);
+      }
+      return;
+    case NodeState::kStandby:
+      return;
+  }
+}
+
+Result<Decisions> RoundState::report_failure(const std::string& node_id, uint64_t round,
+                                             const std::string& report, int32_t exit_code,
+                                             SteadyTime now) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) {
+    return Status::error(fmt::format("node '{}' is not part of job '{}'", node_id, job_id_));
+  }
+  Decisions out;
+  // A second report of the same round arrives after the first already ended it: ignored, the
+  // first failure is the root cause every node reports.
+  if (phase_ != Phase::kRunning || round != round_ || it->second.state != NodeState::kMember) {
+    return out;
+  }
+  if (restart_count_ < options_.max_restarts) {
+    ++restart_count_;
+    open_round(now, RestartReason::kWorkerFailure, report, out);
+  } else {
+    fail_job(fmt::format("workers of node '{}' failed in round {} of job '{}' and no restarts "
+                         "are left (max_restarts={})",
+                         node_id, round_, job_id_, options_.max_restarts),
+             report, exit_code, out);
+  }
+  return out;
+}
+
+Result<Decisions> RoundState::report_success(const std::string& node_id, uint64_t round,
+                                             SteadyTime now) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) {
+    return Status::error(fmt::format("node '{}' is not part of job '{}'", node_id, job_id_));
+  }
+  Decisions out;
+  NodeRecord& rec = it->second;
+  if (phase_ != Phase::kRunning || round != round_ || rec.state != NodeState::kMember ||
+      rec.succeeded) {
+    return out;
+  }
+  rec.succeeded = true;
+  if (++succeeded_count_ == 1) barrier_deadline_ = now + options_.exit_barrier_timeout;
+  maybe_succeed(out);
+  return out;
+}
+
+void RoundState::maybe_succeed(Decisions& out) {
+  if (phase_ != Phase::kRunning || succeeded_count_ < member_count_) return;
+  phase_ = Phase::kSucceeded;
+  push_to_all(JobSucceeded{round_}, out);
+}
+
+Decisions RoundState::advance(SteadyTime now) {
+  Decisions out;
+  while (!graces_.empty() && graces_.begin()->first <= now) {
+    const std::string id = graces_.begin()->second;
+    drop(id, now,
+         fmt::format("node '{}' lost: its connection dropped and it did not reconnect within "
+                     "heartbeat_timeout ({} ms)",
+                     id, ms(options_.heartbeat_timeout)),
+         out);
+  }
+  maybe_close(now, out);
+  if (phase_ == Phase::kRunning && barrier_deadline_ && now >= *barrier_deadline_) {
+    std::vector<std::string> missing;
+    for (auto& [id, rec] : nodes_) {
+      if (rec.state == NodeState::kMember && !rec.succeeded) missing.push_back(id);
+    }
+    std::sort(missing.begin(), missing.end());
+    fail_job(fmt::format("exit barrier of job '{}' timed out after {} ms: {} of {} nodes did "
+                         "not finish ({})",
+                         job_id_, ms(options_.exit_barrier_timeout), missing.size(),
+                         member_count_, fmt::join(missing, ", ")),
+             "", kRendezvousFailureExitCode, out);
+  }
+  return out;
+}
+
+std::optional<SteadyTime> RoundState::next_deadline() const {
+  std::optional<SteadyTime> next;
+  auto consider = [&](SteadyTime t) {
+    if (!next || t < *next) next = t;
+  };
+  if (!graces_.empty()) consider(graces_.begin()->first);
+  if (phase_ == Phase::kGathering) {
+    consider(min_reached_at_ ? *min_reached_at_ + options_.last_call_timeout
+                             : round_opened_at_ + options_.join_timeout);
+  } else if (phase_ == Phase::kRunning && barrier_deadline_) {
+    consider(*barrier_deadline_);
+  }
+  return next;
+}
+
+void RoundState::fail_job(const std::string& reason, const std::string& report,
+                          int32_t exit_code, Decisions& out) {
+  phase_ = Phase::kFailed;
+  push_to_all(JobFailed{reason, report, exit_code}, out);
+}
+
+void RoundState::push_to_all(const Push& push, Decisions& out) const {
+  for (const auto& [id, rec] : nodes_) out.push_back({id, push});
+}
+
+}  // namespace ddprun::rdzv

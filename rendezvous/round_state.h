@@ -1,0 +1,162 @@
+// The rendezvous of one job, decided in one place: a pure, deterministic state machine.
+//
+// Inputs are events with explicit timestamps (join, leave, connection lost/regained, worker
+// failure/success reports, and `advance(now)` for deadlines); outputs are Decisions — the
+// pushes to send to named nodes. No I/O, no clock reads, no timers: the server owns a timer
+// that calls advance() at next_deadline(), and unit tests drive it with a FakeClock.
+//
+// Lifecycle of a job: Gathering (round N open) → Running (round N closed, ranks assigned) →
+// Gathering (round N+1, after a scale-up, a lost member or a worker failure) → ... →
+// Succeeded or Failed (terminal; every known node is told).
+//
+// Rules (see docs/rendezvous.md):
+//  - A round closes at once when max_nodes have joined; once min_nodes have joined a last call
+//    of last_call_timeout starts; a re-rendezvous round also closes as soon as every survivor
+//    of the previous round has re-joined. With fewer than min_nodes at join_timeout after the
+//    round opened, the job fails.
+//  - Group ranks: a valid, free node-rank hint first, then the node's previous group rank, then
+//    the free ranks in join order. Global ranks are contiguous per node.
+//  - A worker failure consumes one job-wide restart (max_restarts); scale-up and member loss
+//    do not. Restarts exhausted → JobFailed with the failing round's first report.
+//  - A node whose connection is lost keeps its place for heartbeat_timeout (reconnect grace);
+//    then it is dropped, and if it was a member the survivors are told to re-rendezvous.
+//
+// Thread-safety: none; the owner (the server's io_context) serialises calls.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "rendezvous/messages.h"
+
+namespace ddprun::rdzv {
+
+// Fixed by the first node that joins a job; later joins must agree on nodes and restarts.
+struct JobOptions {
+  uint32_t min_nodes = 1;
+  uint32_t max_nodes = 1;
+  // Worker-failure restarts the whole job may consume (not per agent). Default 0.
+  uint32_t max_restarts = 0;
+  // Longest a round may stay open with fewer than min_nodes. Default 600 s (torchrun).
+  Millis join_timeout{600'000};
+  // Wait for more nodes after min_nodes joined. Default 30 s (torchrun).
+  Millis last_call_timeout{30'000};
+  // How long a node whose connection dropped keeps its place. Default 15 s.
+  Millis heartbeat_timeout{15'000};
+  // Exit barrier: longest wait, after a member reports success, for all others. Default 300 s.
+  Millis exit_barrier_timeout{300'000};
+};
+
+// What a node brings to a round.
+struct NodeInfo {
+  std::string node_id;
+  uint32_t local_world_size = 1;
+  std::optional<uint32_t> node_rank_hint;
+  std::string master_addr;  // offered for MASTER_ADDR if this node becomes group rank 0
+  uint16_t master_port = 0;
+};
+
+struct Outgoing {
+  std::string node_id;
+  Push push;
+};
+using Decisions = std::vector<Outgoing>;
+
+// JobFailed's exit code when the rendezvous itself fails (too few nodes, exit barrier).
+inline constexpr int32_t kRendezvousFailureExitCode = 1;
+
+class RoundState {
+ public:
+  enum class Phase { kGathering, kRunning, kSucceeded, kFailed };
+
+  RoundState(std::string job_id, JobOptions options, SteadyTime now);
+
+  // A node asks for a place in the next round. Errors: job finished, options that disagree
+  // with the job's. A join while a round runs waits (standby) or triggers a scale-up.
+  Result<Decisions> join(const NodeInfo& node, const JobOptions& asked, SteadyTime now);
+  // A clean leave: dropped at once.
+  Decisions leave(const std::string& node_id, SteadyTime now);
+  // The node's connection is gone: it is dropped unless reattach() comes within
+  // heartbeat_timeout.
+  void detach(const std::string& node_id, SteadyTime now);
+  // The node reconnected; false when it is no longer known (already dropped).
+  bool reattach(const std::string& node_id);
+  // Reports for `round`; reports for a round that already ended are ignored (ok, no decision).
+  Result<Decisions> report_failure(const std::string& node_id, uint64_t round,
+                                   const std::string& report, int32_t exit_code, SteadyTime now);
+  Result<Decisions> report_success(const std::string& node_id, uint64_t round, SteadyTime now);
+  // Applies every deadline that has passed at `now`.
+  Decisions advance(SteadyTime now);
+  // When advance() next has something to do; nullopt when nothing is timed.
+  std::optional<SteadyTime> next_deadline() const;
+
+  Phase phase() const { return phase_; }
+  bool finished() const { return phase_ == Phase::kSucceeded || phase_ == Phase::kFailed; }
+  uint64_t round() const { return round_; }
+  uint32_t restart_count() const { return restart_count_; }
+  const JobOptions& options() const { return options_; }
+  bool knows(const std::string& node_id) const { return nodes_.count(node_id) != 0; }
+  bool empty() const { return nodes_.empty(); }
+  size_t member_count() const { return member_count_; }
+  size_t pending_count() const { return pending_count_; }
+
+ private:
+  enum class NodeState {
+    kIdle,     // known, not in a round: a previous member that has not re-joined yet
+    kPending,  // joined the open round
+    kStandby,  // joined while a full or finishing round runs; enters the next round
+    kMember,   // member of the running round
+  };
+  struct NodeRecord {
+    NodeInfo info;
+    NodeState state = NodeState::kPending;
+    uint64_t join_seq = 0;                   // join order, for rank assignment
+    std::optional<uint32_t> last_group_rank; // kept across rounds where possible
+    std::optional<SteadyTime> grace_deadline;// set while detached
+    bool expected = false;                   // a survivor the open round waits for
+    bool succeeded = false;                  // reported success in the running round
+  };
+
+  Status check_options(const NodeInfo& node, const JobOptions& asked) const;
+  void join_gathering(NodeRecord& rec, SteadyTime now, Decisions& out);
+  void join_running(NodeRecord& rec, SteadyTime now, Decisions& out);
+  void open_round(SteadyTime now, RestartReason reason, const std::string& why, Decisions& out);
+  void maybe_close(SteadyTime now, Decisions& out);
+  void close_round(Decisions& out);
+  std::vector<std::pair<uint32_t, NodeRecord*>> assign_ranks();
+  void drop(const std::string& node_id, SteadyTime now, const std::string& why, Decisions& out);
+  void maybe_succeed(Decisions& out);
+  void fail_job(const std::string& reason, const std::string& report, int32_t exit_code,
+                Decisions& out);
+  void push_to_all(const Push& push, Decisions& out) const;
+
+  const std::string job_id_;
+  const JobOptions options_;
+  Phase phase_ = Phase::kGathering;
+  uint64_t round_ = 0;          // the open or running round
+  uint32_t restart_count_ = 0;  // worker-failure restarts consumed, job-wide
+  uint64_t next_join_seq_ = 0;
+  std::unordered_map<std::string, NodeRecord> nodes_;
+  std::set<std::pair<SteadyTime, std::string>> graces_;  // detached nodes by drop deadline
+
+  // Gathering. Invariant: pending_count_ == #nodes in kPending; expected_missing_ == #nodes
+  // with expected && state == kIdle.
+  SteadyTime round_opened_at_;
+  std::optional<SteadyTime> min_reached_at_;
+  size_t pending_count_ = 0;
+  size_t expected_total_ = 0;
+  size_t expected_missing_ = 0;
+  // Running. Invariant: member_count_ == #nodes in kMember.
+  size_t member_count_ = 0;
+  size_t succeeded_count_ = 0;
+  std::optional<SteadyTime> barrier_deadline_;
+};
+
+}  // namespace ddprun::rdzv

@@ -1,0 +1,88 @@
+// The rendezvous server: hosts any number of jobs (isolated by job id) on one io_context.
+//
+// Embeddable: the agent builds it on its own io_context for --standalone and on the node that
+// hosts the c10d-style endpoint; `ddp-rendezvous` runs it alone. All state has one owner: the
+// given io_context, which must be run by exactly one thread (Asio's implicit strand).
+//
+// Usage:
+//   RendezvousServer server(io, {});
+//   if (Status s = server.listen("127.0.0.1", 0); !s) ...;
+//   uint16_t port = server.port();
+//   ...
+//   server.shutdown([] { /* every connection closed */ });
+//
+// Not thread-safe: call every method on the io_context's thread (or before it runs).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>  // before Boost 1.74's awaitable.hpp (see frame_io.h)
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "rendezvous/server_options.h"
+
+namespace ddprun::rdzv {
+
+class JobRegistry;
+class Session;
+
+struct ServerStats {
+  size_t connections = 0;
+  size_t jobs = 0;
+  uint64_t accepted_total = 0;
+};
+
+class RendezvousServer {
+ public:
+  // `clock` must outlive the server; tests may pass their own, production uses the default.
+  RendezvousServer(boost::asio::io_context& io, ServerOptions options,
+                   const Clock& clock = SystemClock::instance());
+  // Closes every connection at once (no grace); prefer shutdown().
+  ~RendezvousServer();
+  RendezvousServer(const RendezvousServer&) = delete;
+  RendezvousServer& operator=(const RendezvousServer&) = delete;
+
+  // Binds and starts accepting. `address` is an IP literal or a host name; port 0 picks a free
+  // port (read it with port()). Errors name the address and say why.
+  Status listen(const std::string& address, uint16_t port);
+  // The bound port; 0 before listen() succeeded.
+  uint16_t port() const { return port_; }
+
+  // Two-stage shutdown. Stage one: stop accepting, tell every client "server shutting down",
+  // flush, let clients hang up. Stage two, after options.shutdown_grace: close the rest.
+  // `done` runs on the io_context once every connection is gone. Idempotent.
+  void shutdown(std::function<void()> done = {});
+
+  ServerStats stats() const;
+
+ private:
+  boost::asio::awaitable<void> accept_loop();
+  void on_session_end(Session* session);
+  void maybe_finish_shutdown();
+
+  boost::asio::io_context& io_;
+  const ServerOptions options_;
+  const Clock& clock_;
+  std::shared_ptr<JobRegistry> registry_;  // shared with sessions (see Session)
+  boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::steady_timer grace_timer_;
+  std::unordered_map<Session*, std::shared_ptr<Session>> sessions_;
+  uint16_t port_ = 0;
+  uint64_t accepted_total_ = 0;
+  bool stopping_ = false;
+  std::function<void()> shutdown_done_;
+  // Set while the server object lives; callbacks from sessions check it, since a session may
+  // end (on the io_context) after the server that spawned it was destroyed.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace ddprun::rdzv

@@ -1,0 +1,84 @@
+// One client connection on the server: one reader coroutine, one writer coroutine, a deadline
+// on every read.
+//
+// Deadlines: handshake_timeout until Hello, then idle_timeout, then (once the connection
+// carries a member) the job's heartbeat_timeout. A frame that is malformed, oversized or of
+// the wrong kind ends the connection with an Error frame; no other connection notices.
+//
+// Lifetime: owned by shared_ptr; both coroutines hold one. When the reader ends the session
+// leaves the registry, cancels its KV waits and calls `on_end` (the server forgets it).
+// Thread-safety: none; runs on the server's io_context.
+#pragma once
+
+#include <deque>
+#include <utility>  // before Boost 1.74's awaitable.hpp (see frame_io.h)
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "rendezvous/job_registry.h"
+#include "rendezvous/server_options.h"
+
+namespace ddprun::rdzv {
+
+class Session final : public Peer, public std::enable_shared_from_this<Session> {
+ public:
+  // The session shares the registry so that it can leave it cleanly even when it ends after
+  // the server object is gone.
+  Session(boost::asio::ip::tcp::socket socket, std::shared_ptr<JobRegistry> registry,
+          const ServerOptions& options, std::function<void(Session*)> on_end);
+  ~Session() override;
+
+  void start();
+  // Peer: queue a frame; a reader that falls max_outbox_bytes behind is disconnected.
+  void send(const ServerMessage& message) override;
+  void kick(const std::string& why) override { close_with_error(why); }
+  // Shutdown stage one: say why, flush, then close.
+  void close_with_error(const std::string& why);
+  // Shutdown stage two: close now.
+  void close_now();
+
+ private:
+  boost::asio::awaitable<void> read_loop();
+  boost::asio::awaitable<void> write_loop();
+  boost::asio::awaitable<void> drain();
+  Status handshake(const ClientMessage& first);
+  void handle(ClientMessage&& message);
+  void handle_kv(KvMsg&& kv);
+  void start_wait(const KvMsg& kv);
+  void arm_deadline(Millis timeout);
+  void enqueue(std::string frame);
+  void finish();
+
+  boost::asio::ip::tcp::socket socket_;
+  std::shared_ptr<JobRegistry> registry_holder_;
+  JobRegistry& registry_;
+  const ServerOptions options_;
+  std::function<void(Session*)> on_end_;
+  std::string peer_name_;  // "ip:port" for logs
+
+  JobRegistry::Job* job_ = nullptr;  // set by Hello; valid until finish()
+  std::string node_id_;               // the node this connection carries, if any
+  Millis member_timeout_{0};          // the job's heartbeat_timeout once joined
+
+  boost::asio::steady_timer deadline_;  // closes the socket when a read stalls
+  boost::asio::steady_timer wake_;      // wakes the writer when the outbox fills
+  std::deque<std::string> outbox_;
+  size_t outbox_bytes_ = 0;
+  bool closing_ = false;  // no more frames accepted; the writer closes after flushing
+  bool open_ = true;
+
+  struct PendingWait {
+    KvStore::WaitId id = 0;
+    std::shared_ptr<boost::asio::steady_timer> timer;
+  };
+  std::map<uint32_t, PendingWait> waits_;  // request id → wait
+};
+
+}  // namespace ddprun::rdzv
