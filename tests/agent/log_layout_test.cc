@@ -1,0 +1,93 @@
+#include "agent/log_layout.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "agent/line_assembler.h"
+
+namespace ddprun::agent {
+namespace {
+
+LogOptions logs(int redirects, int tee, std::vector<int> console = {}) {
+  LogOptions o;
+  o.redirects.all = redirects;
+  o.tee.all = tee;
+  o.console_ranks = std::move(console);
+  return o;
+}
+
+TEST(PlanStream, DefaultIsConsoleOnly) {
+  StreamRoute r = plan_stream(logs(0, 0), 0, kStdout);
+  EXPECT_TRUE(r.to_console);
+  EXPECT_FALSE(r.to_file);
+  EXPECT_FALSE(r.via_agent());
+}
+
+TEST(PlanStream, RedirectIsFileOnlyForThatStream) {
+  EXPECT_FALSE(plan_stream(logs(kStderr, 0), 0, kStderr).to_console);
+  EXPECT_TRUE(plan_stream(logs(kStderr, 0), 0, kStderr).to_file);
+  EXPECT_TRUE(plan_stream(logs(kStderr, 0), 0, kStdout).to_console);
+  EXPECT_FALSE(plan_stream(logs(kStderr, 0), 0, kStdout).to_file);
+}
+
+TEST(PlanStream, TeeGoesBothWaysThroughTheAgent) {
+  StreamRoute r = plan_stream(logs(0, kBothStreams), 1, kStdout);
+  EXPECT_TRUE(r.to_console && r.to_file && r.via_agent());
+  EXPECT_TRUE(plan_stream(logs(kBothStreams, kBothStreams), 1, kStdout).via_agent());
+}
+
+TEST(PlanStream, PerRankMapsLeaveUnlistedRanksAlone) {
+  LogOptions o;
+  o.redirects.per_rank = {{0, kStdout}, {1, kStderr}};
+  EXPECT_TRUE(plan_stream(o, 0, kStdout).to_file);
+  EXPECT_FALSE(plan_stream(o, 0, kStderr).to_file);
+  EXPECT_TRUE(plan_stream(o, 1, kStderr).to_file);
+  EXPECT_FALSE(plan_stream(o, 2, kStdout).to_file);
+}
+
+TEST(PlanStream, FilteredOutRanksKeepTheirOutputInFiles) {
+  auto o = logs(0, 0, {0});
+  EXPECT_TRUE(plan_stream(o, 0, kStdout).to_console);
+  EXPECT_FALSE(plan_stream(o, 1, kStdout).to_console);
+  EXPECT_TRUE(plan_stream(o, 1, kStdout).to_file);
+}
+
+TEST(RunLogDir, LaysOutAttemptsAsTorchrun) {
+  auto base = std::filesystem::temp_directory_path() / "ddprun_layout_test";
+  std::filesystem::remove_all(base);
+  auto dir = RunLogDir::create(base.string(), "job1");
+  ASSERT_TRUE(dir) << dir.error_message();
+  EXPECT_EQ(std::filesystem::path(dir->path()).parent_path(), base);
+  EXPECT_EQ(std::filesystem::path(dir->path()).filename().string().rfind("job1_", 0), 0u);
+  ASSERT_TRUE(dir->prepare_attempt(2, 2));
+  EXPECT_TRUE(std::filesystem::is_directory(dir->path() + "/attempt_2/1"));
+  EXPECT_EQ(dir->stdout_log(2, 1), dir->path() + "/attempt_2/1/stdout.log");
+  EXPECT_EQ(dir->error_file(0, 0), dir->path() + "/attempt_0/0/error.json");
+  std::ofstream(dir->error_file(2, 0)) << "stale";
+  ASSERT_TRUE(dir->prepare_attempt(2, 2));
+  EXPECT_FALSE(std::filesystem::exists(dir->error_file(2, 0)));
+  dir->remove_if_temporary();  // chosen by the user: kept
+  EXPECT_TRUE(std::filesystem::exists(dir->path()));
+  std::filesystem::remove_all(base);
+}
+
+TEST(LineAssembler, EmitsWholeLinesOnly) {
+  LineAssembler a;
+  EXPECT_TRUE(a.feed("par").empty());
+  EXPECT_EQ(a.feed("tial\nnext\nla"), (std::vector<std::string>{"partial\n", "next\n"}));
+  EXPECT_EQ(a.flush(), "la\n");
+  EXPECT_EQ(a.flush(), "");
+}
+
+TEST(LineAssembler, BoundsAnEndlessLine) {
+  LineAssembler a;
+  std::string chunk(LineAssembler::kMaxLine, 'x');
+  auto lines = a.feed(chunk);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].size(), LineAssembler::kMaxLine + 1);
+}
+
+}  // namespace
+}  // namespace ddprun::agent

@@ -1,0 +1,178 @@
+// The worker-group state machine on fakes: no fork, no sleeps, no real time.
+#include "agent/worker_group.h"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+#include "tests/agent/fake_process_launcher.h"
+
+namespace ddprun::agent {
+namespace {
+
+using testing::FakeDeadlineTimer;
+using testing::FakeProcessLauncher;
+
+class RecordingObserver final : public WorkerGroupObserver {
+ public:
+  void on_worker_started(const WorkerLaunch& launch, SpawnedProcess&) override {
+    started.push_back(launch.local_rank);
+  }
+  void on_group_finished(const GroupResult& r) override {
+    ++finished_calls;
+    result = r;
+  }
+  std::vector<int> started;
+  int finished_calls = 0;
+  std::optional<GroupResult> result;
+};
+
+class WorkerGroupTest : public ::testing::Test {
+ protected:
+  std::vector<WorkerLaunch> launches(int n) {
+    std::vector<WorkerLaunch> out;
+    for (int i = 0; i < n; ++i) {
+      WorkerLaunch l;
+      l.local_rank = i;
+      l.rank = 10 + i;
+      l.error_file = "/logs/attempt_0/" + std::to_string(i) + "/error.json";
+      l.request.executable = "/usr/bin/worker";
+      out.push_back(l);
+    }
+    return out;
+  }
+
+  FakeProcessLauncher launcher;
+  FakeDeadlineTimer timer;
+  FakeClock clock;
+  RecordingObserver observer;
+  WorkerGroup group{WorkerGroupOptions{Millis(5000), "node-a"}, launcher, timer, clock, observer};
+};
+
+TEST_F(WorkerGroupTest, StartsEveryWorkerInRankOrder) {
+  group.start(launches(3));
+  EXPECT_EQ(launcher.spawned.size(), 3u);
+  EXPECT_EQ(observer.started, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(group.running_pids(), (std::vector<pid_t>{1000, 1001, 1002}));
+  EXPECT_FALSE(group.finished());
+}
+
+TEST_F(WorkerGroupTest, SucceedsWhenEveryWorkerExitsZero) {
+  group.start(launches(2));
+  EXPECT_TRUE(group.on_child_exit(1001, ExitStatus::exited(0)));
+  EXPECT_EQ(observer.finished_calls, 0);
+  EXPECT_TRUE(group.on_child_exit(1000, ExitStatus::exited(0)));
+  ASSERT_EQ(observer.finished_calls, 1);
+  EXPECT_EQ(observer.result->outcome, GroupResult::Outcome::kSucceeded);
+  EXPECT_TRUE(group.finished());
+}
+
+TEST_F(WorkerGroupTest, UnknownPidIsNotOurs) {
+  group.start(launches(1));
+  EXPECT_FALSE(group.on_child_exit(4242, ExitStatus::exited(1)));
+  EXPECT_EQ(observer.finished_calls, 0);
+}
+
+TEST_F(WorkerGroupTest, ExitedWorkersGroupIsKilledAtOnceToEndGrandchildren) {
+  group.start(launches(2));
+  group.on_child_exit(1000, ExitStatus::exited(0));
+  EXPECT_EQ(launcher.signals_to(1000), (std::vector<int>{SIGKILL}));
+  EXPECT_TRUE(launcher.signals_to(1001).empty());  // a sibling that succeeded disturbs nobody
+}
+
+TEST_F(WorkerGroupTest, FailureSendsSigtermToEverySiblingAndArmsTheDeadline) {
+  group.start(launches(3));
+  clock.advance(std::chrono::seconds(3));
+  group.on_child_exit(1001, ExitStatus::exited(3));
+  EXPECT_EQ(launcher.signals_to(1000), (std::vector<int>{SIGTERM}));
+  EXPECT_EQ(launcher.signals_to(1002), (std::vector<int>{SIGTERM}));
+  EXPECT_EQ(launcher.signals_to(1001), (std::vector<int>{SIGKILL}));  // only its leftovers
+  ASSERT_TRUE(timer.armed());
+  EXPECT_EQ(*timer.armed_for, Millis(5000));
+  EXPECT_EQ(observer.finished_calls, 0);  // siblings still running
+}
+
+TEST_F(WorkerGroupTest, SiblingsThatIgnoreSigtermAreKilledAtTheDeadline) {
+  group.start(launches(2));
+  group.on_child_exit(1000, ExitStatus::exited(1));
+  timer.fire();
+  EXPECT_EQ(launcher.signals_to(1001), (std::vector<int>{SIGTERM, SIGKILL}));
+  group.on_child_exit(1001, ExitStatus::killed(SIGKILL));
+  ASSERT_EQ(observer.finished_calls, 1);
+  EXPECT_EQ(observer.result->outcome, GroupResult::Outcome::kFailed);
+}
+
+TEST_F(WorkerGroupTest, FailureRecordNamesRankPidExitAndErrorFile) {
+  group.start(launches(2));
+  group.on_child_exit(1001, ExitStatus::killed(SIGSEGV));
+  group.on_child_exit(1000, ExitStatus::killed(SIGTERM));  // our own stop: not a failure
+  ASSERT_TRUE(observer.result);
+  ASSERT_EQ(observer.result->failures.size(), 1u);
+  const WorkerFailure& f = observer.result->failures[0];
+  EXPECT_EQ(f.local_rank, 1);
+  EXPECT_EQ(f.rank, 11);
+  EXPECT_EQ(f.pid, 1001);
+  EXPECT_EQ(f.exit.signal, SIGSEGV);
+  EXPECT_EQ(f.hostname, "node-a");
+  EXPECT_EQ(f.error_file, "/logs/attempt_0/1/error.json");
+  EXPECT_EQ(f.time, format_report_time(clock.wall_now()));
+  EXPECT_FALSE(timer.armed());  // cancelled once everyone exited
+}
+
+TEST_F(WorkerGroupTest, StopForwardsTheSignalToEveryWorkerGroup) {
+  group.start(launches(2));
+  group.stop(SIGINT);
+  EXPECT_EQ(launcher.signals_to(1000), (std::vector<int>{SIGINT}));
+  EXPECT_EQ(launcher.signals_to(1001), (std::vector<int>{SIGINT}));
+  group.on_child_exit(1000, ExitStatus::killed(SIGINT));
+  group.on_child_exit(1001, ExitStatus::exited(0));
+  ASSERT_TRUE(observer.result);
+  EXPECT_EQ(observer.result->outcome, GroupResult::Outcome::kStopped);
+  EXPECT_EQ(observer.result->stop_signal, SIGINT);
+  EXPECT_TRUE(observer.result->failures.empty());
+}
+
+TEST_F(WorkerGroupTest, SecondStopEscalatesToSigkill) {
+  group.start(launches(1));
+  group.stop(SIGINT);
+  group.stop(SIGINT);
+  EXPECT_EQ(launcher.signals_to(1000), (std::vector<int>{SIGINT, SIGKILL}));
+}
+
+TEST_F(WorkerGroupTest, WorkerThatCannotStartFailsTheGroupAndStopsTheOthers) {
+  auto l = launches(3);
+  l[1].request.executable = "/missing";
+  launcher.fail_executable = "/missing";
+  group.start(l);
+  EXPECT_EQ(launcher.spawned.size(), 1u);  // rank 2 never started
+  EXPECT_EQ(launcher.signals_to(1000), (std::vector<int>{SIGTERM}));
+  group.on_child_exit(1000, ExitStatus::killed(SIGTERM));
+  ASSERT_TRUE(observer.result);
+  ASSERT_EQ(observer.result->failures.size(), 1u);
+  EXPECT_EQ(observer.result->failures[0].local_rank, 1);
+  EXPECT_EQ(observer.result->failures[0].exit.code, 127);
+  EXPECT_NE(observer.result->failures[0].error_message.find("/missing"), std::string::npos);
+}
+
+TEST_F(WorkerGroupTest, FirstObservedFailureIsTheRootCause) {
+  group.start(launches(3));
+  group.on_child_exit(1002, ExitStatus::exited(7));
+  group.on_child_exit(1000, ExitStatus::exited(1));  // exits during the stop: a consequence
+  group.on_child_exit(1001, ExitStatus::killed(SIGTERM));
+  ASSERT_TRUE(observer.result);
+  ASSERT_EQ(observer.result->failures.size(), 1u);
+  EXPECT_EQ(observer.result->failures[0].rank, 12);
+  EXPECT_EQ(observer.finished_calls, 1);
+}
+
+TEST_F(WorkerGroupTest, ReapedWorkersAreNeverSignalledAgain) {
+  group.start(launches(2));
+  group.on_child_exit(1000, ExitStatus::exited(0));
+  group.stop(SIGTERM);
+  timer.fire();
+  EXPECT_EQ(launcher.signals_to(1000), (std::vector<int>{SIGKILL}));  // only at its reaping
+  EXPECT_EQ(launcher.signals_to(1001), (std::vector<int>{SIGTERM, SIGKILL}));
+}
+
+}  // namespace
+}  // namespace ddprun::agent

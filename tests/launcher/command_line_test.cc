@@ -1,0 +1,190 @@
+// ddprun's flags: torchrun's names in both spellings, PET_* defaults, pass-through, errors.
+#include "launcher/command_line.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <optional>
+
+#include "launcher/value_parsers.h"
+
+namespace ddprun::launcher {
+namespace {
+
+// Sets an environment variable for one test and restores it afterwards.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) ::setenv(name, value, 1); else ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) ::setenv(name_, old_->c_str(), 1); else ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+class CommandLineTest : public ::testing::Test {
+ protected:
+  // Workers run /bin/sh as "python" so that no test depends on an interpreter being present.
+  ScopedEnv python_{"PYTHON_EXEC", "/bin/sh"};
+  ScopedEnv omp_{"OMP_NUM_THREADS", nullptr};
+
+  LaunchConfig parse_ok(const std::vector<std::string>& args) {
+    auto parsed = parse_command_line(args);
+    EXPECT_TRUE(parsed.config) << parsed.output;
+    return parsed.config.value_or(LaunchConfig{});
+  }
+  std::string parse_error(const std::vector<std::string>& args) {
+    auto parsed = parse_command_line(args);
+    EXPECT_FALSE(parsed.config);
+    EXPECT_EQ(parsed.exit_code, 2);
+    return parsed.output;
+  }
+};
+
+TEST_F(CommandLineTest, BothSpellingsOfEveryMultiWordFlag) {
+  for (const char* flag : {"--nproc_per_node", "--nproc-per-node"}) {
+    EXPECT_EQ(parse_ok({flag, "3", "train.py"}).agent.nproc_per_node, 3);
+  }
+  EXPECT_EQ(parse_ok({"--max-restarts=4", "t.py"}).agent.max_restarts, 4);
+  EXPECT_EQ(parse_ok({"--max_restarts", "4", "t.py"}).agent.max_restarts, 4);
+  EXPECT_EQ(parse_ok({"--master-port", "1234", "t.py"}).agent.master_port, 1234);
+  EXPECT_EQ(parse_ok({"--log-dir", "/x", "t.py"}).agent.logs.log_dir, "/x");
+  EXPECT_EQ(parse_ok({"--shutdown-timeout", "1.5", "t.py"}).agent.shutdown_timeout, Millis(1500));
+}
+
+TEST_F(CommandLineTest, PythonScriptRunsUnbufferedWithArgumentsUntouched) {
+  auto c = parse_ok({"--nproc_per_node", "2", "train.py", "--lr", "1", "--nproc_per_node", "5", "-x"});
+  EXPECT_EQ(c.agent.command.executable, "/bin/sh");
+  EXPECT_EQ(c.agent.command.argv, (std::vector<std::string>{"/bin/sh", "-u", "train.py", "--lr",
+                                                            "1", "--nproc_per_node", "5", "-x"}));
+  EXPECT_EQ(c.agent.command.display_name, "train.py");
+  EXPECT_EQ(c.agent.nproc_per_node, 2);
+}
+
+TEST_F(CommandLineTest, DoubleDashEndsTheFlags) {
+  auto c = parse_ok({"--", "train.py", "--standalone"});
+  EXPECT_EQ(c.agent.command.argv.back(), "--standalone");
+  EXPECT_FALSE(c.rendezvous.standalone);
+}
+
+TEST_F(CommandLineTest, ModuleAndNoPython) {
+  EXPECT_EQ(parse_ok({"-m", "pkg.train", "a"}).agent.command.argv,
+            (std::vector<std::string>{"/bin/sh", "-u", "-m", "pkg.train", "a"}));
+  auto c = parse_ok({"--no_python", "true", "x"});
+  EXPECT_EQ(c.agent.command.argv, (std::vector<std::string>{"true", "x"}));
+  EXPECT_EQ(c.agent.command.executable.substr(c.agent.command.executable.size() - 5), "/true");
+  EXPECT_NE(parse_error({"--no_python", "-m", "x"}).find("--no_python"), std::string::npos);
+  EXPECT_NE(parse_error({"--no_python", "no-such-program-ddprun"}).find("no-such-program-ddprun"),
+            std::string::npos);
+}
+
+TEST_F(CommandLineTest, PetEnvironmentGivesDefaultsAndFlagsWin) {
+  ScopedEnv nproc("PET_NPROC_PER_NODE", "4");
+  ScopedEnv restarts("PET_MAX_RESTARTS", "2");
+  ScopedEnv standalone("PET_STANDALONE", "1");
+  auto c = parse_ok({"t.py"});
+  EXPECT_EQ(c.agent.nproc_per_node, 4);
+  EXPECT_EQ(c.agent.max_restarts, 2);
+  EXPECT_TRUE(c.rendezvous.standalone);
+  EXPECT_EQ(parse_ok({"--nproc_per_node", "1", "t.py"}).agent.nproc_per_node, 1);
+}
+
+TEST_F(CommandLineTest, Defaults) {
+  auto c = parse_ok({"t.py"});
+  EXPECT_EQ(c.agent.nproc_per_node, 1);
+  EXPECT_EQ(c.agent.role, "default");
+  EXPECT_EQ(c.agent.max_restarts, 0);
+  EXPECT_EQ(c.agent.shutdown_timeout, Millis(30000));
+  EXPECT_EQ(c.agent.master_addr, "127.0.0.1");
+  EXPECT_FALSE(c.agent.master_port);
+  EXPECT_EQ(c.agent.run_id, "none");
+  EXPECT_EQ(c.rendezvous.backend, "static");
+  EXPECT_TRUE(c.warnings.empty());
+  EXPECT_EQ(c.agent.signals_to_handle, (std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT}));
+}
+
+TEST_F(CommandLineTest, StandaloneUsesARandomRunId) {
+  auto a = parse_ok({"--standalone", "t.py"});
+  auto b = parse_ok({"--standalone", "t.py"});
+  EXPECT_EQ(a.rendezvous.backend, "c10d");
+  EXPECT_EQ(a.agent.run_id.size(), 36u);  // a UUID
+  EXPECT_NE(a.agent.run_id, b.agent.run_id);
+}
+
+TEST_F(CommandLineTest, OmpNumThreadsIsSetWithAWarningOnlyWhenUnsetAndSeveralWorkers) {
+  auto c = parse_ok({"--nproc_per_node", "2", "t.py"});
+  EXPECT_EQ(c.agent.extra_env.at("OMP_NUM_THREADS"), "1");
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_NE(c.warnings[0].find("OMP_NUM_THREADS"), std::string::npos);
+  EXPECT_FALSE(parse_ok({"t.py"}).agent.extra_env.count("OMP_NUM_THREADS"));
+  ScopedEnv omp("OMP_NUM_THREADS", "4");
+  EXPECT_FALSE(parse_ok({"--nproc_per_node", "2", "t.py"}).agent.extra_env.count("OMP_NUM_THREADS"));
+}
+
+TEST_F(CommandLineTest, RedirectsTeeAndFilter) {
+  auto c = parse_ok({"-r", "3", "-t", "0:1,1:2", "--local_ranks_filter", "0,1", "t.py"});
+  EXPECT_EQ(c.agent.logs.redirects.for_rank(5), 3);
+  EXPECT_EQ(c.agent.logs.tee.for_rank(0), 1);
+  EXPECT_EQ(c.agent.logs.tee.for_rank(1), 2);
+  EXPECT_EQ(c.agent.logs.tee.for_rank(2), 0);
+  EXPECT_EQ(c.agent.logs.console_ranks, (std::vector<int>{0, 1}));
+  EXPECT_EQ(parse_ok({"--redirects=2", "t.py"}).agent.logs.redirects.all, 2);
+}
+
+TEST_F(CommandLineTest, UsageErrorsNameTheProblem) {
+  EXPECT_NE(parse_error({"--bogus", "t.py"}).find("--bogus"), std::string::npos);
+  EXPECT_NE(parse_error({"--nproc_per_node", "two", "t.py"}).find("--nproc_per_node=two"),
+            std::string::npos);
+  EXPECT_NE(parse_error({"--nproc_per_node", "0", "t.py"}).find("positive"), std::string::npos);
+  EXPECT_NE(parse_error({"-r", "4", "t.py"}).find("--redirects=4"), std::string::npos);
+  EXPECT_NE(parse_error({"-t", "0:x", "t.py"}).find("--tee=0:x"), std::string::npos);
+  EXPECT_NE(parse_error({"--max_restarts", "x", "t.py"}).find("max_restarts"), std::string::npos);
+  EXPECT_NE(parse_error({"--max_restarts", "-1", "t.py"}).find("max_restarts"), std::string::npos);
+  EXPECT_NE(parse_error({"--nnodes", "3:2", "t.py"}).find("--nnodes=3:2"), std::string::npos);
+  EXPECT_NE(parse_error({"--rdzv_backend", "etcd", "t.py"}).find("etcd"), std::string::npos);
+  EXPECT_NE(parse_error({"--rdzv_conf", "bogus=1", "t.py"}).find("bogus"), std::string::npos);
+  EXPECT_NE(parse_error({"--signals_to_handle", "SIGNOPE", "t.py"}).find("SIGNOPE"), std::string::npos);
+  EXPECT_NE(parse_error({"--master_port", "70000", "t.py"}).find("70000"), std::string::npos);
+  EXPECT_NE(parse_error({"--local_ranks_filter", "a", "t.py"}).find("local_ranks_filter"),
+            std::string::npos);
+  EXPECT_NE(parse_error({}).find("entry point is missing"), std::string::npos);
+}
+
+TEST_F(CommandLineTest, MultiNodeSettingsAreRefusedClearly) {
+  EXPECT_NE(parse_error({"--nnodes", "2", "t.py"}).find("more than one node"), std::string::npos);
+  EXPECT_NE(parse_error({"--nnodes", "1:2", "t.py"}).find("more than one node"), std::string::npos);
+  EXPECT_NE(parse_error({"--standalone", "--nnodes", "2", "t.py"}).find("--standalone"),
+            std::string::npos);
+  EXPECT_EQ(parse_ok({"--nnodes", "1", "t.py"}).rendezvous.max_nodes, 1);
+}
+
+TEST_F(CommandLineTest, HelpExitsZeroWithText) {
+  auto parsed = parse_command_line({"--help"});
+  EXPECT_FALSE(parsed.config);
+  EXPECT_EQ(parsed.exit_code, 0);
+  EXPECT_NE(parsed.output.find("--nproc_per_node"), std::string::npos);
+}
+
+TEST(ValueParsers, NprocKeywords) {
+  EXPECT_GE(parse_nproc_per_node("cpu").value(), 1);
+  EXPECT_GE(parse_nproc_per_node("auto").value(), 1);
+  ScopedEnv none("CUDA_VISIBLE_DEVICES", "");
+  EXPECT_EQ(count_cuda_devices(), 0);
+  EXPECT_FALSE(parse_nproc_per_node("gpu"));
+  ScopedEnv two("CUDA_VISIBLE_DEVICES", "0,1");
+  EXPECT_EQ(parse_nproc_per_node("gpu").value(), 2);
+}
+
+TEST(ValueParsers, Nnodes) {
+  EXPECT_EQ(parse_nnodes("4").value().min, 4);
+  EXPECT_EQ(parse_nnodes("1:3").value().max, 3);
+  for (const char* bad : {"0", "", "a", "2:1", "1:2:3", "-1"}) EXPECT_FALSE(parse_nnodes(bad)) << bad;
+}
+
+}  // namespace
+}  // namespace ddprun::launcher
