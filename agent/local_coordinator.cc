@@ -8,7 +8,10 @@ void LocalCoordinator::join(const JoinOffer& offer,
                             std::function<void(Result<RoundAssignment>)> done) {
   RoundAssignment a;
   a.round = round_++;
-  a.world_size = offer.local_world_size;
+  a.group_rank = options_.group_rank;
+  a.group_world_size = options_.group_world_size;
+  a.rank_offset = options_.group_rank * offer.local_world_size;
+  a.world_size = options_.group_world_size * offer.local_world_size;
   a.master_addr = offer.master_addr;
   a.master_port = offer.master_port;
   a.restart_count = restarts_;
@@ -20,7 +23,7 @@ void LocalCoordinator::join(const JoinOffer& offer,
 void LocalCoordinator::report_failure(const FailureReport& report,
                                       std::function<void(FailureDecision)> done) {
   FailureDecision decision;
-  decision.restart = restarts_ < max_restarts_;
+  decision.restart = restarts_ < options_.max_restarts;
   if (decision.restart) ++restarts_;
   decision.report = report;
   decision.exit_code = report.exit_code();

@@ -1,5 +1,7 @@
-// The coordinator of a single-node job: every round holds this node alone, and failed groups
-// restart until max_restarts is used up.
+// The coordinator of jobs whose shape is fixed up front, so no server is needed: a single-node
+// job (this node alone), or torchrun's static rendezvous (--node_rank R of --nnodes N, every
+// node with the same number of workers). Failed groups restart until max_restarts is used up,
+// counted on this node.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -9,10 +11,16 @@
 namespace ddprun::agent {
 
 // Callbacks are posted to `io`, never run inside the call, like a networked coordinator's.
+struct LocalCoordinatorOptions {
+  int max_restarts = 0;      // restarts allowed after failures
+  int group_rank = 0;        // this node's rank (--node_rank)
+  int group_world_size = 1;  // nodes in the job (--nnodes)
+};
+
 class LocalCoordinator final : public Coordinator {
  public:
-  LocalCoordinator(boost::asio::io_context& io, int max_restarts)
-      : io_(io), max_restarts_(max_restarts) {}
+  LocalCoordinator(boost::asio::io_context& io, LocalCoordinatorOptions options)
+      : io_(io), options_(options) {}
 
   void join(const JoinOffer& offer, std::function<void(Result<RoundAssignment>)> done) override;
   void report_failure(const FailureReport& report,
@@ -23,7 +31,7 @@ class LocalCoordinator final : public Coordinator {
 
  private:
   boost::asio::io_context& io_;
-  const int max_restarts_;
+  const LocalCoordinatorOptions options_;
   int restarts_ = 0;  // failures so far
   int round_ = 0;
   bool closed_ = false;

@@ -14,6 +14,9 @@
 namespace ddprun::launcher {
 namespace {
 
+// torchrun's MASTER_PORT default, used when static nodes must agree on a port without talking.
+constexpr int kStaticMultiNodeMasterPort = 29500;
+
 // Every flag as written on the command line, before validation.
 struct RawFlags {
   std::string nnodes = "1:1";
@@ -161,10 +164,15 @@ Status validate_rendezvous(const RawFlags& f, RendezvousSettings& r) {
   if (f.standalone && nodes->max > 1) {
     return Status::error("--standalone runs a single node, but --nnodes=" + f.nnodes);
   }
-  if (nodes->max > 1) {
+  if (nodes->max > 1 && f.rdzv_backend == "static" && nodes->min != nodes->max) {
     return Status::error("--nnodes=" + f.nnodes +
-                         " needs more than one node; this ddprun build runs single-node jobs "
-                         "only (use --nnodes 1 or --standalone)");
+                         ": the static rendezvous needs a fixed number of nodes; use "
+                         "--rdzv_backend c10d for MIN:MAX elasticity");
+  }
+  if (nodes->max > 1 && f.rdzv_backend == "c10d") {
+    return Status::error("--rdzv_backend c10d with --nnodes=" + f.nnodes +
+                         " is not available in this build yet; use --rdzv_backend static "
+                         "with --node_rank, --master_addr and --master_port");
   }
   r.min_nodes = nodes->min;
   r.max_nodes = nodes->max;
@@ -208,6 +216,11 @@ Status validate_values(const RawFlags& f, LaunchConfig& config) {
   a.signals_to_handle = *signals;
   a.master_addr = f.master_addr;
   if (f.master_port > 0) a.master_port = f.master_port;  // 0 or unset: a free port per attempt
+  const RendezvousSettings& r = config.rendezvous;
+  if (r.backend == "static" && r.max_nodes > 1 && !a.master_port) {
+    // Every node must name the same port without talking to the others: torchrun's default.
+    a.master_port = kStaticMultiNodeMasterPort;
+  }
   a.run_id = config.rendezvous.job_id;
   a.hostname = f.local_addr.empty() ? local_host_name() : f.local_addr;
   a.logs.log_dir = f.log_dir;

@@ -13,8 +13,12 @@ int run_job(const LaunchConfig& config) {
   for (const auto& warning : config.warnings) spdlog::warn("{}", warning);
   boost::asio::io_context io(1);
   agent::PosixProcessLauncher launcher;
-  // Single-node jobs (static, c10d with one node, --standalone) decide rounds locally.
-  agent::LocalCoordinator coordinator(io, config.agent.max_restarts);
+  // Jobs of a fixed shape (one node, or static multi-node) decide rounds locally.
+  agent::LocalCoordinatorOptions local;
+  local.max_restarts = config.agent.max_restarts;
+  local.group_rank = config.rendezvous.backend == "static" ? config.rendezvous.node_rank : 0;
+  local.group_world_size = config.rendezvous.max_nodes;
+  agent::LocalCoordinator coordinator(io, local);
   agent::Agent node_agent(config.agent, io, launcher, coordinator, SystemClock::instance());
   return node_agent.run();
 }

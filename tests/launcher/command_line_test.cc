@@ -155,9 +155,15 @@ TEST_F(CommandLineTest, UsageErrorsNameTheProblem) {
   EXPECT_NE(parse_error({}).find("entry point is missing"), std::string::npos);
 }
 
-TEST_F(CommandLineTest, MultiNodeSettingsAreRefusedClearly) {
-  EXPECT_NE(parse_error({"--nnodes", "2", "t.py"}).find("more than one node"), std::string::npos);
-  EXPECT_NE(parse_error({"--nnodes", "1:2", "t.py"}).find("more than one node"), std::string::npos);
+TEST_F(CommandLineTest, StaticMultiNodeNeedsAFixedSizeAndSharesAPort) {
+  auto c = parse_ok({"--nnodes", "2", "--node_rank", "1", "--master_addr", "127.0.0.2", "t.py"});
+  EXPECT_EQ(c.rendezvous.max_nodes, 2);
+  EXPECT_EQ(c.rendezvous.node_rank, 1);
+  EXPECT_EQ(c.agent.master_port, 29500);  // nodes cannot agree on a free port without talking
+  EXPECT_EQ(c.agent.master_addr, "127.0.0.2");
+  EXPECT_NE(parse_error({"--nnodes", "1:2", "t.py"}).find("fixed number of nodes"), std::string::npos);
+  EXPECT_NE(parse_error({"--nnodes", "2", "--node_rank", "2", "t.py"}).find("--node_rank=2"),
+            std::string::npos);
   EXPECT_NE(parse_error({"--standalone", "--nnodes", "2", "t.py"}).find("--standalone"),
             std::string::npos);
   EXPECT_EQ(parse_ok({"--nnodes", "1", "t.py"}).rendezvous.max_nodes, 1);
