@@ -1,1 +1,130 @@
 #include "rendezvous/connector.h"
+
+#include <algorithm>
+#include <map>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <fmt/format.h>
+
+#include "rendezvous/frame_io.h"
+
+namespace ddprun::rdzv {
+namespace {
+
+struct AttemptError {
+  std::string message;
+  bool permanent = false;
+};
+
+// Resolve, bind, connect and handshake once, within `budget`. A timer closes the socket (and
+// cancels the resolver) when the budget runs out, which aborts whatever is pending.
+asio::awaitable<Result<tcp::socket>> attempt(asio::any_io_executor ex, const ConnectOptions& o,
+                                              Millis budget, bool& permanent) {
+  tcp::resolver resolver(ex);
+  tcp::socket socket(ex);
+  asio::steady_timer timer(ex);
+  bool timed_out = false;
+  timer.expires_after(budget);
+  timer.async_wait([&](const boost::system::error_code& ec) {
+    if (ec) return;
+    timed_out = true;
+    resolver.cancel();
+    boost::system::error_code ignored;
+    socket.close(ignored);
+  });
+  auto fail = [&](const std::string& step, const boost::system::error_code& ec) {
+    timer.cancel();
+    return Status::error(timed_out ? fmt::format("{} timed out after {} ms", step, budget.count())
+                                   : fmt::format("{}: {}", step, ec.message()));
+  };
+  boost::system::error_code ec;
+  auto endpoints = co_await resolver.async_resolve(
+      o.host, std::to_string(o.port), asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return fail("resolve", ec);
+  if (!o.local_address.empty()) {
+    auto local = asio::ip::make_address(o.local_address, ec);
+    if (!ec) socket.open(local.is_v4() ? tcp::v4() : tcp::v6(), ec);
+    if (!ec) socket.bind(tcp::endpoint(local, 0), ec);
+    if (ec) {
+      permanent = true;
+      co_return fail(fmt::format("bind to {}", o.local_address), ec);
+    }
+  }
+  co_await asio::async_connect(socket, endpoints, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return fail("connect", ec);
+  configure_socket(socket);
+  const std::string hello = encode_frame(ClientMessage(Hello{kProtocolMagic, kProtocolVersion,
+                                                             o.job_id}));
+  co_await asio::async_write(socket, asio::buffer(hello),
+                             asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return fail("handshake", ec);
+  std::vector<uint8_t> body;
+  Status read = co_await read_frame(socket, o.limits, body);
+  timer.cancel();
+  if (!read) co_return Status::error(timed_out ? "handshake timed out" : "handshake: " + read.message());
+  auto reply = decode_server_message(body, o.limits);
+  if (reply && std::holds_alternative<HelloAck>(*reply)) co_return std::move(socket);
+  permanent = true;
+  if (reply && std::holds_alternative<ErrorMsg>(*reply)) {
+    co_return Status::error("server refused the handshake: " + std::get<ErrorMsg>(*reply).message);
+  }
+  co_return Status::error("handshake: the server did not answer with HelloAck; is this a "
+                          "ddprun rendezvous endpoint?");
+}
+
+// "3× connect: Connection refused (attempts 1-3); 1× connect timed out ... (attempt 4)".
+std::string summarize(const std::vector<std::string>& errors) {
+  std::map<std::string, std::pair<size_t, size_t>> seen;  // message → (count, last attempt)
+  std::vector<std::string> order;
+  for (size_t i = 0; i < errors.size(); ++i) {
+    auto [it, inserted] = seen.try_emplace(errors[i], 0, 0);
+    if (inserted) order.push_back(errors[i]);
+    ++it->second.first;
+    it->second.second = i + 1;
+  }
+  std::vector<std::string> parts;
+  for (const auto& m : order) {
+    parts.push_back(fmt::format("{}x {} (last at attempt {})", seen[m].first, m, seen[m].second));
+  }
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+}  // namespace
+
+asio::awaitable<Result<tcp::socket>> connect_with_backoff(asio::any_io_executor ex,
+                                                          ConnectOptions o, std::mt19937_64& rng,
+                                                          std::shared_ptr<const bool> stop) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + o.deadline;
+  std::vector<std::string> errors;
+  Millis backoff = o.initial_backoff;
+  asio::steady_timer sleep(ex);
+  for (;;) {
+    if (stop && *stop) co_return Status::error("connect cancelled: the client was closed");
+    const auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+    bool permanent = false;
+    auto socket = co_await attempt(ex, o, std::clamp(left, Millis(1), o.attempt_timeout), permanent);
+    if (socket) co_return socket;
+    errors.push_back(socket.error_message());
+    const auto now = std::chrono::steady_clock::now();
+    std::uniform_real_distribution<double> jitter(1.0 - o.jitter, 1.0 + o.jitter);
+    const auto wait = Millis(static_cast<int64_t>(backoff.count() * jitter(rng)));
+    if (permanent || now + wait >= deadline) {
+      co_return Status::error(fmt::format(
+          "could not reach the rendezvous server at {}:{} within {} ms ({} attempts): {}",
+          o.host, o.port,
+          std::chrono::duration_cast<Millis>(now - start).count(), errors.size(),
+          summarize(errors)));
+    }
+    sleep.expires_after(wait);
+    boost::system::error_code ec;
+    co_await sleep.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    backoff = std::min(backoff * 2, o.max_backoff);
+  }
+}
+
+}  // namespace ddprun::rdzv

@@ -1,1 +1,94 @@
-int main(){}
+// ddp-rendezvous: the rendezvous server as a standalone daemon for a head node. It serves any
+// number of jobs at once (isolated by --rdzv_id) and outlives every agent, so losing any node
+// never loses the rendezvous.
+//
+// Prints "listening on <host>:<port>" as its first stdout line (so --port 0 is usable from
+// scripts and tests). SIGTERM/SIGINT start the two-stage shutdown; a second signal ends it now.
+#include <csignal>
+#include <cstdio>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <spdlog/spdlog.h>
+
+#include "common/logging.h"
+#include "rendezvous/rdzv_conf.h"
+#include "rendezvous/server.h"
+
+namespace {
+
+struct DaemonFlags {
+  std::string host = "0.0.0.0";
+  uint16_t port = 29400;
+  std::string log_level;
+  std::string idle_timeout = "60";
+  std::string shutdown_grace = "2";
+};
+
+int run(const DaemonFlags& flags) {
+  using namespace ddprun;
+  rdzv::ServerOptions options;
+  auto idle = rdzv::parse_duration(flags.idle_timeout);
+  auto grace = rdzv::parse_duration(flags.shutdown_grace);
+  if (!idle || !grace) {
+    spdlog::error("{}", !idle ? idle.error_message() : grace.error_message());
+    return 2;
+  }
+  options.idle_timeout = *idle;
+  options.shutdown_grace = *grace;
+
+  boost::asio::io_context io;
+  rdzv::RendezvousServer server(io, options);
+  if (Status s = server.listen(flags.host, flags.port); !s) {
+    spdlog::error("{}", s.message());
+    return 1;
+  }
+  std::printf("listening on %s:%u\n", flags.host.c_str(), static_cast<unsigned>(server.port()));
+  std::fflush(stdout);
+
+  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+  int signals_seen = 0;
+  std::function<void(const boost::system::error_code&, int)> on_signal =
+      [&](const boost::system::error_code& ec, int signo) {
+        if (ec) return;
+        if (++signals_seen > 1) {
+          spdlog::warn("second signal ({}): stopping now", signo);
+          io.stop();
+          return;
+        }
+        spdlog::info("signal {}: shutting down", signo);
+        server.shutdown([&] {
+          signals.cancel();
+          io.stop();
+        });
+        signals.async_wait(on_signal);
+      };
+  signals.async_wait(on_signal);
+  io.run();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ddp-rendezvous: rendezvous server for ddprun jobs (many jobs, one daemon)"};
+  DaemonFlags flags;
+  app.add_option("--host", flags.host, "Address to listen on")->capture_default_str();
+  app.add_option("--port", flags.port, "TCP port; 0 picks a free one (printed on stdout)")
+      ->capture_default_str();
+  app.add_option("--log-level", flags.log_level,
+                 "trace|debug|info|warn|error|off (default: $DDPRUN_LOG_LEVEL or info)");
+  app.add_option("--idle-timeout", flags.idle_timeout,
+                 "Drop a connection that has not joined after this long silent (s, or 500ms)")
+      ->capture_default_str();
+  app.add_option("--shutdown-grace", flags.shutdown_grace,
+                 "On SIGTERM, wait this long for clients to hang up before closing them")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  ddprun::init_logging("ddp-rendezvous");
+  if (!flags.log_level.empty()) spdlog::set_level(spdlog::level::from_str(flags.log_level));
+  return run(flags);
+}

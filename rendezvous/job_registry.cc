@@ -87,6 +87,7 @@ void JobRegistry::join(Job& job, Peer& peer, const JoinMsg& msg, std::string& no
     if (job.round->empty()) job.round.reset();  // a bad first join must not fix the options
     return fail(decisions.error_message());
   }
+  job.round->reattach(msg.node_id);  // a join retried after a lost reply ends any grace
   auto& l = job.links[msg.node_id];
   l.peer = &peer;
   if (l.token == 0) l.token = token_rng_() | 1;  // never 0: 0 means "no token"
