@@ -1,0 +1,154 @@
+// The wire codec on byte strings: round trips of every message, and every malformed input a
+// clean error (truncation at every byte, oversized lengths, unknown types, trailing bytes).
+#include "rendezvous/codec.h"
+
+#include <random>
+
+#include <gtest/gtest.h>
+
+namespace ddprun::rdzv {
+namespace {
+
+std::vector<ClientMessage> sample_client_messages() {
+  JoinMsg join{7, "node-a", 4, 2, "10.0.0.1", 29500, 2, 4, 3, 600000, 30000, 15000, 300000};
+  KvMsg wait;
+  wait.op = KvOp::kWait;
+  wait.request_id = 9;
+  wait.scope = KvScope::kRound;
+  wait.keys = {"a", "b", std::string(300, 'k')};
+  wait.timeout_ms = 1234;
+  KvMsg cas;
+  cas.op = KvOp::kCompareSet;
+  cas.keys = {"k"};
+  cas.value = "old";
+  cas.desired = std::string("new\0bin", 7);
+  KvMsg add;
+  add.op = KvOp::kAdd;
+  add.keys = {"counter"};
+  add.delta = -5;
+  return {Hello{kProtocolMagic, kProtocolVersion, "job-1"}, join, ResumeMsg{3, "node-a", 99},
+          HeartbeatMsg{}, ReportFailureMsg{4, 2, "{\"json\":1}", -9}, ReportSuccessMsg{5, 2},
+          LeaveMsg{6}, wait, cas, add};
+}
+
+std::vector<ServerMessage> sample_server_messages() {
+  Reply reply{11, false, "bad", true, "value", -42};
+  RoundAssigned a{"job", 3, 1, 2, 4, 4, 8, "10.0.0.1", 29500, 1, 3};
+  return {HelloAck{}, reply, a, RestartRequested{2, RestartReason::kWorkerFailure, "report"},
+          JobFailed{"no restarts", "report", 3}, JobSucceeded{5}, HeartbeatAck{},
+          ErrorMsg{"shutting down"}};
+}
+
+TEST(CodecTest, ClientMessagesRoundTrip) {
+  CodecLimits limits;
+  for (const auto& m : sample_client_messages()) {
+    const std::string frame = encode_frame(m);
+    auto decoded = decode_client_frame(frame, limits);
+    ASSERT_TRUE(decoded.ok()) << message_name(m) << ": " << decoded.error_message();
+    EXPECT_EQ(encode_frame(*decoded), frame) << message_name(m);
+  }
+}
+
+TEST(CodecTest, ServerMessagesRoundTrip) {
+  CodecLimits limits;
+  for (const auto& m : sample_server_messages()) {
+    const std::string frame = encode_frame(m);
+    auto decoded = decode_server_frame(frame, limits);
+    ASSERT_TRUE(decoded.ok()) << decoded.error_message();
+    EXPECT_EQ(encode_frame(*decoded), frame);
+  }
+  auto a = decode_server_frame(encode_frame(sample_server_messages()[2]), limits);
+  const auto& round = std::get<RoundAssigned>(*a);
+  EXPECT_EQ(round.master_addr, "10.0.0.1");
+  EXPECT_EQ(round.world_size, 8u);
+}
+
+TEST(CodecTest, EveryTruncationIsAnError) {
+  CodecLimits limits;
+  for (const auto& m : sample_client_messages()) {
+    const std::string frame = encode_frame(m);
+    for (size_t cut = 0; cut < frame.size(); ++cut) {
+      EXPECT_FALSE(decode_client_frame(frame.substr(0, cut), limits).ok()) << cut;
+      // A consistent header around a truncated body: the body decoder must refuse it too.
+      if (cut > kFrameHeaderBytes) {
+        auto body = std::span<const uint8_t>(
+            reinterpret_cast<const uint8_t*>(frame.data()) + kFrameHeaderBytes,
+            cut - kFrameHeaderBytes);
+        EXPECT_FALSE(decode_client_message(body, limits).ok()) << message_name(m) << " " << cut;
+      }
+    }
+  }
+  for (const auto& m : sample_server_messages()) {
+    const std::string frame = encode_frame(m);
+    for (size_t cut = 0; cut < frame.size(); ++cut) {
+      EXPECT_FALSE(decode_server_frame(frame.substr(0, cut), limits).ok());
+    }
+  }
+}
+
+TEST(CodecTest, OversizedAndEmptyLengthsAreRejectedBeforeReadingTheBody) {
+  CodecLimits limits;
+  limits.max_frame_bytes = 1024;
+  const uint8_t huge[4] = {0x7f, 0xff, 0xff, 0xff};
+  auto len = decode_frame_length(std::span<const uint8_t, 4>(huge, 4), limits);
+  ASSERT_FALSE(len.ok());
+  EXPECT_NE(len.error_message().find("exceeds the limit"), std::string::npos);
+  const uint8_t zero[4] = {0, 0, 0, 0};
+  EXPECT_FALSE(decode_frame_length(std::span<const uint8_t, 4>(zero, 4), limits).ok());
+  // An HTTP request reads as a gigantic length: refused, not allocated.
+  const std::string http = "GET / HTTP/1.1\r\n";
+  EXPECT_FALSE(decode_client_frame(http, limits).ok());
+}
+
+TEST(CodecTest, StringLongerThanLimitOrFrameIsRejected) {
+  CodecLimits limits;
+  limits.max_string_bytes = 8;
+  EXPECT_FALSE(decode_client_frame(encode_frame(ClientMessage(Hello{kProtocolMagic, 1,
+                                                                    "a-very-long-job-id"})),
+                                   limits).ok());
+  // A string length field claiming more bytes than the frame holds.
+  std::string frame = encode_frame(ClientMessage(Hello{kProtocolMagic, 1, "job"}));
+  frame[kFrameHeaderBytes + 1 + 4 + 2 + 3] = 0x7f;  // low byte of the job id length
+  EXPECT_FALSE(decode_client_frame(frame, CodecLimits{}).ok());
+}
+
+TEST(CodecTest, KeyCountBeyondLimitIsRejected) {
+  CodecLimits limits;
+  limits.max_wait_keys = 2;
+  KvMsg wait;
+  wait.op = KvOp::kWait;
+  wait.keys = {"a", "b", "c"};
+  EXPECT_FALSE(decode_client_frame(encode_frame(ClientMessage(wait)), limits).ok());
+}
+
+TEST(CodecTest, UnknownTypeTrailingBytesAndBadEnumsAreRejected) {
+  CodecLimits limits;
+  const std::string unknown("\x00\x00\x00\x01\x7e", 5);
+  auto r = decode_client_frame(unknown, limits);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error_message().find("unknown client frame type 0x7e"), std::string::npos);
+  std::string trailing = encode_frame(ClientMessage(LeaveMsg{1}));
+  trailing += 'x';
+  trailing[3] = static_cast<char>(trailing[3] + 1);
+  EXPECT_FALSE(decode_client_frame(trailing, limits).ok());
+  std::string bad_reason = encode_frame(
+      ServerMessage(RestartRequested{1, RestartReason::kScaleUp, ""}));
+  bad_reason[kFrameHeaderBytes + 1 + 8] = 9;
+  EXPECT_FALSE(decode_server_frame(bad_reason, limits).ok());
+  // A server frame type sent to the server is unknown there.
+  EXPECT_FALSE(decode_client_frame(encode_frame(ServerMessage(HeartbeatAck{})), limits).ok());
+}
+
+TEST(CodecTest, RandomGarbageNeverCrashes) {
+  std::mt19937 rng(1234);
+  CodecLimits limits;
+  for (int i = 0; i < 20000; ++i) {
+    std::vector<uint8_t> body(rng() % 64);
+    for (auto& b : body) b = static_cast<uint8_t>(rng());
+    (void)decode_client_message(body, limits);
+    (void)decode_server_message(body, limits);
+  }
+}
+
+}  // namespace
+}  // namespace ddprun::rdzv

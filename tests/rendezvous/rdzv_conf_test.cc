@@ -1,0 +1,47 @@
+#include "rendezvous/rdzv_conf.h"
+
+#include <gtest/gtest.h>
+
+namespace ddprun::rdzv {
+namespace {
+
+TEST(RdzvConfTest, DefaultsMatchTorchrun) {
+  auto conf = parse_rdzv_conf("");
+  ASSERT_TRUE(conf.ok());
+  EXPECT_EQ(conf->join_timeout, Millis(600'000));
+  EXPECT_EQ(conf->last_call_timeout, Millis(30'000));
+  EXPECT_EQ(conf->close_timeout, Millis(30'000));
+  EXPECT_EQ(conf->read_timeout, Millis(60'000));
+  EXPECT_EQ(conf->keep_alive_interval, Millis(5'000));
+  EXPECT_EQ(conf->heartbeat_timeout, Millis(15'000));
+  EXPECT_FALSE(conf->is_host.has_value());
+}
+
+TEST(RdzvConfTest, ParsesSecondsAndMillisecondsAndBooleans) {
+  auto conf = parse_rdzv_conf(
+      "join_timeout=2, last_call_timeout=250ms,keep_alive_interval=0.1,"
+      "keep_alive_max_attempt=4,is_host=false,read_timeout=1.5s");
+  ASSERT_TRUE(conf.ok()) << conf.error_message();
+  EXPECT_EQ(conf->join_timeout, Millis(2000));
+  EXPECT_EQ(conf->last_call_timeout, Millis(250));
+  EXPECT_EQ(conf->keep_alive_interval, Millis(100));
+  EXPECT_EQ(conf->heartbeat_timeout, Millis(400));
+  EXPECT_EQ(conf->read_timeout, Millis(1500));
+  EXPECT_EQ(conf->is_host, false);
+}
+
+TEST(RdzvConfTest, UnknownRepeatedAndBadValuesAreErrorsNamingTheKey) {
+  auto unknown = parse_rdzv_conf("join_timout=5");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error_message().find("unknown key 'join_timout'"), std::string::npos);
+  EXPECT_FALSE(parse_rdzv_conf("join_timeout=1,join_timeout=2").ok());
+  auto bad = parse_rdzv_conf("last_call_timeout=soon");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error_message().find("last_call_timeout"), std::string::npos);
+  EXPECT_FALSE(parse_rdzv_conf("is_host=maybe").ok());
+  EXPECT_FALSE(parse_rdzv_conf("novalue").ok());
+  EXPECT_FALSE(parse_rdzv_conf("heartbeat_timeout=1,keep_alive_interval=2").ok());
+}
+
+}  // namespace
+}  // namespace ddprun::rdzv

@@ -1,0 +1,258 @@
+// The round state machine on a fake clock: no sockets, no sleeps.
+#include "rendezvous/round_state.h"
+
+#include <map>
+
+#include <gtest/gtest.h>
+
+namespace ddprun::rdzv {
+namespace {
+
+using std::chrono::milliseconds;
+
+class RoundStateTest : public ::testing::Test {
+ protected:
+  void make(uint32_t min, uint32_t max, uint32_t max_restarts = 0) {
+    options_.min_nodes = min;
+    options_.max_nodes = max;
+    options_.max_restarts = max_restarts;
+    options_.join_timeout = milliseconds(1000);
+    options_.last_call_timeout = milliseconds(100);
+    options_.heartbeat_timeout = milliseconds(200);
+    options_.exit_barrier_timeout = milliseconds(500);
+    state_.emplace("job", options_, clock_.steady_now());
+  }
+  Decisions join(const std::string& id, uint32_t lws = 2, std::optional<uint32_t> hint = {}) {
+    NodeInfo info{id, lws, hint, "addr-" + id, 1000};
+    auto d = state_->join(info, options_, clock_.steady_now());
+    EXPECT_TRUE(d.ok()) << d.error_message();
+    return d.ok() ? *d : Decisions{};
+  }
+  Decisions advance(milliseconds by) {
+    clock_.advance(by);
+    return state_->advance(clock_.steady_now());
+  }
+  static std::map<std::string, RoundAssigned> assignments(const Decisions& d) {
+    std::map<std::string, RoundAssigned> out;
+    for (const auto& o : d) {
+      if (auto* a = std::get_if<RoundAssigned>(&o.push)) out[o.node_id] = *a;
+    }
+    return out;
+  }
+  template <class T>
+  static size_t count(const Decisions& d) {
+    size_t n = 0;
+    for (const auto& o : d) n += std::holds_alternative<T>(o.push);
+    return n;
+  }
+
+  FakeClock clock_;
+  JobOptions options_;
+  std::optional<RoundState> state_;
+};
+
+TEST_F(RoundStateTest, ClosesAfterLastCallOnceMinJoined) {
+  make(2, 3);
+  EXPECT_TRUE(join("a").empty());
+  EXPECT_TRUE(join("b").empty());
+  EXPECT_TRUE(advance(milliseconds(99)).empty());
+  auto a = assignments(advance(milliseconds(1)));
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a["a"].group_rank, 0u);
+  EXPECT_EQ(a["b"].group_rank, 1u);
+  EXPECT_EQ(a["b"].rank_offset, 2u);
+  EXPECT_EQ(a["a"].world_size, 4u);
+  EXPECT_EQ(a["b"].group_world_size, 2u);
+  EXPECT_EQ(a["b"].master_addr, "addr-a");  // offered by group rank 0
+  EXPECT_EQ(state_->phase(), RoundState::Phase::kRunning);
+}
+
+TEST_F(RoundStateTest, ClosesAtOnceAtMaxWithUnevenLocalWorldSizes) {
+  make(1, 3);
+  join("a", 1);
+  join("b", 4);
+  auto a = assignments(join("c", 2));
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a["c"].rank_offset, 5u);
+  EXPECT_EQ(a["c"].world_size, 7u);
+  EXPECT_EQ(a["a"].round, 0u);
+}
+
+TEST_F(RoundStateTest, JoinTimeoutWithTooFewNodesFailsTheJobWithAClearMessage) {
+  make(3, 3);
+  join("a");
+  join("b");
+  EXPECT_TRUE(advance(milliseconds(999)).empty());
+  auto d = advance(milliseconds(1));
+  ASSERT_EQ(count<JobFailed>(d), 2u);
+  const auto& failed = std::get<JobFailed>(d[0].push);
+  EXPECT_NE(failed.reason.find("2 of at least 3 nodes"), std::string::npos) << failed.reason;
+  EXPECT_EQ(failed.exit_code, kRendezvousFailureExitCode);
+  EXPECT_TRUE(state_->finished());
+  EXPECT_FALSE(state_->join({"c", 1, {}, "", 0}, options_, clock_.steady_now()).ok());
+}
+
+TEST_F(RoundStateTest, MismatchedOptionsAreRejected) {
+  make(2, 2);
+  JobOptions other = options_;
+  other.max_nodes = 4;
+  auto r = state_->join({"a", 1, {}, "", 0}, other, clock_.steady_now());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error_message().find("nnodes=2:4"), std::string::npos);
+}
+
+TEST_F(RoundStateTest, ScaleUpRestartsMembersWithoutCountingARestart) {
+  make(1, 3, /*max_restarts=*/0);
+  join("a");
+  join("b");
+  assignments(advance(milliseconds(100)));
+  auto d = join("c");
+  ASSERT_EQ(count<RestartRequested>(d), 2u);
+  EXPECT_EQ(std::get<RestartRequested>(d[0].push).reason, RestartReason::kScaleUp);
+  EXPECT_TRUE(join("b").empty());
+  auto a = assignments(join("a"));  // every survivor is back: closes without a last call
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a["a"].group_rank, 0u);  // ranks kept across rounds
+  EXPECT_EQ(a["b"].group_rank, 1u);
+  EXPECT_EQ(a["c"].group_rank, 2u);
+  EXPECT_EQ(a["c"].round, 1u);
+  EXPECT_EQ(a["c"].restart_count, 0u);
+}
+
+TEST_F(RoundStateTest, NewcomerWaitsWhenTheRoundIsFull) {
+  make(1, 2);
+  join("a");
+  join("b");
+  EXPECT_TRUE(join("c").empty());  // standby: no restart, the round is at max
+  auto d = state_->leave("b", clock_.steady_now());
+  ASSERT_EQ(count<RestartRequested>(d), 1u);
+  auto a = assignments(join("a"));  // a and the waiting c make max
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a["a"].group_rank, 0u);
+  EXPECT_EQ(a["c"].group_rank, 1u);
+}
+
+TEST_F(RoundStateTest, LostMemberAfterGraceRestartsSurvivorsAndKeepsTheirRanks) {
+  make(2, 3);
+  join("a");
+  join("b");
+  join("c");
+  state_->detach("a", clock_.steady_now());
+  EXPECT_TRUE(advance(milliseconds(199)).empty());
+  auto d = advance(milliseconds(1));
+  ASSERT_EQ(count<RestartRequested>(d), 2u);
+  const auto& restart = std::get<RestartRequested>(d[0].push);
+  EXPECT_EQ(restart.reason, RestartReason::kMemberLost);
+  EXPECT_NE(restart.report.find("node 'a' lost"), std::string::npos);
+  join("c");
+  auto a = assignments(join("b"));
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a["b"].group_rank, 1u);  // kept
+  EXPECT_EQ(a["c"].group_rank, 0u);  // its old rank 2 no longer exists: first free rank
+  EXPECT_EQ(a["c"].restart_count, 0u);
+}
+
+TEST_F(RoundStateTest, ReattachWithinGraceKeepsMembership) {
+  make(2, 2);
+  join("a");
+  join("b");
+  state_->detach("a", clock_.steady_now());
+  advance(milliseconds(150));
+  EXPECT_TRUE(state_->reattach("a"));
+  EXPECT_TRUE(advance(milliseconds(1000)).empty());
+  EXPECT_EQ(state_->member_count(), 2u);
+}
+
+TEST_F(RoundStateTest, TooFewSurvivorsWaitJoinTimeoutThenFail) {
+  make(2, 2);
+  join("a");
+  join("b");
+  advance(milliseconds(5000));
+  auto d = state_->leave("b", clock_.steady_now());
+  ASSERT_EQ(count<RestartRequested>(d), 1u);
+  EXPECT_TRUE(join("a").empty());
+  EXPECT_TRUE(advance(milliseconds(999)).empty());
+  d = advance(milliseconds(1));
+  ASSERT_EQ(count<JobFailed>(d), 1u);
+  EXPECT_EQ(d[0].node_id, "a");
+}
+
+TEST_F(RoundStateTest, WorkerFailuresCountJobWideRestartsThenFailWithTheFirstReport) {
+  make(2, 2, /*max_restarts=*/1);
+  join("a");
+  join("b");
+  auto d = *state_->report_failure("b", 0, "report-1", 3, clock_.steady_now());
+  ASSERT_EQ(count<RestartRequested>(d), 2u);  // the reporter too
+  EXPECT_EQ(std::get<RestartRequested>(d[0].push).report, "report-1");
+  EXPECT_EQ(std::get<RestartRequested>(d[0].push).reason, RestartReason::kWorkerFailure);
+  // A late report of the same (ended) round is ignored: one failure, one restart.
+  EXPECT_TRUE(state_->report_failure("a", 0, "late", 4, clock_.steady_now())->empty());
+  join("a");
+  auto a = assignments(join("b"));
+  EXPECT_EQ(a["a"].restart_count, 1u);
+  d = *state_->report_failure("a", 1, "report-2", 7, clock_.steady_now());
+  ASSERT_EQ(count<JobFailed>(d), 2u);
+  for (const auto& o : d) {
+    const auto& f = std::get<JobFailed>(o.push);
+    EXPECT_EQ(f.report, "report-2");
+    EXPECT_EQ(f.exit_code, 7);
+    EXPECT_NE(f.reason.find("max_restarts=1"), std::string::npos);
+  }
+}
+
+TEST_F(RoundStateTest, NodeRankHintsAreHonoured) {
+  make(3, 3);
+  join("a", 1, 2);
+  join("b", 1);
+  auto a = assignments(join("c", 1, 0));
+  EXPECT_EQ(a["a"].group_rank, 2u);
+  EXPECT_EQ(a["c"].group_rank, 0u);
+  EXPECT_EQ(a["b"].group_rank, 1u);
+  EXPECT_EQ(a["b"].master_addr, "addr-c");
+}
+
+TEST_F(RoundStateTest, ExitBarrierSucceedsWhenAllReportSuccess) {
+  make(2, 2);
+  join("a");
+  join("b");
+  EXPECT_TRUE(state_->report_success("a", 0, clock_.steady_now())->empty());
+  auto d = *state_->report_success("b", 0, clock_.steady_now());
+  EXPECT_EQ(count<JobSucceeded>(d), 2u);
+  EXPECT_EQ(state_->phase(), RoundState::Phase::kSucceeded);
+}
+
+TEST_F(RoundStateTest, ExitBarrierTimesOutNamingTheMissingNodes) {
+  make(2, 2);
+  join("a");
+  join("b");
+  state_->report_success("a", 0, clock_.steady_now());
+  EXPECT_TRUE(advance(milliseconds(499)).empty());
+  auto d = advance(milliseconds(1));
+  ASSERT_EQ(count<JobFailed>(d), 2u);
+  EXPECT_NE(std::get<JobFailed>(d[0].push).reason.find("(b)"), std::string::npos);
+}
+
+TEST_F(RoundStateTest, FailureAfterSomeSucceededTakesTheFailurePath) {
+  make(2, 2);
+  join("a");
+  join("b");
+  state_->report_success("a", 0, clock_.steady_now());
+  auto d = *state_->report_failure("b", 0, "boom", 1, clock_.steady_now());
+  EXPECT_EQ(count<JobFailed>(d), 2u);
+}
+
+TEST_F(RoundStateTest, NextDeadlineTracksLastCallJoinTimeoutAndGrace) {
+  make(2, 3);
+  const auto t0 = clock_.steady_now();
+  EXPECT_EQ(state_->next_deadline(), t0 + milliseconds(1000));
+  join("a");
+  join("b");
+  EXPECT_EQ(state_->next_deadline(), t0 + milliseconds(100));
+  state_->detach("a", t0);
+  EXPECT_EQ(state_->next_deadline(), t0 + milliseconds(100));
+  advance(milliseconds(100));
+  EXPECT_EQ(state_->next_deadline(), t0 + milliseconds(200));  // a's grace
+}
+
+}  // namespace
+}  // namespace ddprun::rdzv
