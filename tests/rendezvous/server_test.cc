@@ -1,1 +1,247 @@
-#include <gtest/gtest.h>
+// An in-process server on port 0 with many real clients on loopback (each node its own
+// 127.0.0.N): rounds, pushes, restarts, the exit barrier, KV, and isolation between jobs.
+#include <set>
+
+#include "rendezvous/round_state.h"
+#include "tests/rendezvous/rdzv_test_util.h"
+
+namespace ddprun::rdzv::testing {
+namespace {
+
+class ServerTest : public ::testing::Test {
+ protected:
+  std::vector<std::unique_ptr<TestNode>> start_nodes(int n, const std::string& job = "job") {
+    std::vector<std::unique_ptr<TestNode>> nodes;
+    for (int i = 0; i < n; ++i) nodes.push_back(start_node(io_, node_options(server_.port(), job, i)));
+    EXPECT_TRUE(run_until(io_, [&] {
+      for (auto& node : nodes) if (!node->connected) return false;
+      return true;
+    }));
+    for (auto& node : nodes) EXPECT_TRUE(node->connected->ok()) << node->connected->message();
+    return nodes;
+  }
+  void join_all(std::vector<std::unique_ptr<TestNode>>& nodes, uint32_t min, uint32_t max,
+                uint32_t max_restarts = 0) {
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      start_join(*nodes[i], join_request("node-" + std::to_string(i), min, max, max_restarts));
+    }
+  }
+  bool all_assigned(std::vector<std::unique_ptr<TestNode>>& nodes) {
+    return run_until(io_, [&] {
+      for (auto& node : nodes) if (!node->assignment) return false;
+      return true;
+    });
+  }
+  template <class T>
+  bool all_got(std::vector<std::unique_ptr<TestNode>>& nodes, size_t n = 1) {
+    return run_until(io_, [&] {
+      for (auto& node : nodes) if (node && node->count<T>() < n) return false;
+      return true;
+    });
+  }
+
+  ServerThread server_;
+  boost::asio::io_context io_;
+};
+
+TEST_F(ServerTest, ManyClientsJoinOneRoundWithConsistentRanks) {
+  constexpr int kNodes = 64;
+  auto nodes = start_nodes(kNodes);
+  join_all(nodes, kNodes, kNodes);
+  ASSERT_TRUE(all_assigned(nodes));
+  std::set<uint32_t> ranks, offsets;
+  for (auto& node : nodes) {
+    ASSERT_TRUE(node->assignment->ok()) << node->assignment->error_message();
+    const RoundAssignment& a = node->assignment->value();
+    ranks.insert(a.group_rank);
+    offsets.insert(a.rank_offset);
+    EXPECT_EQ(a.rank_offset, a.group_rank * 2);
+    EXPECT_EQ(a.world_size, 2u * kNodes);
+    EXPECT_EQ(a.group_world_size, static_cast<uint32_t>(kNodes));
+    EXPECT_EQ(a.master_port, 29500);
+    EXPECT_EQ(a.job_id, "job");
+  }
+  EXPECT_EQ(ranks.size(), static_cast<size_t>(kNodes));
+  EXPECT_EQ(*ranks.rbegin(), static_cast<uint32_t>(kNodes - 1));
+}
+
+TEST_F(ServerTest, KeyValueApi) {
+  auto nodes = start_nodes(2);
+  RendezvousClient& a = *nodes[0]->client;
+  RendezvousClient& b = *nodes[1]->client;
+  std::optional<Status> set, waited, timed_out;
+  std::optional<Result<std::optional<std::string>>> got, missing;
+  std::optional<Result<int64_t>> added, count;
+  std::optional<Result<std::string>> swapped;
+  std::optional<Result<bool>> deleted;
+  b.kv_wait(KvScope::kJob, {"x", "y"}, 5s, [&](Status s) { waited = s; });
+  b.kv_wait(KvScope::kJob, {"never"}, 100ms, [&](Status s) { timed_out = s; });
+  a.kv_set(KvScope::kJob, "x", "1", [&](Status s) { set = s; });
+  a.kv_add(KvScope::kJob, "y", 41, [&](Result<int64_t> r) {
+    a.kv_add(KvScope::kJob, "y", 1, [&](Result<int64_t> r2) { added = r2; });
+  });
+  ASSERT_TRUE(run_until(io_, [&] { return waited && added && timed_out; }));
+  EXPECT_TRUE(waited->ok()) << waited->message();
+  EXPECT_EQ(added->value(), 42);
+  ASSERT_FALSE(timed_out->ok());
+  EXPECT_NE(timed_out->message().find("timed out"), std::string::npos);
+  b.kv_get(KvScope::kJob, "x", [&](auto r) { got = r; });
+  b.kv_get(KvScope::kRound, "x", [&](auto r) { missing = r; });
+  b.kv_compare_set(KvScope::kJob, "x", "1", "2", [&](auto r) { swapped = r; });
+  b.kv_delete(KvScope::kJob, "y", [&](auto r) { deleted = r; });
+  b.kv_num_keys(KvScope::kJob, [&](auto r) { count = r; });
+  ASSERT_TRUE(run_until(io_, [&] { return got && missing && swapped && deleted && count; }));
+  EXPECT_EQ(got->value(), std::optional<std::string>("1"));
+  EXPECT_FALSE(missing->value().has_value());
+  EXPECT_EQ(swapped->value(), "2");
+  EXPECT_TRUE(deleted->value());
+  EXPECT_EQ(count->value(), 1);
+}
+
+TEST_F(ServerTest, WorkerFailureRestartsEveryMemberThenFailsWithTheSameReportEverywhere) {
+  auto nodes = start_nodes(3);
+  join_all(nodes, 3, 3, /*max_restarts=*/1);
+  ASSERT_TRUE(all_assigned(nodes));
+  nodes[1]->client->report_worker_failure("{\"rank\":3}", 3);
+  ASSERT_TRUE(all_got<RestartRequested>(nodes));
+  for (auto& n : nodes) {
+    EXPECT_EQ(n->last<RestartRequested>()->reason, RestartReason::kWorkerFailure);
+    EXPECT_EQ(n->last<RestartRequested>()->report, "{\"rank\":3}");
+  }
+  join_all(nodes, 3, 3, 1);
+  ASSERT_TRUE(all_assigned(nodes));
+  for (auto& n : nodes) EXPECT_EQ(n->assignment->value().restart_count, 1u);
+  nodes[2]->client->report_worker_failure("{\"rank\":5}", 7);
+  ASSERT_TRUE(all_got<JobFailed>(nodes));
+  for (auto& n : nodes) {
+    EXPECT_EQ(n->last<JobFailed>()->report, "{\"rank\":5}");
+    EXPECT_EQ(n->last<JobFailed>()->exit_code, 7);
+  }
+}
+
+TEST_F(ServerTest, ExitBarrierPushesJobSucceededToAll) {
+  auto nodes = start_nodes(3);
+  join_all(nodes, 3, 3);
+  ASSERT_TRUE(all_assigned(nodes));
+  for (auto& n : nodes) n->client->report_success();
+  ASSERT_TRUE(all_got<JobSucceeded>(nodes));
+  std::optional<bool> closed;
+  nodes[0]->client->close([&] { closed = true; });
+  ASSERT_TRUE(run_until(io_, [&] { return closed.has_value(); }));
+}
+
+TEST_F(ServerTest, CleanLeaveRestartsSurvivorsAtOnce) {
+  auto nodes = start_nodes(3);
+  join_all(nodes, 2, 3);
+  ASSERT_TRUE(all_assigned(nodes));
+  std::optional<bool> closed;
+  nodes[2]->client->close([&] { closed = true; });
+  ASSERT_TRUE(run_until(io_, [&] { return closed && nodes[0]->count<RestartRequested>() &&
+                                          nodes[1]->count<RestartRequested>(); }));
+  EXPECT_EQ(nodes[0]->last<RestartRequested>()->reason, RestartReason::kMemberLost);
+  EXPECT_EQ(nodes[2]->count<RestartRequested>(), 0u);
+  nodes.pop_back();
+  join_all(nodes, 2, 3);
+  ASSERT_TRUE(all_assigned(nodes));
+  EXPECT_EQ(nodes[0]->assignment->value().group_world_size, 2u);
+  EXPECT_EQ(nodes[0]->assignment->value().round, 1u);
+  EXPECT_EQ(nodes[0]->assignment->value().restart_count, 0u);  // membership change: free
+}
+
+// pytorch#111646: in torchrun a dead node does not make the survivors re-rendezvous.
+TEST_F(ServerTest, Pytorch111646_NodeThatVanishesIsDroppedAndSurvivorsRestart) {
+  auto nodes = start_nodes(3);
+  join_all(nodes, 2, 3);
+  ASSERT_TRUE(all_assigned(nodes));
+  const auto t0 = std::chrono::steady_clock::now();
+  nodes[0].reset();  // no Leave: like a SIGKILLed agent
+  std::vector<std::unique_ptr<TestNode>> survivors;
+  survivors.push_back(std::move(nodes[1]));
+  survivors.push_back(std::move(nodes[2]));
+  ASSERT_TRUE(all_got<RestartRequested>(survivors));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);  // heartbeat_timeout is 400 ms
+  EXPECT_NE(survivors[0]->last<RestartRequested>()->report.find("node-0"), std::string::npos);
+  start_join(*survivors[0], join_request("node-1", 2, 3));
+  start_join(*survivors[1], join_request("node-2", 2, 3));
+  ASSERT_TRUE(all_assigned(survivors));
+  EXPECT_EQ(survivors[0]->assignment->value().group_rank, 1u);  // kept its rank
+  EXPECT_EQ(survivors[1]->assignment->value().group_rank, 0u);
+}
+
+TEST_F(ServerTest, ScaleUpPushesRestartAndTheNextRoundIsBigger) {
+  auto nodes = start_nodes(3);
+  start_join(*nodes[0], join_request("node-0", 1, 3));
+  start_join(*nodes[1], join_request("node-1", 1, 3));
+  std::vector<std::unique_ptr<TestNode>> first;
+  ASSERT_TRUE(run_until(io_, [&] { return nodes[0]->assignment && nodes[1]->assignment; }));
+  EXPECT_EQ(nodes[0]->assignment->value().group_world_size, 2u);
+  start_join(*nodes[2], join_request("node-2", 1, 3));
+  ASSERT_TRUE(run_until(io_, [&] {
+    return nodes[0]->count<RestartRequested>() && nodes[1]->count<RestartRequested>();
+  }));
+  EXPECT_EQ(nodes[0]->last<RestartRequested>()->reason, RestartReason::kScaleUp);
+  start_join(*nodes[0], join_request("node-0", 1, 3));
+  start_join(*nodes[1], join_request("node-1", 1, 3));
+  ASSERT_TRUE(all_assigned(nodes));
+  for (auto& n : nodes) {
+    EXPECT_EQ(n->assignment->value().group_world_size, 3u);
+    EXPECT_EQ(n->assignment->value().restart_count, 0u);
+  }
+}
+
+TEST_F(ServerTest, TooFewNodesFailTheJoinWithAClearMessage) {
+  auto nodes = start_nodes(1);
+  JoinRequest r = join_request("node-0", 2, 2);
+  r.join_timeout = 200ms;
+  start_join(*nodes[0], r);
+  ASSERT_TRUE(run_until(io_, [&] { return nodes[0]->assignment && nodes[0]->count<JobFailed>(); }));
+  ASSERT_FALSE(nodes[0]->assignment->ok());
+  EXPECT_NE(nodes[0]->assignment->error_message().find("1 of at least 2 nodes"), std::string::npos)
+      << nodes[0]->assignment->error_message();
+  EXPECT_EQ(nodes[0]->last<JobFailed>()->exit_code, kRendezvousFailureExitCode);
+}
+
+TEST_F(ServerTest, TwoJobsOnOneServerAreIsolated) {
+  auto a = start_nodes(2, "job-a");
+  auto b = start_nodes(3, "job-b");
+  join_all(a, 2, 2);  // the same node ids in both jobs
+  join_all(b, 3, 3);
+  ASSERT_TRUE(all_assigned(a));
+  ASSERT_TRUE(all_assigned(b));
+  EXPECT_EQ(a[0]->assignment->value().group_world_size, 2u);
+  EXPECT_EQ(b[0]->assignment->value().group_world_size, 3u);
+  std::optional<Result<std::optional<std::string>>> seen;
+  a[0]->client->kv_set(KvScope::kJob, "secret", "a", [](Status) {});
+  a[0]->client->kv_wait(KvScope::kJob, {"secret"}, 1s, [&](Status) {
+    b[0]->client->kv_get(KvScope::kJob, "secret", [&](auto r) { seen = r; });
+  });
+  ASSERT_TRUE(run_until(io_, [&] { return seen.has_value(); }));
+  EXPECT_FALSE(seen->value().has_value());
+  a[1]->client->report_worker_failure("boom", 1);
+  ASSERT_TRUE(all_got<JobFailed>(a));
+  EXPECT_EQ(b[0]->events.size(), 0u);
+}
+
+TEST_F(ServerTest, ConnectToNothingReportsEveryAttempt) {
+  ClientOptions o = node_options(1, "job", 0);  // port 1: nothing listens there
+  o.connect_timeout = 300ms;
+  auto node = start_node(io_, o);
+  ASSERT_TRUE(run_until(io_, [&] { return node->connected.has_value(); }));
+  ASSERT_FALSE(node->connected->ok());
+  EXPECT_NE(node->connected->message().find("attempts"), std::string::npos)
+      << node->connected->message();
+  EXPECT_NE(node->connected->message().find("refused"), std::string::npos);
+}
+
+TEST_F(ServerTest, DuplicateNodeIdAndMismatchedOptionsAreRefused) {
+  auto nodes = start_nodes(3);
+  start_join(*nodes[0], join_request("same", 3, 3));
+  start_join(*nodes[1], join_request("same", 3, 3));
+  start_join(*nodes[2], join_request("other", 2, 3));
+  ASSERT_TRUE(run_until(io_, [&] { return nodes[1]->assignment && nodes[2]->assignment; }));
+  EXPECT_NE(nodes[1]->assignment->error_message().find("unique"), std::string::npos);
+  EXPECT_NE(nodes[2]->assignment->error_message().find("--nnodes"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ddprun::rdzv::testing

@@ -1,0 +1,147 @@
+// Helpers for rendezvous tests over real loopback sockets: a server on its own thread (like a
+// separate host), simulated nodes (a RendezvousClient bound to its own 127.0.0.N), and bounded
+// waits that run the test's io_context until a condition holds. No sleeps.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <gtest/gtest.h>
+
+#include "rendezvous/client.h"
+#include "rendezvous/server.h"
+
+namespace ddprun::rdzv::testing {
+
+using namespace std::chrono_literals;
+
+// Runs `io` until `done()` or `timeout`; true when done() held.
+inline bool run_until(boost::asio::io_context& io, const std::function<bool()>& done,
+                      Millis timeout = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return false;
+    if (io.stopped()) io.restart();
+    io.run_one_for(std::min<std::chrono::steady_clock::duration>(deadline - now, 50ms));
+  }
+  return true;
+}
+
+// A RendezvousServer running on its own thread and io_context; stopped and joined on
+// destruction (two-stage shutdown, bounded by the server's grace).
+class ServerThread {
+ public:
+  explicit ServerThread(ServerOptions options = test_options()) : server_(io_, options) {
+    Status s = server_.listen("127.0.0.1", 0);
+    EXPECT_TRUE(s.ok()) << s.message();
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~ServerThread() { stop(); }
+  void stop() {
+    if (!thread_.joinable()) return;
+    boost::asio::post(io_, [this] { server_.shutdown([this] { work_.reset(); }); });
+    thread_.join();
+  }
+  uint16_t port() const { return server_.port(); }
+  ServerStats stats() {
+    std::promise<ServerStats> p;
+    boost::asio::post(io_, [&] { p.set_value(server_.stats()); });
+    return p.get_future().get();
+  }
+  static ServerOptions test_options() {
+    ServerOptions o;
+    o.handshake_timeout = 300ms;
+    o.idle_timeout = 2s;
+    o.shutdown_grace = 500ms;
+    return o;
+  }
+
+ private:
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_{
+      io_.get_executor()};
+  RendezvousServer server_;
+  std::thread thread_;
+};
+
+// One simulated node: its client and everything the client told it.
+struct TestNode {
+  std::unique_ptr<RendezvousClient> client;
+  std::optional<Status> connected;
+  std::optional<Result<RoundAssignment>> assignment;
+  std::vector<RendezvousEvent> events;
+
+  template <class T>
+  size_t count() const {
+    size_t n = 0;
+    for (const auto& e : events) n += std::holds_alternative<T>(e);
+    return n;
+  }
+  template <class T>
+  const T* last() const {
+    for (auto it = events.rbegin(); it != events.rend(); ++it) {
+      if (auto* e = std::get_if<T>(&*it)) return e;
+    }
+    return nullptr;
+  }
+};
+
+inline ClientOptions node_options(uint16_t port, const std::string& job, int index) {
+  ClientOptions o;
+  o.host = "127.0.0.1";
+  o.port = port;
+  o.job_id = job;
+  o.local_address = "127.0.0." + std::to_string(1 + index % 250);  // a node per address
+  o.connect_timeout = 3s;
+  o.attempt_timeout = 1s;
+  o.initial_backoff = 10ms;
+  o.max_backoff = 100ms;
+  o.keep_alive_interval = 50ms;
+  o.heartbeat_timeout = 400ms;
+  return o;
+}
+
+inline JoinRequest join_request(const std::string& node_id, uint32_t min, uint32_t max,
+                                uint32_t max_restarts = 0) {
+  JoinRequest r;
+  r.node_id = node_id;
+  r.local_world_size = 2;
+  r.master_addr = "127.0.0.1";
+  r.master_port = 29500;
+  r.min_nodes = min;
+  r.max_nodes = max;
+  r.max_restarts = max_restarts;
+  r.join_timeout = 2s;
+  r.last_call_timeout = 100ms;
+  r.heartbeat_timeout = 400ms;
+  r.exit_barrier_timeout = 2s;
+  return r;
+}
+
+// Creates a node and starts connecting it.
+inline std::unique_ptr<TestNode> start_node(boost::asio::io_context& io, ClientOptions options) {
+  auto node = std::make_unique<TestNode>();
+  node->client = std::make_unique<RendezvousClient>(io, std::move(options));
+  TestNode* raw = node.get();
+  node->client->set_event_handler([raw](const RendezvousEvent& e) { raw->events.push_back(e); });
+  node->client->connect([raw](Status s) { raw->connected = s; });
+  return node;
+}
+
+inline void start_join(TestNode& node, JoinRequest request) {
+  node.assignment.reset();
+  node.client->join(std::move(request),
+                    [&node](Result<RoundAssignment> a) { node.assignment = std::move(a); });
+}
+
+}  // namespace ddprun::rdzv::testing
