@@ -1,1 +1,172 @@
-#include <gtest/gtest.h>
+// Hostile and broken connections while a job runs: garbage, an oversized frame, a half-sent
+// frame, a silent socket, a wrong protocol version. Each is dropped after its deadline; the
+// job's members notice nothing. Also: a network blip within heartbeat_timeout keeps membership.
+#include <poll.h>
+
+#include <atomic>
+#include <thread>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+
+#include "rendezvous/codec.h"
+#include "tests/rendezvous/rdzv_test_util.h"
+
+namespace ddprun::rdzv::testing {
+namespace {
+
+using boost::asio::ip::tcp;
+
+// A blocking raw socket to the server; reads are bounded with poll().
+class RawPeer {
+ public:
+  RawPeer(boost::asio::io_context& io, uint16_t port) : socket_(io) {
+    socket_.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port));
+  }
+  void write(const std::string& bytes) { boost::asio::write(socket_, boost::asio::buffer(bytes)); }
+  // Reads until the server closes (true) or `timeout` passes (false); `received` collects it.
+  bool wait_closed(Millis timeout, std::string& received) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    char buf[4096];
+    for (;;) {
+      const auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{socket_.native_handle(), POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      const ssize_t n = ::recv(socket_.native_handle(), buf, sizeof buf, 0);
+      if (n <= 0) return true;
+      received.append(buf, static_cast<size_t>(n));
+    }
+  }
+
+ private:
+  tcp::socket socket_;
+};
+
+class RobustnessTest : public ::testing::Test {
+ protected:
+  ServerThread server_;
+  boost::asio::io_context io_;
+};
+
+TEST_F(RobustnessTest, BadConnectionsAreDroppedWithoutDisturbingARunningJob) {
+  auto a = start_node(io_, node_options(server_.port(), "job", 0));
+  auto b = start_node(io_, node_options(server_.port(), "job", 1));
+  ASSERT_TRUE(run_until(io_, [&] { return a->connected && b->connected; }));
+  start_join(*a, join_request("a", 2, 2));
+  start_join(*b, join_request("b", 2, 2));
+  ASSERT_TRUE(run_until(io_, [&] { return a->assignment && b->assignment; }));
+
+  boost::asio::io_context raw_io;
+  RawPeer garbage(raw_io, server_.port()), oversized(raw_io, server_.port()),
+      half(raw_io, server_.port()), silent(raw_io, server_.port()),
+      wrong_version(raw_io, server_.port());
+  garbage.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  oversized.write(std::string("\x01\x00\x00\x01\x01", 5));  // 16 MiB + 1 frame
+  const std::string hello = encode_frame(ClientMessage(Hello{kProtocolMagic, kProtocolVersion, "job"}));
+  half.write(hello.substr(0, hello.size() / 2));
+  wrong_version.write(encode_frame(ClientMessage(Hello{kProtocolMagic, 99, "job"})));
+
+  // The raw peers wait on their own thread while this one keeps the members heartbeating.
+  std::string got, refused;
+  std::atomic<int> closed{0};
+  std::thread checker([&] {
+    for (RawPeer* peer : {&garbage, &oversized, &half, &silent}) {
+      closed += peer->wait_closed(3s, got);  // handshake_timeout is 300 ms
+    }
+    closed += wrong_version.wait_closed(3s, refused);
+    closed += 100;  // done
+  });
+  run_until(io_, [&] { return closed >= 100; }, 20s);
+  checker.join();
+  EXPECT_EQ(closed, 105);
+  EXPECT_NE(got.find("exceeds the limit"), std::string::npos);
+  EXPECT_NE(refused.find("protocol version 99 is not supported"), std::string::npos);
+
+  a->client->report_success();
+  b->client->report_success();
+  ASSERT_TRUE(run_until(io_, [&] { return a->count<JobSucceeded>() && b->count<JobSucceeded>(); }));
+  EXPECT_EQ(a->count<RestartRequested>() + b->count<RestartRequested>(), 0u);
+  EXPECT_TRUE(run_until(io_, [&] { return server_.stats().connections == 2; }));
+}
+
+// A TCP relay between a client and the server that the test can cut, to simulate a blip.
+class Relay {
+ public:
+  Relay(boost::asio::io_context& io, uint16_t target) : io_(io), acceptor_(io), target_(target) {
+    acceptor_.open(tcp::v4());
+    acceptor_.bind(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+    acceptor_.listen();
+    accept();
+  }
+  uint16_t port() const { return acceptor_.local_endpoint().port(); }
+  void cut() {
+    for (auto& s : sockets_) {
+      boost::system::error_code ignored;
+      s->close(ignored);
+    }
+    sockets_.clear();
+  }
+
+ private:
+  void accept() {
+    auto in = std::make_shared<tcp::socket>(io_);
+    acceptor_.async_accept(*in, [this, in](boost::system::error_code ec) {
+      if (ec) return;
+      auto out = std::make_shared<tcp::socket>(io_);
+      out->connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), target_), ec);
+      if (ec) return;
+      sockets_.push_back(in);
+      sockets_.push_back(out);
+      pump(in, out);
+      pump(out, in);
+      accept();
+    });
+  }
+  void pump(std::shared_ptr<tcp::socket> from, std::shared_ptr<tcp::socket> to) {
+    auto buf = std::make_shared<std::array<char, 4096>>();
+    from->async_read_some(boost::asio::buffer(*buf), [this, from, to, buf](boost::system::error_code ec, size_t n) {
+      if (ec) return;
+      boost::asio::async_write(*to, boost::asio::buffer(*buf, n),
+                               [this, from, to, buf](boost::system::error_code ec2, size_t) {
+                                 if (!ec2) pump(from, to);
+                               });
+    });
+  }
+  boost::asio::io_context& io_;
+  tcp::acceptor acceptor_;
+  uint16_t target_;
+  std::vector<std::shared_ptr<tcp::socket>> sockets_;
+};
+
+TEST_F(RobustnessTest, ReconnectWithinHeartbeatTimeoutKeepsMembership) {
+  Relay relay(io_, server_.port());
+  auto a = start_node(io_, node_options(relay.port(), "job", 0));
+  auto b = start_node(io_, node_options(server_.port(), "job", 1));
+  ASSERT_TRUE(run_until(io_, [&] { return a->connected && b->connected; }));
+  start_join(*a, join_request("a", 2, 2));
+  start_join(*b, join_request("b", 2, 2));
+  ASSERT_TRUE(run_until(io_, [&] { return a->assignment && b->assignment; }));
+  relay.cut();  // a's connection dies; a reconnects through the relay and resumes
+  // Longer than heartbeat_timeout (400 ms): without the resume b would see a member_lost.
+  const auto until = std::chrono::steady_clock::now() + 1s;
+  run_until(io_, [&] { return std::chrono::steady_clock::now() >= until; }, 2s);
+  EXPECT_EQ(b->count<RestartRequested>(), 0u);
+  EXPECT_EQ(a->count<ConnectionLost>(), 0u);
+  EXPECT_TRUE(a->client->connected());
+  a->client->report_success();
+  b->client->report_success();
+  ASSERT_TRUE(run_until(io_, [&] { return a->count<JobSucceeded>() && b->count<JobSucceeded>(); }));
+}
+
+TEST_F(RobustnessTest, ServerShutdownIsReportedAsConnectionLost) {
+  auto a = start_node(io_, node_options(server_.port(), "job", 0));
+  ASSERT_TRUE(run_until(io_, [&] { return a->connected.has_value(); }));
+  start_join(*a, join_request("a", 2, 2));
+  server_.stop();
+  ASSERT_TRUE(run_until(io_, [&] { return a->count<ConnectionLost>() && a->assignment; }, 5s));
+  EXPECT_FALSE(a->assignment->ok());
+}
+
+}  // namespace
+}  // namespace ddprun::rdzv::testing
