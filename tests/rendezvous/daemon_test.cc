@@ -1,1 +1,129 @@
-#include <gtest/gtest.h>
+// The real ddp-rendezvous executable: serves two jobs at once, survives an agent's death, and
+// shuts down on SIGTERM. Only the process this test started is signalled, by its PID.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/rendezvous/rdzv_test_util.h"
+
+extern char** environ;
+
+namespace ddprun::rdzv::testing {
+namespace {
+
+class Daemon {
+ public:
+  Daemon() {
+    int fds[2];
+    EXPECT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+    const char* argv[] = {DDP_RENDEZVOUS_BIN, "--host", "127.0.0.1", "--port", "0",
+                          "--log-level", "warn", "--shutdown-grace", "300ms", nullptr};
+    EXPECT_EQ(posix_spawn(&pid_, DDP_RENDEZVOUS_BIN, &actions, nullptr,
+                          const_cast<char**>(argv), environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(fds[1]);
+    out_ = fds[0];
+  }
+  ~Daemon() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);  // our own child, by PID
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (out_ >= 0) ::close(out_);
+  }
+  // Reads stdout until `stop(text)` or EOF or the timeout; returns what it read.
+  std::string read_stdout(Millis timeout, const std::function<bool(const std::string&)>& stop) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    char buf[256];
+    while (!stop(text_)) {
+      const auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      pollfd p{out_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      const ssize_t n = ::read(out_, buf, sizeof buf);
+      if (n <= 0) {
+        eof_ = true;
+        break;
+      }
+      text_.append(buf, static_cast<size_t>(n));
+    }
+    return text_;
+  }
+  uint16_t port() {
+    read_stdout(10s, [](const std::string& t) { return t.find('\n') != std::string::npos; });
+    const auto colon = text_.rfind(':', text_.find('\n'));
+    EXPECT_EQ(text_.rfind("listening on 127.0.0.1:", 0), 0u) << text_;
+    return static_cast<uint16_t>(std::stoi(text_.substr(colon + 1)));
+  }
+  // SIGTERM, then wait (bounded) for stdout to close; returns the exit status or -1.
+  int terminate(Millis timeout) {
+    ::kill(pid_, SIGTERM);
+    read_stdout(timeout, [this](const std::string&) { return eof_; });
+    if (!eof_) return -1;
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  bool eof_ = false;
+  std::string text_;
+};
+
+TEST(DaemonTest, ServesTwoJobsAtOnceAndStopsOnSigterm) {
+  Daemon daemon;
+  const uint16_t port = daemon.port();
+  boost::asio::io_context io;
+  std::vector<std::unique_ptr<TestNode>> a, b;
+  for (int i = 0; i < 2; ++i) a.push_back(start_node(io, node_options(port, "job-a", i)));
+  for (int i = 0; i < 3; ++i) b.push_back(start_node(io, node_options(port, "job-b", 10 + i)));
+  auto all = [&](auto pred) {
+    for (auto* group : {&a, &b}) {
+      for (auto& n : *group) if (!pred(*n)) return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(run_until(io, [&] { return all([](TestNode& n) { return n.connected.has_value(); }); }));
+  for (size_t i = 0; i < a.size(); ++i) start_join(*a[i], join_request("n" + std::to_string(i), 2, 2));
+  for (size_t i = 0; i < b.size(); ++i) start_join(*b[i], join_request("n" + std::to_string(i), 3, 3));
+  ASSERT_TRUE(run_until(io, [&] { return all([](TestNode& n) { return n.assignment.has_value(); }); }));
+  EXPECT_EQ(a[0]->assignment->value().world_size, 4u);
+  EXPECT_EQ(b[0]->assignment->value().world_size, 6u);
+
+  // An agent of job b dies; its survivors re-rendezvous on the daemon; job a notices nothing.
+  b[2].reset();
+  b.pop_back();
+  ASSERT_TRUE(run_until(io, [&] {
+    return b[0]->count<RestartRequested>() && b[1]->count<RestartRequested>();
+  }));
+  EXPECT_EQ(a[0]->events.size() + a[1]->events.size(), 0u);
+
+  EXPECT_EQ(daemon.terminate(5s), 0);
+  ASSERT_TRUE(run_until(io, [&] { return all([](TestNode& n) { return n.count<ConnectionLost>() > 0; }); }));
+}
+
+TEST(DaemonTest, RejectsABusyPort) {
+  Daemon first;
+  const uint16_t port = first.port();
+  const std::string cmd = std::string(DDP_RENDEZVOUS_BIN) + " --host 127.0.0.1 --port " +
+                          std::to_string(port) + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[256];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  EXPECT_NE(::pclose(p), 0);
+  EXPECT_NE(out.find("bind"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace ddprun::rdzv::testing
