@@ -1,0 +1,142 @@
+// Load generator: N simulated nodes, each a real RendezvousClient with its own connection
+// (source addresses spread over 127.0.0.1-250), join one round of an N:N job on a separate
+// ddp-rendezvous process. Reports the time until every node has its assignment, and the
+// server's CPU time and peak RSS (from /proc). Not a test: run by hand, see docs/benchmarks.md.
+//
+//   rendezvous_load [nodes=1000] [rounds=1]
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <spdlog/spdlog.h>
+
+#include "rendezvous/client.h"
+
+extern char** environ;
+
+namespace {
+
+using namespace ddprun;
+using namespace ddprun::rdzv;
+using BenchClock = std::chrono::steady_clock;
+
+struct ServerProcess {
+  pid_t pid = -1;
+  uint16_t port = 0;
+};
+
+ServerProcess spawn_server() {
+  int fds[2];
+  if (::pipe(fds) != 0) std::abort();
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  const char* argv[] = {DDP_RENDEZVOUS_BIN, "--host", "127.0.0.1", "--port", "0",
+                        "--log-level", "warn", nullptr};
+  ServerProcess p;
+  if (posix_spawn(&p.pid, DDP_RENDEZVOUS_BIN, &actions, nullptr, const_cast<char**>(argv),
+                  environ) != 0) {
+    std::abort();
+  }
+  ::close(fds[1]);
+  std::string line;
+  char c;
+  while (::read(fds[0], &c, 1) == 1 && c != '\n') line += c;
+  ::close(fds[0]);
+  p.port = static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
+  return p;
+}
+
+// utime + stime in seconds, and VmHWM / VmRSS in MiB, of `pid`.
+void server_usage(pid_t pid, double& cpu_s, double& hwm_mib, double& rss_mib) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string s((std::istreambuf_iterator<char>(stat)), {});
+  std::istringstream rest(s.substr(s.rfind(')') + 2));
+  std::string field;
+  unsigned long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stoul(field);
+    if (i == 15) stime = std::stoul(field);
+  }
+  cpu_s = static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) hwm_mib = std::stod(line.substr(6)) / 1024.0;
+    if (line.rfind("VmRSS:", 0) == 0) rss_mib = std::stod(line.substr(6)) / 1024.0;
+  }
+}
+
+double seconds_since(BenchClock::time_point t) {
+  return std::chrono::duration<double>(BenchClock::now() - t).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int nodes = argc > 1 ? std::stoi(argv[1]) : 1000;
+  rlimit lim{};
+  ::getrlimit(RLIMIT_NOFILE, &lim);
+  lim.rlim_cur = lim.rlim_max;  // one socket per simulated node
+  ::setrlimit(RLIMIT_NOFILE, &lim);
+  spdlog::set_level(spdlog::level::warn);
+
+  ServerProcess server = spawn_server();
+  boost::asio::io_context io;
+  std::vector<std::unique_ptr<RendezvousClient>> clients;
+  int connected = 0, failed = 0, assigned = 0;
+  const auto t_connect = BenchClock::now();
+  for (int i = 0; i < nodes; ++i) {
+    ClientOptions o;
+    o.port = server.port;
+    o.job_id = "bench";
+    o.local_address = "127.0.0." + std::to_string(1 + i % 250);
+    o.connect_timeout = std::chrono::seconds(60);
+    o.heartbeat_timeout = std::chrono::seconds(60);
+    o.keep_alive_interval = std::chrono::seconds(10);
+    clients.push_back(std::make_unique<RendezvousClient>(io, o));
+    clients.back()->connect([&](Status s) { s.ok() ? ++connected : ++failed; });
+  }
+  while (connected + failed < nodes) io.run_one();
+  const double connect_s = seconds_since(t_connect);
+  if (failed) std::fprintf(stderr, "%d clients failed to connect\n", failed);
+
+  double cpu_before = 0, hwm = 0, rss = 0;
+  server_usage(server.pid, cpu_before, hwm, rss);
+  const auto t_join = BenchClock::now();
+  for (int i = 0; i < nodes; ++i) {
+    JoinRequest r;
+    r.node_id = "node-" + std::to_string(i);
+    r.local_world_size = 8;
+    r.master_addr = "127.0.0.1";
+    r.master_port = 29500;
+    r.min_nodes = r.max_nodes = static_cast<uint32_t>(nodes);
+    r.heartbeat_timeout = std::chrono::seconds(60);
+    clients[i]->join(r, [&](Result<RoundAssignment> a) {
+      if (a.ok()) ++assigned; else { ++failed; std::fprintf(stderr, "%s\n", a.error_message().c_str()); }
+    });
+  }
+  while (assigned + failed < nodes) io.run_one();
+  const double join_s = seconds_since(t_join);
+  double cpu_after = 0;
+  server_usage(server.pid, cpu_after, hwm, rss);
+
+  std::printf("nodes=%d connect_all=%.3fs join_to_all_assigned=%.3fs server_cpu_during_join=%.3fs "
+              "server_cpu_total=%.3fs server_peak_rss=%.1fMiB server_rss=%.1fMiB failed=%d\n",
+              nodes, connect_s, join_s, cpu_after - cpu_before, cpu_after, hwm, rss, failed);
+  clients.clear();
+  ::kill(server.pid, SIGKILL);  // our own child, by PID
+  ::waitpid(server.pid, nullptr, 0);
+  return failed == 0 ? 0 : 1;
+}
