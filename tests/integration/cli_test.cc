@@ -1,0 +1,62 @@
+// Command-line errors: exit code 2 and a "ddprun: error:" message naming the problem, and no
+// worker started.
+#include "tests/integration/ddprun_fixture.h"
+
+namespace ddprun::testing {
+namespace {
+
+class CliErrorTest : public DdprunTest {
+ protected:
+  // Runs ddprun with `flags` before a worker that would record its start; expects exit 2, a
+  // message containing `names`, and no worker.
+  void expect_usage_error(const std::vector<std::string>& flags, const std::string& names) {
+    std::vector<std::string> args = flags;
+    args.push_back(worker("echo_args.py"));
+    const RunResult run = run_ddprun(args);
+    EXPECT_TRUE(ExitedWith(run, 2));
+    EXPECT_NE(run.err.find("ddprun: error:"), std::string::npos) << run.err;
+    EXPECT_NE(run.err.find(names), std::string::npos) << "message does not name " << names
+                                                      << ":\n" << run.err;
+    EXPECT_TRUE(list_dir(out_dir()).empty()) << "a worker ran";
+  }
+};
+
+TEST_F(CliErrorTest, UnknownFlag) { expect_usage_error({"--bogus_flag", "1"}, "--bogus_flag"); }
+
+TEST_F(CliErrorTest, UnknownShortFlag) { expect_usage_error({"-q"}, "-q"); }
+
+TEST_F(CliErrorTest, NprocPerNodeNotANumber) {
+  expect_usage_error({"--nproc_per_node", "many"}, "--nproc_per_node");
+}
+
+TEST_F(CliErrorTest, NprocPerNodeZero) {
+  expect_usage_error({"--nproc_per_node", "0"}, "--nproc_per_node");
+}
+
+TEST_F(CliErrorTest, RedirectsOutOfRange) { expect_usage_error({"--redirects", "7"}, "--redirects"); }
+
+TEST_F(CliErrorTest, RedirectsBadPerRankMap) {
+  expect_usage_error({"--redirects", "0:x"}, "--redirects");
+}
+
+TEST_F(CliErrorTest, MultiNodeIsRefused) { expect_usage_error({"--nnodes", "2"}, "--nnodes"); }
+
+TEST_F(CliErrorTest, BadPetEnvironmentDefault) {
+  env_["PET_NPROC_PER_NODE"] = "-3";
+  expect_usage_error({}, "nproc_per_node");
+}
+
+TEST_F(CliErrorTest, MissingEntryPoint) {
+  const RunResult run = run_ddprun({"--nproc_per_node", "2"});
+  EXPECT_TRUE(ExitedWith(run, 2));
+  EXPECT_NE(run.err.find("entry point"), std::string::npos) << run.err;
+}
+
+TEST_F(CliErrorTest, HelpExitsZero) {
+  const RunResult run = run_ddprun({"--help"});
+  EXPECT_TRUE(ExitedWith(run, 0));
+  EXPECT_NE(run.out.find("--nproc_per_node"), std::string::npos) << run.out;
+}
+
+}  // namespace
+}  // namespace ddprun::testing

@@ -1,0 +1,143 @@
+// Worker output routing: --redirects (all ranks and a per-rank map), --tee (prefixed console
+// lines, unprefixed files), --local_ranks_filter, and the --log_dir layout
+// <log_dir>/<run_id>_<random>/attempt_<N>/<local_rank>/{stdout.log,stderr.log,error.json}.
+#include "tests/integration/ddprun_fixture.h"
+
+namespace ddprun::testing {
+namespace {
+
+bool has(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
+class LogsTest : public DdprunTest {
+ protected:
+  std::string log_dir() const { return temp() / "logs"; }
+
+  // The run directory ddprun created in log_dir() ("" unless exactly one).
+  std::string run_dir() const {
+    const auto entries = list_dir(log_dir());
+    return entries.size() == 1 ? log_dir() + "/" + entries.front() : "";
+  }
+
+  std::string log(int attempt, int rank, const std::string& file) const {
+    return read_text_file(run_dir() + "/attempt_" + std::to_string(attempt) + "/" +
+                          std::to_string(rank) + "/" + file);
+  }
+
+  RunResult run_chatter(std::vector<std::string> flags) {
+    flags.insert(flags.end(), {"--nproc_per_node", "2", "--log_dir", log_dir(),
+                               worker("chatter.py")});
+    return run_ddprun(flags);
+  }
+
+  static std::string expected_stdout(int rank, const std::string& error_file) {
+    const std::string r = std::to_string(rank);
+    return "out" + r + " line1\nout" + r + " line2\nerrfile" + r + " " + error_file + "\n";
+  }
+  std::string error_file(int attempt, int rank) const {
+    return run_dir() + "/attempt_" + std::to_string(attempt) + "/" + std::to_string(rank) +
+           "/error.json";
+  }
+};
+
+TEST_F(LogsTest, RedirectsBothStreamsToFilesOnly) {
+  const RunResult run = run_chatter({"--redirects", "3"});
+  ASSERT_TRUE(ExitedWith(run, 0));
+  ASSERT_FALSE(run_dir().empty()) << "log dir holds: " << list_dir(log_dir()).size();
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string r = std::to_string(rank);
+    EXPECT_FALSE(has(run.out, "out" + r)) << run.out;
+    EXPECT_FALSE(has(run.err, "err" + r)) << run.err;
+    EXPECT_EQ(log(0, rank, "stdout.log"), expected_stdout(rank, error_file(0, rank)));
+    EXPECT_EQ(log(0, rank, "stderr.log"), "err" + r + " line1\n");
+  }
+}
+
+TEST_F(LogsTest, TeePrefixesConsoleLinesAndWritesFilesUnprefixed) {
+  const RunResult run = run_chatter({"--tee", "3"});
+  ASSERT_TRUE(ExitedWith(run, 0));
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string r = std::to_string(rank);
+    const std::string prefix = "[default" + r + "]:";
+    EXPECT_TRUE(has(run.out, prefix + "out" + r + " line1\n")) << run.out;
+    EXPECT_TRUE(has(run.out, prefix + "out" + r + " line2\n")) << run.out;
+    EXPECT_TRUE(has(run.err, prefix + "err" + r + " line1\n")) << run.err;
+    EXPECT_FALSE(has(run.out, "\nout" + r)) << "unprefixed console line\n" << run.out;
+    EXPECT_EQ(log(0, rank, "stdout.log"), expected_stdout(rank, error_file(0, rank)));
+    EXPECT_EQ(log(0, rank, "stderr.log"), "err" + r + " line1\n");
+  }
+}
+
+TEST_F(LogsTest, TeePrefixUsesTheRoleName) {
+  const RunResult run = run_chatter({"-t", "1", "--role", "trainer"});
+  ASSERT_TRUE(ExitedWith(run, 0));
+  EXPECT_TRUE(has(run.out, "[trainer1]:out1 line1\n")) << run.out;
+  EXPECT_TRUE(has(run.err, "err1 line1\n")) << run.err;  // stderr not teed: as is
+  EXPECT_FALSE(has(run.err, "[trainer1]:err1")) << run.err;
+}
+
+TEST_F(LogsTest, PerRankRedirectMap) {
+  // Rank 0: stdout to its file only; rank 1: stderr to its file only.
+  const RunResult run = run_chatter({"-r", "0:1,1:2"});
+  ASSERT_TRUE(ExitedWith(run, 0));
+  EXPECT_FALSE(has(run.out, "out0")) << run.out;
+  EXPECT_TRUE(has(run.err, "err0 line1")) << run.err;
+  EXPECT_TRUE(has(run.out, "out1 line1")) << run.out;
+  EXPECT_FALSE(has(run.err, "err1")) << run.err;
+  EXPECT_EQ(log(0, 0, "stdout.log"), expected_stdout(0, error_file(0, 0)));
+  EXPECT_EQ(log(0, 1, "stderr.log"), "err1 line1\n");
+}
+
+TEST_F(LogsTest, LocalRanksFilterShowsOnlyTheChosenRank) {
+  const RunResult run = run_chatter({"--local_ranks_filter", "1"});
+  ASSERT_TRUE(ExitedWith(run, 0));
+  EXPECT_TRUE(has(run.out, "out1 line1")) << run.out;
+  EXPECT_TRUE(has(run.err, "err1 line1")) << run.err;
+  EXPECT_FALSE(has(run.out, "out0")) << run.out;
+  EXPECT_FALSE(has(run.err, "err0")) << run.err;
+}
+
+TEST_F(LogsTest, LocalRanksFilterWithTee) {
+  const RunResult run = run_chatter({"--tee", "3", "--local-ranks-filter", "0"});
+  ASSERT_TRUE(ExitedWith(run, 0));
+  EXPECT_TRUE(has(run.out, "[default0]:out0 line1")) << run.out;
+  EXPECT_FALSE(has(run.out, "out1")) << run.out;
+  EXPECT_FALSE(has(run.err, "err1")) << run.err;
+  // Filtered from the console, still in its files.
+  EXPECT_EQ(log(0, 1, "stdout.log"), expected_stdout(1, error_file(0, 1)));
+}
+
+TEST_F(LogsTest, LogDirLayoutPerRunAttemptAndRank) {
+  const RunResult run = run_ddprun({"--nproc_per_node", "2", "--log_dir", temp() / "logs2",
+                                     "--rdzv_id", "myjob", "--redirects", "3", "--max_restarts",
+                                     "1", worker("chatter.py"), "--fail-first-attempt"});
+  ASSERT_TRUE(ExitedWith(run, 0));
+  const auto runs = list_dir(temp() / "logs2");
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs.front().rfind("myjob_", 0), 0u) << runs.front();
+  EXPECT_GT(runs.front().size(), std::string("myjob_").size());
+  const std::string dir = temp() / "logs2" + "/" + runs.front();
+  EXPECT_EQ(list_dir(dir), (std::vector<std::string>{"attempt_0", "attempt_1"}));
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::string rank_dir =
+          dir + "/attempt_" + std::to_string(attempt) + "/" + std::to_string(rank);
+      SCOPED_TRACE(rank_dir);
+      EXPECT_EQ(read_text_file(rank_dir + "/stdout.log"),
+                expected_stdout(rank, rank_dir + "/error.json"));
+      EXPECT_EQ(read_text_file(rank_dir + "/stderr.log"),
+                "err" + std::to_string(rank) + " line1\n");
+    }
+  }
+}
+
+TEST_F(LogsTest, DefaultLogDirIsUnderTmpdir) {
+  const RunResult run = run_ddprun({"--nproc_per_node", "2", "--tee", "1", worker("chatter.py")});
+  ASSERT_TRUE(ExitedWith(run, 0));
+  const std::string tmpdir = env_.at("TMPDIR");
+  EXPECT_TRUE(has(run.out, "[default0]:errfile0 " + tmpdir + "/")) << run.out;
+}
+
+}  // namespace
+}  // namespace ddprun::testing

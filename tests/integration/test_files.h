@@ -1,0 +1,50 @@
+// Files in the integration tests: a self-removing temp directory, small read/write helpers,
+// and waiting for a file to appear (workers create marker files atomically: write a temp file,
+// then rename it into place, so a marker that exists is complete).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tests/integration/deadline.h"
+
+namespace ddprun::testing {
+
+// A fresh directory under the system temp dir (ddprun_it_XXXXXX), removed with everything in
+// it on destruction. Move-only.
+class TempDir {
+ public:
+  TempDir();
+  TempDir(TempDir&& other) noexcept;
+  TempDir& operator=(TempDir&&) = delete;
+  TempDir(const TempDir&) = delete;
+  ~TempDir();
+
+  const std::string& path() const { return path_; }
+  // path() + "/" + name.
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Waits until `path` exists, or the deadline passes. Event-driven: inotify on the parent
+// directory (which must exist) for creations and renames. True when it exists.
+bool wait_for_file(const std::string& path, Deadline deadline);
+
+// All of them (each with the same deadline).
+bool wait_for_files(const std::vector<std::string>& paths, Deadline deadline);
+
+// The whole file, or "" when it cannot be read.
+std::string read_text_file(const std::string& path);
+
+// Writes `text` to `path` atomically (temp file + rename), with the given mode bits.
+void write_text_file(const std::string& path, const std::string& text, unsigned mode = 0644);
+
+// Creates a FIFO. Workers use FIFOs for blocking, event-driven hand-offs.
+void make_fifo(const std::string& path);
+
+// The names in `dir` (not recursive), sorted; empty when it does not exist.
+std::vector<std::string> list_dir(const std::string& dir);
+
+}  // namespace ddprun::testing

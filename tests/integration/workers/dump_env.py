@@ -1,0 +1,27 @@
+"""Writes this worker's whole environment as JSON to env_<restart>_<local_rank>.json.
+
+--fail-first-attempt: exit 1 on restart 0 (after writing), so that a second attempt runs.
+--bind-master-port: rank 0 also checks that MASTER_PORT can host a server on 127.0.0.1, the
+way torch's TCPStore binds it (SO_REUSEADDR, then listen), and records "ok" or the error.
+"""
+import json
+import os
+import socket
+import sys
+
+from worker_util import local_rank, restart_count, write_marker
+
+env = dict(os.environ)
+if "--bind-master-port" in sys.argv and local_rank() == 0:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", int(os.environ["MASTER_PORT"])))
+            s.listen(1)
+        env["__bind_master_port"] = "ok"
+    except OSError as e:
+        env["__bind_master_port"] = str(e)
+env["__pid"] = str(os.getpid())
+write_marker(f"env_{restart_count()}_{local_rank()}.json", json.dumps(env))
+if "--fail-first-attempt" in sys.argv and restart_count() == 0:
+    sys.exit(1)

@@ -1,0 +1,42 @@
+"""Shared helpers for the integration tests' Python workers (plain Python, no torch).
+
+Workers report to the test through files in $DDPRUN_TEST_OUT: markers are written atomically
+(temp file, then rename), so a marker that exists is complete. Hand-offs between workers use
+FIFOs that the test creates: opening one blocks until the other side opens it, so nothing
+sleeps or polls.
+"""
+import os
+
+OUT = os.environ["DDPRUN_TEST_OUT"]
+
+
+def out_path(name):
+    return os.path.join(OUT, name)
+
+
+def write_marker(name, text=""):
+    path = out_path(name)
+    temp = path + ".tmp"
+    with open(temp, "w") as f:
+        f.write(text)
+    os.rename(temp, path)
+
+
+def local_rank():
+    return int(os.environ["LOCAL_RANK"])
+
+
+def restart_count():
+    return int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+
+
+def signal_ready(fifo_name):
+    """Tells the worker blocked in wait_ready(fifo_name) to go on (blocks until it listens)."""
+    with open(out_path(fifo_name), "wb") as f:
+        f.write(b"x")
+
+
+def wait_ready(fifo_name):
+    """Blocks until some worker calls signal_ready(fifo_name)."""
+    with open(out_path(fifo_name), "rb") as f:
+        f.read(1)
