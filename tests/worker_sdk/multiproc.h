@@ -1,0 +1,69 @@
+// Test harness for real multi-process tests of the worker SDK: spawn N ranks of a worker
+// binary with the launcher's environment (as ddprun would), or any command, and wait for
+// them with a deadline. Every child runs in its own process group; on a deadline, or as soon
+// as one rank fails, the harness SIGKILLs the groups it started, so no test hangs or leaks.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ddp_test {
+
+// A fresh directory under $TMPDIR (or /tmp), removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// A TCP port that was free on 127.0.0.1 a moment ago (bound to port 0, then released).
+std::uint16_t free_port();
+
+struct ProcessSpec {
+  std::vector<std::string> argv;              // argv[0] is the executable's path
+  std::map<std::string, std::string> env;     // added to (and overriding) the inherited env
+  std::filesystem::path output_file;          // receives stdout and stderr
+};
+
+struct ProcessResult {
+  int exit_code = -1;    // when it exited
+  int term_signal = 0;   // when a signal ended it
+  bool killed_by_harness = false;  // deadline passed, or another process failed first
+  std::string output;    // stdout + stderr
+  bool ok() const { return exit_code == 0; }
+  std::string describe() const;
+};
+
+struct RunOptions {
+  std::chrono::seconds deadline{60};
+  // Kill the others as soon as one exits unsuccessfully (ranks would wait on it until their
+  // own timeout otherwise).
+  bool fail_fast = true;
+};
+
+// Starts every spec at once and waits for all, bounded by options.deadline.
+std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs,
+                                         const RunOptions& options = {});
+
+// Runs `world_size` ranks of `binary args...` with RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT=<free>, TORCHELASTIC_* set the way
+// ddprun sets them (rank 0 hosts the store). Output files go to log_dir/rank_<r>.log.
+std::vector<ProcessResult> run_ranks(const std::string& binary, const std::vector<std::string>& args,
+                                     int world_size, const std::filesystem::path& log_dir,
+                                     const RunOptions& options = {},
+                                     const std::map<std::string, std::string>& extra_env = {});
+
+// All outputs, labelled by rank, for failure messages.
+std::string all_output(const std::vector<ProcessResult>& results);
+
+}  // namespace ddp_test

@@ -1,0 +1,82 @@
+// Exact resume under a launcher: a worker killed with SIGKILL mid-epoch, the group restarted
+// from the newest snapshot, and the final weights equal an uninterrupted run's bit for bit.
+#include <gtest/gtest.h>
+
+#include "tests/worker_sdk/multiproc.h"
+#include "tests/worker_sdk/test_models.h"
+
+namespace ddp_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<torch::Tensor> load_weights(const fs::path& file) {
+  std::vector<torch::Tensor> out;
+  torch::load(out, file.string());
+  return out;
+}
+
+// Runs `launcher... sdk_test_worker resume ...` and returns the final weights.
+std::vector<torch::Tensor> run_job(const std::vector<std::string>& launcher, const fs::path& work,
+                                   const std::vector<std::string>& extra_args,
+                                   std::string* output) {
+  fs::create_directories(work);
+  ProcessSpec spec;
+  spec.argv = launcher;
+  spec.argv.push_back(SDK_TEST_WORKER);
+  spec.argv.push_back("resume");
+  spec.argv.push_back("dir=" + (work / "snapshots").string());
+  spec.argv.push_back("out=" + (work / "final.pt").string());
+  spec.argv.insert(spec.argv.end(), extra_args.begin(), extra_args.end());
+  spec.env["OMP_NUM_THREADS"] = "1";
+  spec.output_file = work / "launcher.log";
+  RunOptions options;
+  options.deadline = std::chrono::seconds(150);
+  auto results = run_processes({spec}, options);
+  *output = results[0].output;
+  EXPECT_TRUE(results[0].ok()) << results[0].describe() << "\n" << results[0].output;
+  if (!results[0].ok()) return {};
+  return load_weights(work / "final.pt");
+}
+
+void expect_exact_resume(const std::vector<std::string>& launcher) {
+  TempDir dir;
+  std::string plain_output, killed_output;
+  auto uninterrupted = run_job(launcher, dir.path() / "uninterrupted", {}, &plain_output);
+  // Global step 10 is mid-epoch 1 (6 steps per epoch); the newest snapshot then is step 8.
+  auto resumed = run_job(launcher, dir.path() / "killed", {"kill_rank=1", "kill_at=10"},
+                         &killed_output);
+  ASSERT_FALSE(uninterrupted.empty());
+  ASSERT_FALSE(resumed.empty());
+  EXPECT_NE(killed_output.find("rank 1 kills itself at global step 10"), std::string::npos)
+      << killed_output;
+  EXPECT_NE(killed_output.find("resumed at epoch 1 step 2 (global step 8)"), std::string::npos)
+      << killed_output;
+  ASSERT_EQ(uninterrupted.size(), resumed.size());
+  for (std::size_t i = 0; i < resumed.size(); ++i) {
+    EXPECT_TRUE(torch::equal(resumed[i], uninterrupted[i]))
+        << "parameter " << i << " differs by "
+        << (resumed[i] - uninterrupted[i]).abs().max().item<double>();
+  }
+}
+
+#ifdef DDPRUN_BINARY
+TEST(ExactResumeTest, UnderDdprunKilledWorkerEndsBitIdentical) {
+  expect_exact_resume({DDPRUN_BINARY, "--standalone", "--nproc_per_node", "2", "--max_restarts",
+                       "1", "--no_python"});
+}
+#endif
+
+// torchrun 1.13 (agent-hosted store, TORCHELASTIC_USE_AGENT_STORE=True). Runs where the
+// project's torchrun wrapper and Debian's python3-torch are installed.
+TEST(ExactResumeTest, UnderTorchrunKilledWorkerEndsBitIdentical) {
+  const fs::path torchrun = TORCHRUN_WRAPPER;
+  if (!fs::exists(torchrun) || !fs::exists(DDPRUN_TEST_PYTHON)) {
+    GTEST_SKIP() << "no torchrun wrapper at " << torchrun;
+  }
+  expect_exact_resume({DDPRUN_TEST_PYTHON, torchrun.string(), "--standalone", "--nproc_per_node",
+                       "2", "--max_restarts", "1", "--monitor_interval", "0.2", "--no_python"});
+}
+
+}  // namespace
+}  // namespace ddp_test

@@ -1,0 +1,73 @@
+// Models and data shared by the test worker (many ranks) and the tests' single-process
+// references, so both sides compute on exactly the same things.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace ddp_test {
+
+// Several parameter sizes, so small bucket caps give several buckets; `branch` is used only
+// when asked (locally unused on some ranks), `never` is never used.
+struct MixedNetImpl : torch::nn::Module {
+  MixedNetImpl()
+      : fc1(register_module("fc1", torch::nn::Linear(8, 32))),
+        fc2(register_module("fc2", torch::nn::Linear(32, 16))),
+        fc3(register_module("fc3", torch::nn::Linear(16, 4))),
+        branch(register_module("branch", torch::nn::Linear(32, 4))),
+        never(register_module("never", torch::nn::Linear(4, 4))) {}
+
+  torch::Tensor forward(const torch::Tensor& x, bool use_branch) {
+    auto h = torch::relu(fc1(x));
+    auto out = fc3(torch::relu(fc2(h)));
+    if (use_branch) out = out + branch(h);
+    return out;
+  }
+
+  torch::nn::Linear fc1, fc2, fc3, branch, never;
+};
+TORCH_MODULE(MixedNet);
+
+inline const std::vector<std::string>& mixed_net_unused_names() {
+  static const std::vector<std::string> kNames = {"branch.weight", "branch.bias", "never.weight",
+                                                  "never.bias"};
+  return kNames;
+}
+
+inline MixedNet make_mixed_net() {
+  torch::manual_seed(42);
+  return MixedNet();
+}
+
+struct Batch {
+  torch::Tensor x, y;
+};
+
+// The global batch number `index`: world_size * per_rank samples, deterministic.
+inline Batch global_batch(int64_t index, int world_size, int per_rank) {
+  auto gen = at::detail::createCPUGenerator(1000 + index);
+  Batch b;
+  b.x = torch::randn({world_size * per_rank, 8}, gen);
+  b.y = torch::randint(0, 4, {world_size * per_rank}, gen, torch::kLong);
+  return b;
+}
+
+inline Batch rank_slice(const Batch& b, int rank, int per_rank) {
+  return {b.x.narrow(0, rank * per_rank, per_rank), b.y.narrow(0, rank * per_rank, per_rank)};
+}
+
+inline std::vector<torch::Tensor> parameters_of(torch::nn::Module& m) {
+  std::vector<torch::Tensor> out;
+  for (auto& p : m.parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+// Training settings shared by worker and reference.
+constexpr int kPerRank = 6;
+constexpr double kLearningRate = 0.1;
+constexpr double kMomentum = 0.9;
+constexpr int kMicroBatches = 2;
+
+}  // namespace ddp_test
