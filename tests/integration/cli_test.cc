@@ -39,7 +39,13 @@ TEST_F(CliErrorTest, RedirectsBadPerRankMap) {
   expect_usage_error({"--redirects", "0:x"}, "--redirects");
 }
 
-TEST_F(CliErrorTest, MultiNodeIsRefused) { expect_usage_error({"--nnodes", "2"}, "--nnodes"); }
+TEST_F(CliErrorTest, NnodesZero) { expect_usage_error({"--nnodes", "0"}, "--nnodes"); }
+
+TEST_F(CliErrorTest, NnodesMinAboveMax) { expect_usage_error({"--nnodes", "3:2"}, "--nnodes"); }
+
+TEST_F(CliErrorTest, StandaloneWithSeveralNodes) {
+  expect_usage_error({"--standalone", "--nnodes", "2"}, "--nnodes");
+}
 
 TEST_F(CliErrorTest, BadPetEnvironmentDefault) {
   env_["PET_NPROC_PER_NODE"] = "-3";

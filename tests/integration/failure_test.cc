@@ -52,6 +52,32 @@ TEST_F(FailureTest, FailingRankStopsSiblingsAndItsExitCodeAndMessageAreReported)
   EXPECT_NE(run.err.find("<NO_OTHER_FAILURES>"), std::string::npos) << run.err;
 }
 
+TEST_F(FailureTest, SiblingIgnoringSigtermIsKilledAfterShutdownTimeout) {
+  make_fifo(out("ready_0.fifo"));
+  const auto started = TestClock::now();
+  const RunResult run = run_ddprun({"--nproc_per_node", "2", "--shutdown_timeout", "1",
+                                    worker("fail_with_siblings.py"), "1", "3", "--keep-running"});
+  const auto elapsed = TestClock::now() - started;
+  // The sibling got SIGTERM, ignored it, and was SIGKILLed one second later; its death is not
+  // a failure of its own, the root cause's exit code stands.
+  ASSERT_TRUE(ExitedWith(run, 3));
+  EXPECT_EQ(read_text_file(out("sigterm_0")), "15");
+  EXPECT_GE(elapsed, 1s);
+  EXPECT_LT(elapsed, 20s);
+  EXPECT_NE(run.err.find("<NO_OTHER_FAILURES>"), std::string::npos) << run.err;
+}
+
+TEST_F(FailureTest, ReportShowsStderrTailWhenStderrIsRedirected) {
+  const RunResult run = run_ddprun({"--redirects", "2", "--no_python", "/bin/sh", "-c",
+                                    "echo out-line; echo first-err >&2; echo last-err >&2; exit 6"});
+  ASSERT_TRUE(ExitedWith(run, 6));
+  const std::string root = root_cause_section(run.err);
+  EXPECT_NE(root.find("stderr    : (last 2 lines)\n    first-err\n    last-err"),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.out.find("out-line"), std::string::npos) << "stdout is not redirected";
+}
+
 TEST_F(FailureTest, FailureMessageWithoutCallstackIsShownAsMessage) {
   // An error file with only a message: it becomes the traceback line, as in torchrun.
   const std::string script = temp() / "fail_with_message.py";

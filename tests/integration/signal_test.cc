@@ -15,9 +15,11 @@ constexpr int kWorkers = 3;
 class SignalTest : public DdprunTest {
  protected:
   // Starts kWorkers await_signal.py workers and waits until all have their handlers in place.
-  std::unique_ptr<ChildProcess> start_ready_workers() {
-    auto ddprun = start_ddprun({"--nproc_per_node", std::to_string(kWorkers),
-                                "--shutdown_timeout", "60", worker("await_signal.py")});
+  std::unique_ptr<ChildProcess> start_ready_workers(const std::string& worker_flag = "") {
+    std::vector<std::string> args = {"--nproc_per_node", std::to_string(kWorkers),
+                                     "--shutdown_timeout", "60", worker("await_signal.py")};
+    if (!worker_flag.empty()) args.push_back(worker_flag);
+    auto ddprun = start_ddprun(args);
     if (!ddprun) return nullptr;
     std::vector<std::string> ready;
     for (int rank = 0; rank < kWorkers; ++rank) ready.push_back(out("ready_" + std::to_string(rank)));
@@ -59,6 +61,23 @@ TEST_F(SignalTest, SigtermReachesEveryWorkerAndExits143) { expect_forwarded(SIGT
 TEST_F(SignalTest, SigintReachesEveryWorkerAndExits130) { expect_forwarded(SIGINT); }
 
 TEST_F(SignalTest, SighupReachesEveryWorkerAndExits129) { expect_forwarded(SIGHUP); }
+
+TEST_F(SignalTest, SecondSignalSkipsTheGracePeriod) {
+  // The workers survive SIGTERM; a second SIGTERM must not wait the 60 s grace period.
+  auto ddprun = start_ready_workers("--keep-running");
+  ASSERT_NE(ddprun, nullptr);
+  const std::vector<pid_t> pids = worker_pids();
+  ddprun->send_signal(SIGTERM);
+  std::vector<std::string> got;
+  for (int rank = 0; rank < kWorkers; ++rank) got.push_back(out("signal_" + std::to_string(rank)));
+  ASSERT_TRUE(wait_for_files(got, deadline_after(20s))) << "first SIGTERM not forwarded";
+  const auto second = TestClock::now();
+  ddprun->send_signal(SIGTERM);
+  const RunResult run = finish(*ddprun, deadline_after(20s));
+  ASSERT_TRUE(ExitedWith(run, 143));
+  EXPECT_LT(TestClock::now() - second, 10s);
+  for (pid_t pid : pids) EXPECT_FALSE(is_process_alive(pid)) << pid;
+}
 
 TEST_F(SignalTest, SigkillOfDdprunLeavesNoWorkerAlive) {
   auto ddprun = start_ready_workers();

@@ -1,10 +1,11 @@
 """One rank fails once every sibling is ready; the siblings record the SIGTERM they get.
 
-usage: fail_with_siblings.py <failing_local_rank> <exit_code>
+usage: fail_with_siblings.py <failing_local_rank> <exit_code> [--keep-running]
 Siblings install a SIGTERM handler, then open ready_<rank>.fifo (created by the test) to tell
 the failing rank; the handler writes sigterm_<rank> and exits 143. The failing rank waits for
 every sibling, writes a torchrun-format error file to $TORCHELASTIC_ERROR_FILE, records
 failed_<rank> (its pid and error file path) and exits with <exit_code>.
+--keep-running: siblings record SIGTERM but go on running (only SIGKILL ends them).
 """
 import json
 import os
@@ -35,7 +36,8 @@ if rank == failing:
 
 def on_sigterm(signo, frame):
     write_marker(f"sigterm_{rank}", str(signo))
-    os._exit(128 + signo)
+    if "--keep-running" not in sys.argv:
+        os._exit(128 + signo)
 
 
 signal.signal(signal.SIGTERM, on_sigterm)
