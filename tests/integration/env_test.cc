@@ -100,7 +100,8 @@ TEST_F(EnvContractTest, PetVariablesSetFlagDefaults) {
 }
 
 TEST_F(EnvContractTest, MasterPortIsFreeAndFreshOnEveryAttempt) {
-  // Every worker fails on the first attempt, so there are two attempts to compare.
+  // The first attempt fails once both workers have written, so there are two to compare.
+  make_fifo(out("done_0.fifo"));
   const RunResult run = run_ddprun({"--nproc_per_node", "2", "--max_restarts", "1",
                                     worker("dump_env.py"), "--fail-first-attempt",
                                     "--bind-master-port"});

@@ -109,6 +109,7 @@ TEST_F(LogsTest, LocalRanksFilterWithTee) {
 }
 
 TEST_F(LogsTest, LogDirLayoutPerRunAttemptAndRank) {
+  make_fifo(out("done_0.fifo"));  // the first attempt fails once both ranks have printed
   const RunResult run = run_ddprun({"--nproc_per_node", "2", "--log_dir", temp() / "logs2",
                                      "--rdzv_id", "myjob", "--redirects", "3", "--max_restarts",
                                      "1", worker("chatter.py"), "--fail-first-attempt"});

@@ -1,6 +1,7 @@
 """Writes this worker's whole environment as JSON to env_<restart>_<local_rank>.json.
 
---fail-first-attempt: exit 1 on restart 0 (after writing), so that a second attempt runs.
+--fail-first-attempt: on restart 0, once every rank has written, the last rank exits 1, so that
+a second attempt runs (needs done_<rank>.fifo for all but the last rank).
 --bind-master-port: rank 0 also checks that MASTER_PORT can host a server on 127.0.0.1, the
 way torch's TCPStore binds it (SO_REUSEADDR, then listen), and records "ok" or the error.
 """
@@ -9,7 +10,7 @@ import os
 import socket
 import sys
 
-from worker_util import local_rank, restart_count, write_marker
+from worker_util import last_rank_fails_after_the_others, local_rank, restart_count, write_marker
 
 env = dict(os.environ)
 if "--bind-master-port" in sys.argv and local_rank() == 0:
@@ -24,4 +25,4 @@ if "--bind-master-port" in sys.argv and local_rank() == 0:
 env["__pid"] = str(os.getpid())
 write_marker(f"env_{restart_count()}_{local_rank()}.json", json.dumps(env))
 if "--fail-first-attempt" in sys.argv and restart_count() == 0:
-    sys.exit(1)
+    last_rank_fails_after_the_others(1)

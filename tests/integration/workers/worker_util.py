@@ -40,3 +40,17 @@ def wait_ready(fifo_name):
     """Blocks until some worker calls signal_ready(fifo_name)."""
     with open(out_path(fifo_name), "rb") as f:
         f.read(1)
+
+
+def last_rank_fails_after_the_others(exit_code):
+    """The last local rank waits until every other rank has called this (through done_<rank>.fifo,
+    which the test creates), then exits with `exit_code`; the others return at once after
+    telling it. So every rank finishes its work before the failure stops the group."""
+    world = int(os.environ["LOCAL_WORLD_SIZE"])
+    rank = local_rank()
+    if rank != world - 1:
+        signal_ready(f"done_{rank}.fifo")
+        return
+    for other in range(world - 1):
+        wait_ready(f"done_{other}.fifo")
+    raise SystemExit(exit_code)
