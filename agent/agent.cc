@@ -100,6 +100,7 @@ void Agent::start_workers(const RoundAssignment& assignment) {
                 launches.size(), attempt_, assignment.restart_count, assignment.master_addr,
                 assignment.master_port);
   WorkerGroupOptions group_options{options_.shutdown_timeout, options_.hostname};
+  group_active_ = true;
   WorkerGroupObserver& observer = *this;
   group_ = std::make_unique<WorkerGroup>(group_options, launcher_, shutdown_timer_, clock_, observer);
   group_->start(std::move(launches));
@@ -168,17 +169,17 @@ void Agent::after_group(const GroupResult& result) {
   output_.when_drained([this, result] {
     drain_timer_.cancel();
     ++attempt_;
+    group_active_ = false;
     if (exit_code_) return;
     if (stop_signal_) {
       spdlog::warn("stopped workers on {}", signal_name(*stop_signal_));
       finish(128 + *stop_signal_);
     } else if (job_failed_elsewhere_) {
-      std::fputs(job_failed_elsewhere_->report.render().c_str(), stderr);
-      finish(job_failed_elsewhere_->exit_code);
+      end_with_job_failure(*job_failed_elsewhere_);
     } else if (result.outcome == GroupResult::Outcome::kFailed) {
       handle_failure(result);
-    } else if (membership_changed_) {
-      membership_changed_ = false;
+    } else if (rejoin_requested_) {
+      rejoin_requested_ = false;
       begin_round();
     } else {
       coordinator_.report_success([this](Status s) {
@@ -192,16 +193,18 @@ void Agent::after_group(const GroupResult& result) {
 
 void Agent::handle_failure(const GroupResult& result) {
   FailureReport report = build_report(result);
-  coordinator_.report_failure(report, [this](Coordinator::FailureDecision decision) {
+  coordinator_.report_failure(report, [this, report](Coordinator::FailureDecision decision) {
     if (exit_code_) return;
+    // The job's report (identical on every node) when the coordinator has one, else ours.
+    const FailureReport& shown = decision.report.failures.empty() ? report : decision.report;
     if (decision.restart) {
-      const auto& root = decision.report.root_cause();
+      const auto& root = shown.root_cause();
       spdlog::warn("worker group failed (rank {} exitcode {}); restarting ({} restarts allowed)",
                    root.rank, root.exit.torchrun_code(), options_.max_restarts);
       begin_round();
       return;
     }
-    std::fputs(decision.report.render().c_str(), stderr);
+    std::fputs(shown.render().c_str(), stderr);
     finish(decision.exit_code);
   });
 }
@@ -226,23 +229,34 @@ void Agent::on_signal(int signo) {
   if (group_running()) {
     spdlog::warn("received {}: forwarding it to every worker group", signal_name(signo));
     group_->stop(signo);  // a second signal escalates to SIGKILL
-  } else if (!group_) {
-    finish(128 + signo);  // nothing started yet (e.g. waiting for the rendezvous)
+  } else if (!group_active_) {
+    finish(128 + signo);  // no workers (waiting for a round, or reporting)
   }
   // Otherwise a finished group is draining its output; after_group() ends the job.
 }
 
 void Agent::on_coordinator_event(const CoordinatorEvent& event) {
   if (exit_code_) return;
-  if (event.kind == CoordinatorEvent::Kind::kJobFailed) job_failed_elsewhere_ = event;
-  if (event.kind == CoordinatorEvent::Kind::kMembershipChanged) membership_changed_ = true;
   spdlog::info("{}", event.reason);
-  if (group_running()) {
-    group_->stop(SIGTERM);
-  } else if (job_failed_elsewhere_ && !group_) {
-    std::fputs(event.report.render().c_str(), stderr);
-    finish(event.exit_code);
+  if (!group_active_) {
+    // Joining or reporting: the pending coordinator call carries the outcome; only a job
+    // failure ends things here.
+    if (event.kind == CoordinatorEvent::Kind::kJobFailed) end_with_job_failure(event);
+    return;
   }
+  if (event.kind == CoordinatorEvent::Kind::kJobFailed) job_failed_elsewhere_ = event;
+  if (event.kind == CoordinatorEvent::Kind::kRejoin) rejoin_requested_ = true;
+  if (group_running()) group_->stop(SIGTERM);
+  // Otherwise the group is draining its output; after_group() acts on the flags.
+}
+
+void Agent::end_with_job_failure(const CoordinatorEvent& event) {
+  if (!event.report.failures.empty()) {
+    std::fputs(event.report.render().c_str(), stderr);
+  } else {
+    spdlog::error("{}", event.reason);
+  }
+  finish(event.exit_code);
 }
 
 void Agent::watch_signals() {

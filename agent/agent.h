@@ -55,6 +55,7 @@ class Agent final : private WorkerGroupObserver {
   void watch_signals();
   void watch_children();
   bool group_running() const { return group_ && !group_->finished(); }
+  void end_with_job_failure(const CoordinatorEvent& event);
   void finish(int exit_code);
 
   AgentOptions options_;
@@ -75,7 +76,9 @@ class Agent final : private WorkerGroupObserver {
   int attempt_ = 0;                     // groups started so far; names attempt_<N> log dirs
   std::optional<int> stop_signal_;      // a handled signal arrived: the job ends with it
   std::optional<CoordinatorEvent> job_failed_elsewhere_;
-  bool membership_changed_ = false;     // the running group is stopping to re-join
+  // From start_workers() until the group's outcome is handled: events that stop a group apply.
+  bool group_active_ = false;
+  bool rejoin_requested_ = false;       // the active group is stopping to join the next round
   std::optional<int> exit_code_;        // set once: the job is over
 };
 

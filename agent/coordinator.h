@@ -35,12 +35,16 @@ struct JoinOffer {
 // Pushed by a coordinator between calls.
 struct CoordinatorEvent {
   enum class Kind {
-    kMembershipChanged,  // stop workers and join the next round; not counted as a restart
-    kJobFailed,          // the job failed elsewhere: stop workers, print `report`, exit
+    // Stop workers and join the next round: membership changed (scale-up, a node lost; not a
+    // restart) or another node's workers failed (the coordinator has counted that restart).
+    kRejoin,
+    // The job is over elsewhere (restarts exhausted, too few nodes, coordinator lost): stop
+    // workers, print `report` (when it has failures) or `reason`, exit with `exit_code`.
+    kJobFailed,
   };
-  Kind kind = Kind::kMembershipChanged;
-  std::string reason;
-  FailureReport report;  // for kJobFailed
+  Kind kind = Kind::kRejoin;
+  std::string reason;    // one sentence for the log
+  FailureReport report;  // for kJobFailed: the job's first failure, identical on every node
   int exit_code = 1;     // for kJobFailed
 };
 

@@ -10,18 +10,20 @@
 
 #include "agent/process_launcher.h"
 #include "launcher/value_parsers.h"
+#include "rendezvous/rdzv_conf.h"
 
 namespace ddprun::launcher {
 namespace {
 
 // torchrun's MASTER_PORT default, used when static nodes must agree on a port without talking.
 constexpr int kStaticMultiNodeMasterPort = 29500;
+constexpr uint16_t kDefaultC10dPort = 29400;  // torchrun's c10d rendezvous port
 
 // Every flag as written on the command line, before validation.
 struct RawFlags {
   std::string nnodes = "1:1";
   std::string nproc_per_node = "1";
-  int node_rank = 0;
+  int node_rank = -1;  // -1: not given (static: 0; c10d: no hint)
   std::string rdzv_backend = "static";
   std::string rdzv_endpoint;
   std::string rdzv_id = "none";
@@ -43,6 +45,7 @@ struct RawFlags {
   std::string local_addr;
   double shutdown_timeout = 30;  // seconds
   std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+  double exit_barrier_timeout = 300;  // seconds (ddprun's flag; torchrun's is not on its CLI)
 };
 
 // "--nproc_per_node,--nproc-per-node" and its environment default PET_NPROC_PER_NODE.
@@ -103,6 +106,8 @@ void declare_flags(CLI::App& app, RawFlags& f) {
   add_option(app, f.local_addr, "local_addr", "Address this node advertises");
   add_option(app, f.shutdown_timeout, "shutdown_timeout", "Seconds between SIGTERM and SIGKILL");
   add_option(app, f.signals_to_handle, "signals_to_handle", "Signals forwarded to workers");
+  add_option(app, f.exit_barrier_timeout, "exit_barrier_timeout",
+             "Seconds a finished node waits for the rest of the job");
 }
 
 Status validate_values(const RawFlags& f, LaunchConfig& config);
@@ -151,13 +156,13 @@ namespace {
 Status validate_rendezvous(const RawFlags& f, RendezvousSettings& r) {
   auto nodes = parse_nnodes(f.nnodes);
   if (!nodes) return nodes.status();
-  auto conf = parse_rdzv_conf(f.rdzv_conf);
-  if (!conf) return conf.status();
+  auto conf = rdzv::parse_rdzv_conf(f.rdzv_conf);
+  if (!conf) return conf.status().with_context("--rdzv_conf");
   if (f.rdzv_backend != "static" && f.rdzv_backend != "c10d") {
     return Status::error("--rdzv_backend=" + f.rdzv_backend +
                          " is not supported: use static or c10d");
   }
-  if (f.node_rank < 0 || f.node_rank >= nodes->max) {
+  if (f.node_rank < -1 || f.node_rank >= nodes->max) {
     return Status::error("--node_rank=" + std::to_string(f.node_rank) + " must be in [0, " +
                          std::to_string(nodes->max) + ")");
   }
@@ -169,19 +174,30 @@ Status validate_rendezvous(const RawFlags& f, RendezvousSettings& r) {
                          ": the static rendezvous needs a fixed number of nodes; use "
                          "--rdzv_backend c10d for MIN:MAX elasticity");
   }
-  if (nodes->max > 1 && f.rdzv_backend == "c10d") {
-    return Status::error("--rdzv_backend c10d with --nnodes=" + f.nnodes +
-                         " is not available in this build yet; use --rdzv_backend static "
-                         "with --node_rank, --master_addr and --master_port");
+  if (f.rdzv_backend == "c10d" && !f.standalone) {
+    if (f.rdzv_endpoint.empty()) {
+      return Status::error("--rdzv_backend c10d needs --rdzv_endpoint host[:port]");
+    }
+    auto endpoint = parse_endpoint(f.rdzv_endpoint, kDefaultC10dPort);
+    if (!endpoint) return endpoint.status();
+    r.endpoint_host = endpoint->host;
+    r.endpoint_port = endpoint->port;
   }
+  if (f.exit_barrier_timeout < 0) return Status::error("--exit_barrier_timeout must be >= 0 seconds");
+  r.exit_barrier_timeout = Millis(static_cast<long long>(f.exit_barrier_timeout * 1000));
   r.min_nodes = nodes->min;
   r.max_nodes = nodes->max;
   r.conf = std::move(conf.value());
-  r.node_rank = f.node_rank;
+  r.node_rank = std::max(f.node_rank, 0);
+  r.node_rank_given = f.node_rank >= 0;
   r.local_addr = f.local_addr;
   r.standalone = f.standalone;
   r.backend = f.standalone ? "c10d" : f.rdzv_backend;
-  r.endpoint = f.standalone ? "127.0.0.1:0" : f.rdzv_endpoint;
+  if (f.standalone) {  // an embedded server on a free loopback port, hosted by this node
+    r.endpoint_host = "127.0.0.1";
+    r.endpoint_port = 0;
+    r.conf.is_host = true;
+  }
   r.job_id = f.standalone ? boost::uuids::to_string(boost::uuids::random_generator()()) : f.rdzv_id;
   return {};
 }
@@ -214,10 +230,14 @@ Status validate_values(const RawFlags& f, LaunchConfig& config) {
   a.max_restarts = f.max_restarts;
   a.shutdown_timeout = Millis(static_cast<long long>(f.shutdown_timeout * 1000));
   a.signals_to_handle = *signals;
-  a.master_addr = f.master_addr;
+  const RendezvousSettings& rdzv = config.rendezvous;
+  // Static: the user's --master_addr. c10d: the address this node advertises, offered to the
+  // job in case it becomes group rank 0 (whose worker 0 then hosts the TCPStore).
+  a.master_addr = rdzv.backend == "static" || rdzv.standalone
+                      ? (rdzv.standalone ? "127.0.0.1" : f.master_addr)
+                      : (f.local_addr.empty() ? local_host_name() : f.local_addr);
   if (f.master_port > 0) a.master_port = f.master_port;  // 0 or unset: a free port per attempt
-  const RendezvousSettings& r = config.rendezvous;
-  if (r.backend == "static" && r.max_nodes > 1 && !a.master_port) {
+  if (rdzv.backend == "static" && rdzv.max_nodes > 1 && !a.master_port) {
     // Every node must name the same port without talking to the others: torchrun's default.
     a.master_port = kStaticMultiNodeMasterPort;
   }

@@ -6,18 +6,24 @@
 #include <vector>
 
 #include "agent/options.h"
+#include "rendezvous/rdzv_conf.h"
 
 namespace ddprun::launcher {
 
 // How nodes find each other (torchrun's --rdzv_* flags, --nnodes, --node_rank, --standalone).
+// The static backend needs no server; c10d (and --standalone) use the rendezvous server.
 struct RendezvousSettings {
   std::string backend = "static";  // "static" or "c10d" (--standalone implies c10d)
-  std::string endpoint;            // host[:port]; c10d's default port is 29400
+  std::string endpoint_host;       // --rdzv_endpoint host[:port]; --standalone: 127.0.0.1
+  uint16_t endpoint_port = 29400;  // c10d's default port; 0 = a free one (hosting node only)
   std::string job_id = "none";     // --rdzv_id; --standalone picks a random one
-  std::map<std::string, std::string> conf;  // --rdzv_conf key=value pairs (keys validated)
+  rdzv::RendezvousConf conf;       // --rdzv_conf, typed (timeouts, is_host)
+  // How long a node whose workers finished waits for the rest of the job (exit barrier).
+  Millis exit_barrier_timeout{300'000};
   int min_nodes = 1;               // --nnodes MIN[:MAX]
   int max_nodes = 1;
-  int node_rank = 0;               // static backend: this node's rank
+  int node_rank = 0;               // static: this node's rank; c10d: a hint when given
+  bool node_rank_given = false;    // --node_rank was on the command line
   bool standalone = false;
   std::string local_addr;          // address this node advertises; empty: its host name
 };

@@ -1,26 +1,134 @@
 #include "launcher/run_job.h"
 
+#include <unistd.h>
+
+#include <random>
+
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <spdlog/spdlog.h>
 
 #include "agent/agent.h"
 #include "agent/local_coordinator.h"
 #include "agent/process_launcher.h"
+#include "agent/rendezvous_coordinator.h"
+#include "rendezvous/server.h"
 
 namespace ddprun::launcher {
+namespace {
 
-int run_job(const LaunchConfig& config) {
-  for (const auto& warning : config.warnings) spdlog::warn("{}", warning);
+// Bound on the graceful end: leaving the rendezvous, and flushing a hosted server's last pushes.
+constexpr Millis kShutdownGrace{3000};
+
+int run_static(const LaunchConfig& config) {
   boost::asio::io_context io(1);
   agent::PosixProcessLauncher launcher;
-  // Jobs of a fixed shape (one node, or static multi-node) decide rounds locally.
   agent::LocalCoordinatorOptions local;
   local.max_restarts = config.agent.max_restarts;
-  local.group_rank = config.rendezvous.backend == "static" ? config.rendezvous.node_rank : 0;
+  local.group_rank = config.rendezvous.node_rank;
   local.group_world_size = config.rendezvous.max_nodes;
   agent::LocalCoordinator coordinator(io, local);
   agent::Agent node_agent(config.agent, io, launcher, coordinator, SystemClock::instance());
   return node_agent.run();
+}
+
+std::string make_node_id(const std::string& host) {
+  std::random_device entropy;
+  return host + ":" + std::to_string(::getpid()) + ":" + std::to_string(entropy());
+}
+
+bool is_ip_literal(const std::string& text) {
+  boost::system::error_code ec;
+  boost::asio::ip::make_address(text, ec);
+  return !ec;
+}
+
+agent::RendezvousCoordinatorOptions coordinator_options(const LaunchConfig& config,
+                                                        uint16_t server_port) {
+  const RendezvousSettings& r = config.rendezvous;
+  agent::RendezvousCoordinatorOptions o;
+  o.client = rdzv::ClientOptions::from_conf(r.conf, r.endpoint_host, server_port, r.job_id);
+  if (is_ip_literal(r.local_addr)) o.client.local_address = r.local_addr;
+  o.node_id = make_node_id(config.agent.hostname);
+  o.min_nodes = r.min_nodes;
+  o.max_nodes = r.max_nodes;
+  o.max_restarts = config.agent.max_restarts;
+  if (r.node_rank_given) o.node_rank_hint = r.node_rank;
+  o.join_timeout = r.conf.join_timeout;
+  o.last_call_timeout = r.conf.last_call_timeout;
+  o.heartbeat_timeout = r.conf.heartbeat_timeout;
+  o.exit_barrier_timeout = r.exit_barrier_timeout;
+  return o;
+}
+
+// Whether this node may host the rendezvous server: is_host when given; otherwise a node that
+// names its address (--local_addr) hosts only an endpoint on that address — several nodes can
+// share a machine — and a node that does not hosts whenever the endpoint binds here.
+bool may_host(const RendezvousSettings& r) {
+  if (r.conf.is_host) return *r.conf.is_host;
+  if (r.local_addr.empty()) return true;
+  if (r.local_addr == r.endpoint_host) return true;
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::resolver resolver(io);
+  boost::system::error_code ec_local, ec_endpoint;
+  auto local = resolver.resolve(r.local_addr, "", ec_local);
+  auto endpoint = resolver.resolve(r.endpoint_host, "", ec_endpoint);
+  if (ec_local || ec_endpoint) return false;
+  for (const auto& l : local) {
+    for (const auto& e : endpoint) {
+      if (l.endpoint().address() == e.endpoint().address()) return true;
+    }
+  }
+  return false;
+}
+
+// c10d backend and --standalone: this node joins rounds on a rendezvous server, and hosts it
+// in-process when it is the endpoint's host (see may_host) and can bind it.
+int run_with_rendezvous_server(const LaunchConfig& config) {
+  const RendezvousSettings& r = config.rendezvous;
+  boost::asio::io_context io(1);
+  std::optional<rdzv::RendezvousServer> server;
+  uint16_t port = r.endpoint_port;
+  if (may_host(r)) {
+    server.emplace(io, rdzv::ServerOptions{});
+    Status listening = server->listen(r.endpoint_host, r.endpoint_port);
+    if (listening) {
+      port = server->port();
+      spdlog::debug("hosting the rendezvous server on {}:{}", r.endpoint_host, port);
+    } else if (r.conf.is_host.value_or(false)) {
+      spdlog::error("is_host=1, but the rendezvous server cannot listen: {}", listening.message());
+      return 1;
+    } else {
+      server.reset();  // not this host, or another agent here hosts it: be a client
+    }
+  }
+  agent::PosixProcessLauncher launcher;
+  agent::RendezvousCoordinator coordinator(io, coordinator_options(config, port));
+  int exit_code = 0;
+  {
+    agent::Agent node_agent(config.agent, io, launcher, coordinator, SystemClock::instance());
+    exit_code = node_agent.run();
+  }
+  // Leave cleanly and let a hosted server deliver its last decisions before it goes.
+  io.restart();
+  coordinator.close_gracefully([&] {
+    if (server) {
+      server->shutdown([&io] { io.stop(); });
+    } else {
+      io.stop();
+    }
+  });
+  io.run_for(kShutdownGrace);
+  return exit_code;
+}
+
+}  // namespace
+
+int run_job(const LaunchConfig& config) {
+  for (const auto& warning : config.warnings) spdlog::warn("{}", warning);
+  if (config.rendezvous.backend == "static") return run_static(config);
+  return run_with_rendezvous_server(config);
 }
 
 }  // namespace ddprun::launcher

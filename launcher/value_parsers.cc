@@ -7,7 +7,6 @@
 #include <optional>
 #include <cstdlib>
 #include <filesystem>
-#include <set>
 #include <sstream>
 
 #include "agent/exit_status.h"
@@ -118,28 +117,33 @@ Result<std::vector<int>> parse_signal_list(const std::string& text) {
   return signals;
 }
 
-Result<std::map<std::string, std::string>> parse_rdzv_conf(const std::string& text) {
-  static const std::set<std::string> kKnownKeys = {
-      "join_timeout",    "last_call_timeout",  "close_timeout",
-      "heartbeat_timeout", "keep_alive_interval", "keep_alive_max_attempt",
-      "read_timeout",    "is_host",            "timeout"};
-  std::map<std::string, std::string> conf;
-  if (text.empty()) return conf;
-  for (const auto& item : split(text, ',')) {
-    const auto eq = item.find('=');
-    const std::string key = item.substr(0, eq);
-    if (eq == std::string::npos || key.empty()) {
-      return Status::error("--rdzv_conf: '" + item + "' is not key=value");
+Result<Endpoint> parse_endpoint(const std::string& text, uint16_t default_port) {
+  auto bad = [&] {
+    return Status::error("--rdzv_endpoint=" + text + " is invalid: expected host[:port]");
+  };
+  Endpoint e;
+  e.port = default_port;
+  std::string port_text;
+  if (!text.empty() && text.front() == '[') {  // [v6]:port
+    const auto close = text.find(']');
+    if (close == std::string::npos) return bad();
+    e.host = text.substr(1, close - 1);
+    if (close + 1 < text.size()) {
+      if (text[close + 1] != ':') return bad();
+      port_text = text.substr(close + 2);
     }
-    if (!kKnownKeys.count(key)) {
-      return Status::error("--rdzv_conf: unknown key '" + key +
-                           "' (known: join_timeout, last_call_timeout, close_timeout, "
-                           "heartbeat_timeout, keep_alive_interval, keep_alive_max_attempt, "
-                           "read_timeout, is_host)");
-    }
-    conf[key] = item.substr(eq + 1);
+  } else {
+    const auto colon = text.rfind(':');
+    e.host = text.substr(0, colon);
+    if (colon != std::string::npos) port_text = text.substr(colon + 1);
   }
-  return conf;
+  if (e.host.empty()) return bad();
+  if (!port_text.empty()) {
+    auto port = to_int(port_text);
+    if (!port || *port < 0 || *port > 65535) return bad();
+    e.port = static_cast<uint16_t>(*port);
+  }
+  return e;
 }
 
 int count_cuda_devices() {

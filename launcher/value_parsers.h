@@ -25,8 +25,12 @@ Result<agent::PerRankStreams> parse_std_streams(const std::string& flag, const s
 Result<std::vector<int>> parse_rank_list(const std::string& flag, const std::string& text);
 // "SIGTERM,SIGINT" (names with or without SIG, or numbers).
 Result<std::vector<int>> parse_signal_list(const std::string& text);
-// "key=value,key=value" with keys among torchrun's rendezvous settings.
-Result<std::map<std::string, std::string>> parse_rdzv_conf(const std::string& text);
+struct Endpoint {
+  std::string host;
+  uint16_t port = 0;
+};
+// "host", "host:port" or "[v6addr]:port"; `default_port` when none is given.
+Result<Endpoint> parse_endpoint(const std::string& text, uint16_t default_port);
 
 // CUDA devices visible to workers: CUDA_VISIBLE_DEVICES when set, else the NVIDIA driver's
 // device list. 0 on a machine without one.

@@ -108,6 +108,7 @@ class RendezvousClient::Impl : public std::enable_shared_from_this<Impl> {
   std::string node_id_;
   uint64_t token_ = 0;  // membership token from the join reply; 0 = not a member
   bool closing_ = false;
+  bool job_over_ = false;  // JobSucceeded/JobFailed arrived: a lost connection is expected now
 };
 
 ConnectOptions RendezvousClient::Impl::connect_options(Millis deadline) const {
@@ -249,13 +250,16 @@ void RendezvousClient::Impl::on_message(ServerMessage&& message) {
         } else if constexpr (std::is_same_v<M, RestartRequested>) {
           emit(m);
         } else if constexpr (std::is_same_v<M, JobFailed>) {
+          job_over_ = true;
           finish_join(Status::error(m.reason));
           emit(m);
         } else if constexpr (std::is_same_v<M, JobSucceeded>) {
+          job_over_ = true;
           finish_join(Status::error("the job has already succeeded"));
           emit(m);
         } else if constexpr (std::is_same_v<M, ErrorMsg>) {
-          spdlog::warn("rendezvous server closes our connection: {}", m.message);
+          spdlog::log(job_over_ ? spdlog::level::debug : spdlog::level::warn,
+                      "rendezvous server closes our connection: {}", m.message);
         }
       },
       std::move(message));
@@ -283,8 +287,8 @@ void RendezvousClient::Impl::drop_socket() {
 
 void RendezvousClient::Impl::on_lost(const std::string& why) {
   if (state_ == State::kClosed || state_ == State::kLost) return;
-  spdlog::warn("rendezvous client: connection to {}:{} lost: {}", options_.host, options_.port,
-               why);
+  spdlog::log(job_over_ ? spdlog::level::debug : spdlog::level::warn,
+              "rendezvous client: connection to {}:{} lost: {}", options_.host, options_.port, why);
   drop_socket();
   Reply failed;
   failed.ok = false;

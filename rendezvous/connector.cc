@@ -1,5 +1,7 @@
 #include "rendezvous/connector.h"
 
+#include <optional>
+
 #include <algorithm>
 #include <map>
 
@@ -45,16 +47,31 @@ asio::awaitable<Result<tcp::socket>> attempt(asio::any_io_executor ex, const Con
   auto endpoints = co_await resolver.async_resolve(
       o.host, std::to_string(o.port), asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return fail("resolve", ec);
+  std::optional<asio::ip::address> local;
   if (!o.local_address.empty()) {
-    auto local = asio::ip::make_address(o.local_address, ec);
-    if (!ec) socket.open(local.is_v4() ? tcp::v4() : tcp::v6(), ec);
-    if (!ec) socket.bind(tcp::endpoint(local, 0), ec);
+    local = asio::ip::make_address(o.local_address, ec);
+    if (ec) {
+      permanent = true;
+      co_return fail(fmt::format("source address {}", o.local_address), ec);
+    }
+  }
+  // Each endpoint in turn, by hand: the range form of async_connect reopens the socket per
+  // endpoint, which would drop the source-address bind.
+  ec = asio::error::host_not_found;
+  for (const auto& entry : endpoints) {
+    const tcp::endpoint remote = entry.endpoint();
+    if (local && local->is_v4() != remote.address().is_v4()) continue;
+    boost::system::error_code ignored;
+    socket.close(ignored);
+    socket.open(remote.protocol(), ec);
+    if (!ec && local) socket.bind(tcp::endpoint(*local, 0), ec);
     if (ec) {
       permanent = true;
       co_return fail(fmt::format("bind to {}", o.local_address), ec);
     }
+    co_await socket.async_connect(remote, asio::redirect_error(asio::use_awaitable, ec));
+    if (!ec) break;
   }
-  co_await asio::async_connect(socket, endpoints, asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return fail("connect", ec);
   configure_socket(socket);
   const std::string hello = encode_frame(ClientMessage(Hello{kProtocolMagic, kProtocolVersion,

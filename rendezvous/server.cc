@@ -54,7 +54,7 @@ Status RendezvousServer::listen(const std::string& address, uint16_t port) {
   if (acceptor_.listen(options_.backlog, ec); ec) return fail("listen");
   port_ = acceptor_.local_endpoint(ec).port();
   asio::co_spawn(io_, accept_loop(), LogCoroutineEnd{"rendezvous accept loop"});
-  spdlog::info("rendezvous server listening on {}:{}", endpoint.address().to_string(), port_);
+  spdlog::debug("rendezvous server listening on {}:{}", endpoint.address().to_string(), port_);
   return Status();
 }
 
@@ -97,7 +97,7 @@ void RendezvousServer::shutdown(std::function<void()> done) {
   shutdown_done_ = std::move(done);
   boost::system::error_code ignored;
   acceptor_.close(ignored);
-  spdlog::info("rendezvous server shutting down ({} connections)", sessions_.size());
+  spdlog::debug("rendezvous server shutting down ({} connections)", sessions_.size());
   for (auto& [raw, session] : sessions_) session->close_with_error("rendezvous server shutting down");
   grace_timer_.expires_after(options_.shutdown_grace);
   grace_timer_.async_wait([this, alive = alive_](const boost::system::error_code& ec) {
