@@ -6,6 +6,9 @@
 //   loss_fn(model(x), y).backward();                   // gradients averaged across ranks
 #pragma once
 
+// The one header a training program needs: LibTorch itself comes with it.
+#include <torch/torch.h>
+
 #include "ddp/comm_hooks.h"
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/error.h"
