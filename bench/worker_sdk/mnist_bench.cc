@@ -1,0 +1,104 @@
+// Benchmark: the Fashion-MNIST CNN trained with the C++ worker SDK, 2+ ranks under a launcher.
+// Its twin, mnist_bench.py, trains the same model on the same data with Python DDP; run both
+// with run_side_by_side.sh. Each rank prints one line "BENCH {json}":
+//   steps_per_s        optimizer steps per second of the timed, synchronised phase
+//   peak_rss_mib       the rank's peak resident set size
+//   comm_wait_ms       mean time per step the DDP final callback waited for communication
+//   backward_ms        mean backward() time with gradient sync
+//   backward_nosync_ms mean backward() time inside no_sync() (compute only)
+#include <sys/resource.h>
+
+#include <chrono>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "ddp/ddp.h"
+#include "examples/common/args.h"
+#include "examples/common/fashion_mnist.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  examples::Args args(argc, argv);
+  const long warmup = args.num("warmup", 20), steps = args.num("steps", 200);
+  const long batch = args.num("batch_size", 64);
+  auto group = ddp::init_process_group();
+  torch::manual_seed(group->rank());
+  const auto dir = examples::prepare_fashion_mnist(
+      args.str("data", examples::kDebianFashionMnistDir), args.str("cache_dir", "/tmp/ddp_bench_data"));
+  const auto train = examples::load_fashion_mnist(dir, true);
+
+  examples::MnistCnn net;
+  ddp::DistributedDataParallel model(net, group);
+  torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  ddp::DistributedRandomSampler sampler(train.images.size(0), group->size(), group->rank(), false);
+
+  auto next_batch = [&] {
+    auto indices = sampler.next(batch);
+    if (!indices) {
+      sampler.reset();
+      indices = sampler.next(batch);
+    }
+    return torch::tensor(std::vector<int64_t>(indices->begin(), indices->end()));
+  };
+  // One training step; returns the backward() time in ms.
+  auto step = [&](bool sync) {
+    auto idx = next_batch();
+    auto loss = torch::nn::functional::cross_entropy(model(train.images.index_select(0, idx)),
+                                                     train.labels.index_select(0, idx));
+    optimizer.zero_grad();
+    const auto t = Clock::now();
+    if (sync) {
+      loss.backward();
+    } else {
+      auto guard = model.no_sync();
+      loss.backward();
+    }
+    const double backward_ms = ms_since(t);
+    optimizer.step();
+    return backward_ms;
+  };
+
+  for (long i = 0; i < warmup; ++i) step(true);
+  group->barrier();
+  const auto wait_before = model.stats().comm_wait;
+  double backward_total = 0;
+  const auto start = Clock::now();
+  for (long i = 0; i < steps; ++i) backward_total += step(true);
+  const double seconds = ms_since(start) / 1000.0;
+  const auto comm_wait = model.stats().comm_wait - wait_before;
+  group->barrier();
+  // Compute-only reference: the same steps without gradient sync.
+  double nosync_total = 0;
+  const long nosync_steps = std::max(1L, steps / 4);
+  for (long i = 0; i < nosync_steps; ++i) nosync_total += step(false);
+
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  nlohmann::json line = {
+      {"impl", "cpp_sdk"},
+      {"rank", group->rank()},
+      {"world_size", group->size()},
+      {"steps", steps},
+      {"batch_size", batch},
+      {"steps_per_s", steps / seconds},
+      {"peak_rss_mib", usage.ru_maxrss / 1024.0},
+      {"comm_wait_ms", std::chrono::duration<double, std::milli>(comm_wait).count() / steps},
+      {"backward_ms", backward_total / steps},
+      {"backward_nosync_ms", nosync_total / nosync_steps},
+  };
+  std::cout << "BENCH " << line.dump() << std::endl;
+  group->barrier();
+  return 0;
+} catch (const std::exception& e) {
+  std::cerr << "mnist_bench: " << e.what() << std::endl;
+  return 1;
+}

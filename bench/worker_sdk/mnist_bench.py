@@ -1,0 +1,86 @@
+"""Benchmark twin of mnist_bench.cc: the same CNN, data and batch with Python DDP (Gloo).
+Prints "BENCH {json}" per rank with the same fields (comm_wait_ms is not observable from
+Python DDP and is reported as null; backward_ms - backward_nosync_ms compares both)."""
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DistributedSampler
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "examples", "python"))
+from fashion_mnist import DEBIAN_DIR, Net, load_split  # noqa: E402
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--batch_size", type=int, default=64)
+    p.add_argument("--data", default=DEBIAN_DIR)
+    args = p.parse_args()
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(rank)
+    images, labels = load_split(args.data, True)
+    net = Net()
+    model = DDP(net)
+    opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    sampler = DistributedSampler(range(len(images)), shuffle=True)
+    state = {"epoch": 0, "order": iter(())}
+
+    def next_batch():
+        idx = [i for _, i in zip(range(args.batch_size), state["order"])]
+        if len(idx) < args.batch_size:
+            state["epoch"] += 1
+            sampler.set_epoch(state["epoch"])
+            state["order"] = iter(list(iter(sampler)))
+            idx = [i for _, i in zip(range(args.batch_size), state["order"])]
+        return torch.tensor(idx)
+
+    def step(sync):
+        idx = next_batch()
+        loss = F.cross_entropy(model(images[idx]), labels[idx])
+        opt.zero_grad()
+        t = time.perf_counter()
+        if sync:
+            loss.backward()
+        else:
+            with model.no_sync():
+                loss.backward()
+        backward_ms = (time.perf_counter() - t) * 1000
+        opt.step()
+        return backward_ms
+
+    for _ in range(args.warmup):
+        step(True)
+    dist.barrier()
+    start = time.perf_counter()
+    backward_total = sum(step(True) for _ in range(args.steps))
+    seconds = time.perf_counter() - start
+    dist.barrier()
+    nosync_steps = max(1, args.steps // 4)
+    nosync_total = sum(step(False) for _ in range(nosync_steps))
+    line = {
+        "impl": "python_ddp", "rank": rank, "world_size": dist.get_world_size(),
+        "steps": args.steps, "batch_size": args.batch_size,
+        "steps_per_s": args.steps / seconds,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "comm_wait_ms": None,
+        "backward_ms": backward_total / args.steps,
+        "backward_nosync_ms": nosync_total / nosync_steps,
+    }
+    print("BENCH " + json.dumps(line), flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
