@@ -58,7 +58,10 @@ void JobRegistry::close_connection(Job& job, Peer& peer, const std::string& node
   auto link = job.links.find(node_id);
   if (!node_id.empty() && link != job.links.end() && link->second.peer == &peer) {
     link->second.peer = nullptr;
-    if (job.round) job.round->detach(node_id, clock_.steady_now());
+    if (job.round) {
+      dispatch(job, job.round->detach(node_id, clock_.steady_now()));
+      after_change(job, false);
+    }
     schedule(job);
   }
   erase_if_idle(job);

@@ -202,11 +202,28 @@ Decisions RoundState::leave(const std::string& node_id, SteadyTime now) {
   return out;
 }
 
-void RoundState::detach(const std::string& node_id, SteadyTime now) {
+Decisions RoundState::detach(const std::string& node_id, SteadyTime now) {
+  Decisions out;
   auto it = nodes_.find(node_id);
-  if (it == nodes_.end() || it->second.grace_deadline) return;
-  it->second.grace_deadline = now + options_.heartbeat_timeout;
-  graces_.emplace(*it->second.grace_deadline, node_id);
+  if (it == nodes_.end() || it->second.grace_deadline) return out;
+  NodeRecord& rec = it->second;
+  rec.grace_deadline = now + options_.heartbeat_timeout;
+  graces_.emplace(*rec.grace_deadline, node_id);
+  if (phase_ != Phase::kRunning || rec.state != NodeState::kMember || rec.succeeded) return out;
+  // Its workers' peers are stuck in collectives with it: restart them now, not after the grace
+  // (a dead agent takes its workers with it; waiting would only stall the survivors).
+  open_round(now, RestartReason::kMemberLost,
+             fmt::format("node '{}' lost: its connection to the rendezvous server dropped",
+                         node_id),
+             out);
+  // It cannot re-join before it reconnects: the round must not wait for it as a survivor.
+  if (rec.expected) {
+    rec.expected = false;
+    --expected_total_;
+    --expected_missing_;
+  }
+  maybe_close(now, out);
+  return out;
 }
 
 bool RoundState::reattach(const std::string& node_id) {

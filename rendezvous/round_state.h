@@ -18,8 +18,11 @@
 //    the free ranks in join order. Global ranks are contiguous per node.
 //  - A worker failure consumes one job-wide restart (max_restarts); scale-up and member loss
 //    do not. Restarts exhausted → JobFailed with the failing round's first report.
-//  - A node whose connection is lost keeps its place for heartbeat_timeout (reconnect grace);
-//    then it is dropped, and if it was a member the survivors are told to re-rendezvous.
+//  - A member whose connection is lost (closed without a leave, or silent for heartbeat_timeout)
+//    makes the survivors re-rendezvous at once; the next round does not wait for it. Its record
+//    (group rank, membership token) is kept for heartbeat_timeout: a node that reconnects in
+//    time resumes, gets the pushes it missed, and re-joins with its old rank. Otherwise it is
+//    dropped. A node lost while waiting for a round keeps its place for that grace.
 //
 // Thread-safety: none; the owner (the server's io_context) serialises calls.
 #pragma once
@@ -83,9 +86,9 @@ class RoundState {
   Result<Decisions> join(const NodeInfo& node, const JobOptions& asked, SteadyTime now);
   // A clean leave: dropped at once.
   Decisions leave(const std::string& node_id, SteadyTime now);
-  // The node's connection is gone: it is dropped unless reattach() comes within
-  // heartbeat_timeout.
-  void detach(const std::string& node_id, SteadyTime now);
+  // The node's connection is gone. A running member's loss restarts the survivors at once;
+  // the node itself is dropped unless reattach() comes within heartbeat_timeout.
+  Decisions detach(const std::string& node_id, SteadyTime now);
   // The node reconnected; false when it is no longer known (already dropped).
   bool reattach(const std::string& node_id);
   // Reports for `round`; reports for a round that already ended are ignored (ok, no decision).

@@ -132,35 +132,51 @@ TEST_F(RoundStateTest, NewcomerWaitsWhenTheRoundIsFull) {
   EXPECT_EQ(a["c"].group_rank, 1u);
 }
 
-TEST_F(RoundStateTest, LostMemberAfterGraceRestartsSurvivorsAndKeepsTheirRanks) {
+TEST_F(RoundStateTest, LostConnectionRestartsSurvivorsAtOnceAndKeepsTheirRanks) {
   make(2, 3);
   join("a");
   join("b");
   join("c");
-  state_->detach("a", clock_.steady_now());
-  EXPECT_TRUE(advance(milliseconds(199)).empty());
-  auto d = advance(milliseconds(1));
-  ASSERT_EQ(count<RestartRequested>(d), 2u);
+  auto d = state_->detach("a", clock_.steady_now());
+  // Every member is told at once; a's copy waits for a reconnect.
+  ASSERT_EQ(count<RestartRequested>(d), 3u);
   const auto& restart = std::get<RestartRequested>(d[0].push);
   EXPECT_EQ(restart.reason, RestartReason::kMemberLost);
   EXPECT_NE(restart.report.find("node 'a' lost"), std::string::npos);
   join("c");
-  auto a = assignments(join("b"));
+  auto a = assignments(join("b"));  // the survivors are back: no wait for a
   ASSERT_EQ(a.size(), 2u);
   EXPECT_EQ(a["b"].group_rank, 1u);  // kept
   EXPECT_EQ(a["c"].group_rank, 0u);  // its old rank 2 no longer exists: first free rank
-  EXPECT_EQ(a["c"].restart_count, 0u);
+  EXPECT_EQ(a["c"].restart_count, 0u);  // a lost node is not a worker failure
+  EXPECT_TRUE(advance(milliseconds(200)).empty());  // a's grace ends: nothing left to do
+  EXPECT_FALSE(state_->knows("a"));
 }
 
-TEST_F(RoundStateTest, ReattachWithinGraceKeepsMembership) {
+TEST_F(RoundStateTest, ReattachWithinGraceKeepsMembershipAndRank) {
   make(2, 2);
   join("a");
   join("b");
-  state_->detach("a", clock_.steady_now());
+  ASSERT_EQ(count<RestartRequested>(state_->detach("a", clock_.steady_now())), 2u);
   advance(milliseconds(150));
+  EXPECT_TRUE(state_->reattach("a"));  // back within heartbeat_timeout: still known
+  EXPECT_TRUE(advance(milliseconds(100)).empty());  // past the grace: not dropped
+  EXPECT_TRUE(state_->knows("a"));
+  join("b");
+  auto a = assignments(join("a"));
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a["a"].group_rank, 0u);  // its old rank
+  EXPECT_EQ(a["b"].group_rank, 1u);
+}
+
+TEST_F(RoundStateTest, DetachOfANodeStillGatheringKeepsItsPlaceForTheGrace) {
+  make(2, 3);
+  join("a");
+  EXPECT_TRUE(state_->detach("a", clock_.steady_now()).empty());
   EXPECT_TRUE(state_->reattach("a"));
-  EXPECT_TRUE(advance(milliseconds(1000)).empty());
-  EXPECT_EQ(state_->member_count(), 2u);
+  join("b");
+  auto a = assignments(advance(milliseconds(100)));  // last call
+  EXPECT_EQ(a.size(), 2u);
 }
 
 TEST_F(RoundStateTest, TooFewSurvivorsWaitJoinTimeoutThenFail) {
@@ -248,7 +264,7 @@ TEST_F(RoundStateTest, NextDeadlineTracksLastCallJoinTimeoutAndGrace) {
   join("a");
   join("b");
   EXPECT_EQ(state_->next_deadline(), t0 + milliseconds(100));
-  state_->detach("a", t0);
+  EXPECT_TRUE(state_->detach("a", t0).empty());  // still gathering: a keeps its place
   EXPECT_EQ(state_->next_deadline(), t0 + milliseconds(100));
   advance(milliseconds(100));
   EXPECT_EQ(state_->next_deadline(), t0 + milliseconds(200));  // a's grace
