@@ -1,0 +1,138 @@
+// Elastic membership over the c10d backend, the rendezvous server hosted in-process by the node
+// whose --local_addr is the endpoint's host (node 1, 127.0.0.1): a round that closes at
+// last_call_timeout with fewer than MAX nodes, scale-up while running, a node killed with
+// SIGKILL mid-run, and too few nodes at join_timeout.
+#include <csignal>
+#include <set>
+
+#include "tests/multinode/multinode_fixture.h"
+
+namespace ddprun::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class ElasticTest : public MultinodeTest {
+ protected:
+  void SetUp() override {
+    MultinodeTest::SetUp();
+    endpoint_ = "127.0.0.1:" + std::to_string(free_port());
+  }
+
+  // A node of this job running hold.py with `hold_args`.
+  NodeSpec node(int n, const std::string& nnodes, std::vector<std::string> hold_args) const {
+    NodeSpec spec;
+    spec.node = n;
+    spec.nnodes = nnodes;
+    spec.endpoint = endpoint_;
+    spec.entry = {mn_worker("hold.py")};
+    spec.entry.insert(spec.entry.end(), hold_args.begin(), hold_args.end());
+    return spec;
+  }
+
+  std::string endpoint_;
+};
+
+TEST_F(ElasticTest, OneNodeOfOneToTwoProceedsAfterLastCall) {
+  NodeSpec spec = node(1, "1:2", {"--exit-when-world", "2"});
+  spec.timeouts.last_call_timeout = "250ms";
+  auto node1 = start_node(spec);
+  ASSERT_NE(node1, nullptr);
+  const RunResult run = finish(*node1, deadline_after(30s));
+  ASSERT_TRUE(ExitedWith(run, 0));
+  const auto runs = markers("run_");
+  ASSERT_EQ(runs.size(), 2u) << run.describe();
+  for (int local = 0; local < 2; ++local) {
+    const auto& m = runs.at("run_n1_w2_r0_l" + std::to_string(local));
+    EXPECT_EQ(m["RANK"], std::to_string(local));
+    EXPECT_EQ(m["GROUP_RANK"], "0");
+    EXPECT_EQ(m["GROUP_WORLD_SIZE"], "1");
+  }
+}
+
+TEST_F(ElasticTest, ScaleUpRestartsRunningWorkersIntoTwoNodeRoundWithoutCountingARestart) {
+  // Node 1 runs alone (world 2) until node 2 joins; its workers finish only in a world of 4.
+  NodeSpec spec1 = node(1, "1:2", {"--exit-when-world", "4"});
+  spec1.timeouts.last_call_timeout = "250ms";
+  auto node1 = start_node(spec1);
+  ASSERT_NE(node1, nullptr);
+  ASSERT_TRUE(wait_for_markers("run_n1_w2_r0_", 2, deadline_after(30s)))
+      << finish(*node1, deadline_after(1s)).describe();
+
+  NodeSpec spec2 = node(2, "1:2", {"--exit-when-world", "4"});
+  spec2.timeouts.last_call_timeout = "250ms";
+  auto node2 = start_node(spec2);
+  ASSERT_NE(node2, nullptr);
+  std::vector<std::unique_ptr<ChildProcess>> nodes;
+  nodes.push_back(std::move(node1));
+  nodes.push_back(std::move(node2));
+  const auto runs = finish_all(nodes, deadline_after(40s));
+  ASSERT_TRUE(ExitedWith(runs[0], 0));
+  ASSERT_TRUE(ExitedWith(runs[1], 0));
+
+  // Both nodes ran a world of 4, with the restart count still 0: scale-up is not a restart.
+  const auto big = markers("run_");
+  std::set<std::string> ranks;
+  for (int n : {1, 2}) {
+    for (int local = 0; local < 2; ++local) {
+      const std::string name =
+          "run_n" + std::to_string(n) + "_w4_r0_l" + std::to_string(local);
+      ASSERT_EQ(big.count(name), 1u) << name << " missing\n" << runs[0].describe();
+      EXPECT_EQ(big.at(name)["GROUP_WORLD_SIZE"], "2");
+      ranks.insert(big.at(name)["RANK"].get<std::string>());
+    }
+  }
+  EXPECT_EQ(ranks, (std::set<std::string>{"0", "1", "2", "3"}));
+  for (const auto& [name, m] : big) {
+    EXPECT_EQ(m["TORCHELASTIC_RESTART_COUNT"], "0") << name;
+  }
+}
+
+TEST_F(ElasticTest, KilledNodeMakesSurvivorsReRendezvousAndFinish) {
+  // Both nodes in the first round (it closes at MAX at once; the long last call only guards
+  // against node 2 starting late on a busy machine). Workers finish only in a world of 2, i.e.
+  // once the survivor runs alone. Node 1 hosts the server, so node 2 is the one killed.
+  NodeSpec spec1 = node(1, "1:2", {"--exit-when-world", "2"});
+  NodeSpec spec2 = node(2, "1:2", {"--exit-when-world", "2"});
+  spec1.timeouts.last_call_timeout = spec2.timeouts.last_call_timeout = "20";
+  auto node1 = start_node(spec1);
+  auto node2 = start_node(spec2);
+  ASSERT_NE(node1, nullptr);
+  ASSERT_NE(node2, nullptr);
+  ASSERT_TRUE(wait_for_markers("run_n", 4, deadline_after(30s)))
+      << finish(*node1, deadline_after(1s)).describe();
+  ASSERT_EQ(markers("run_n1_w4_r0_").size(), 2u);
+  ASSERT_EQ(markers("run_n2_w4_r0_").size(), 2u);
+
+  node2->send_signal(SIGKILL);
+  const RunResult killed = finish(*node2, deadline_after(10s));
+  ASSERT_TRUE(killed.exit.has_value());
+  EXPECT_EQ(killed.exit->signal, SIGKILL);
+  const RunResult survivor = finish(*node1, deadline_after(40s));
+  ASSERT_TRUE(ExitedWith(survivor, 0));
+
+  const auto after = markers("run_n1_w2_");
+  ASSERT_EQ(after.size(), 2u) << survivor.describe();
+  for (const auto& [name, m] : after) {
+    EXPECT_EQ(m["GROUP_WORLD_SIZE"], "1") << name;
+    EXPECT_EQ(m["RANK"], m["LOCAL_RANK"]) << name;
+    EXPECT_EQ(m["TORCHELASTIC_RESTART_COUNT"], "0") << name << ": a lost node is not a restart";
+  }
+  EXPECT_TRUE(markers("run_n2_w2_").empty());
+}
+
+TEST_F(ElasticTest, TooFewNodesFailAtJoinTimeoutWithAClearMessage) {
+  NodeSpec spec = node(1, "2", {"--exit-when-world", "4"});
+  spec.timeouts.join_timeout = "1";
+  auto node1 = start_node(spec);
+  ASSERT_NE(node1, nullptr);
+  const RunResult run = finish(*node1, deadline_after(30s));
+  ASSERT_TRUE(run.exit.has_value()) << "no end at join_timeout\n" << run.describe();
+  EXPECT_EQ(run.exit->signal, 0) << run.describe();
+  EXPECT_NE(run.exit->code, 0) << run.describe();
+  EXPECT_NE(run.err.find("join_timeout"), std::string::npos) << run.describe();
+  EXPECT_TRUE(markers("run_").empty()) << "workers started without a round";
+}
+
+}  // namespace
+}  // namespace ddprun::testing
