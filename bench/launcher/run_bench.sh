@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Launcher benchmark: ddprun side by side with torchrun, medians of alternating repetitions.
 # Builds nothing: give it a build directory that has the targets ddprun, fork_floor,
-# stamp_worker and bench_run (cmake --build <dir> --target ddprun fork_floor stamp_worker bench_run).
+# supervise_floor, stamp_worker and bench_run
+# (cmake --build <dir> --target ddprun fork_floor supervise_floor stamp_worker bench_run).
 #
 # usage: bench/launcher/run_bench.sh <build-dir> [repetitions, default 7]
 # env:   TORCHRUN  the torchrun command line (default: Debian's torch 1.13 through the wrapper
@@ -15,6 +16,8 @@
 #            restarted workers record when they start
 #   rss      the launcher process's own peak RSS (VmHWM at its exit, via bench_run --rss), max
 #            over the launch and failure scenarios
+# The floor column is what the hardware allows: fork_floor for the launch, supervise_floor (a
+# blocking waitpid loop that SIGTERMs and restarts, nothing else) for the reactions.
 set -euo pipefail
 
 if [[ $# -lt 1 ]]; then
@@ -27,7 +30,8 @@ WORKERS=8
 DDPRUN=$BUILD/launcher/ddprun
 TOOLS=$BUILD/bench/launcher
 read -r -a TORCHRUN_CMD <<<"${TORCHRUN:-/usr/bin/python3 /work/shared/tools/torchrun-1.13}"
-for f in "$DDPRUN" "$TOOLS/fork_floor" "$TOOLS/stamp_worker" "$TOOLS/bench_run"; do
+for f in "$DDPRUN" "$TOOLS/fork_floor" "$TOOLS/supervise_floor" "$TOOLS/stamp_worker" \
+         "$TOOLS/bench_run"; do
   [[ -x $f ]] || { echo "run_bench.sh: $f is missing: build it first" >&2; exit 2; }
 done
 
@@ -69,12 +73,17 @@ measure_launch() {  # measure_launch <launcher|floor>
   record launch "$1" "$(field "$out" wall_ns)"
 }
 
-measure_failure() {  # measure_failure <launcher> [--rss]
+measure_failure() {  # measure_failure <launcher|floor> [--rss]
   local out dir=$WORK/failure_$1
   rm -rf "$dir" && mkdir -p "$dir"
-  launcher_argv "$1"
-  out=$(BENCH_OUT=$dir "$TOOLS/bench_run" --quiet ${2:-} -- "${LAUNCHER[@]}" --no_python \
-        --nproc_per_node "$WORKERS" --max_restarts 1 "$TOOLS/stamp_worker")
+  if [[ $1 == floor ]]; then
+    out=$(BENCH_OUT=$dir "$TOOLS/bench_run" --quiet -- "$TOOLS/supervise_floor" "$WORKERS" \
+          "$TOOLS/stamp_worker")
+  else
+    launcher_argv "$1"
+    out=$(BENCH_OUT=$dir "$TOOLS/bench_run" --quiet ${2:-} -- "${LAUNCHER[@]}" --no_python \
+          --nproc_per_node "$WORKERS" --max_restarts 1 "$TOOLS/stamp_worker")
+  fi
   if [[ $(field "$out" exit) != 0 ]]; then echo "failure run of $1 failed; skipped" >&2; return; fi
   if [[ ${2:-} == --rss ]]; then record rss "$1" "$(field "$out" peak_rss_kb)"; return; fi
   local fail sigterms starts
@@ -104,10 +113,10 @@ for ((rep = 1; rep <= REPS; ++rep)); do
   order=(floor "${LAUNCHERS[@]}")
   ((rep % 2 == 0)) && order=(torchrun_fast torchrun ddprun floor)
   for l in "${order[@]}"; do measure_launch "$l"; done
-  for l in "${order[@]}"; do [[ $l == floor ]] || measure_failure "$l"; done
+  for l in "${order[@]}"; do measure_failure "$l"; done
 done
 for l in "${LAUNCHERS[@]}"; do
-  for ((rep = 1; rep <= 3; ++rep)); do measure_rss_launch "$l"; measure_failure "$l" --rss; done
+  for ((rep = 1; rep <= 2; ++rep)); do measure_rss_launch "$l"; measure_failure "$l" --rss; done
 done
 
 # median <metric> <launcher> <divisor> <decimals>: "-" when nothing was recorded.
@@ -126,10 +135,10 @@ n_failure=$(wc -l <"$WORK/sigterm_first.ddprun" 2>/dev/null || echo 0)
 echo "| metric (median of $REPS alternating runs) | floor | ddprun | torchrun 1.13 (--monitor_interval 5, its default) | torchrun 1.13 --monitor_interval 0.1 | target (ddprun) |"
 echo "|---|---:|---:|---:|---:|---|"
 echo "| launch: whole run, 8 × \`--no_python /bin/true\` (ms) | $(median launch floor $ms 1) | $(median launch ddprun $ms 1) | $(median launch torchrun $ms 1) | $(median launch torchrun_fast $ms 1) | ≤ 2× floor |"
-echo "| failure → first sibling gets SIGTERM (ms) | | $(median sigterm_first ddprun $ms 3) | $(median sigterm_first torchrun $ms 1) | $(median sigterm_first torchrun_fast $ms 1) | |"
-echo "| failure → last of 7 siblings gets SIGTERM (ms) | | $(median sigterm_last ddprun $ms 3) | $(median sigterm_last torchrun $ms 1) | $(median sigterm_last torchrun_fast $ms 1) | < 1 ms |"
-echo "| failure → first restarted worker running (ms) | | $(median restart_first ddprun $ms 2) | $(median restart_first torchrun $ms 1) | $(median restart_first torchrun_fast $ms 1) | < 5 ms |"
-echo "| failure → all 8 restarted workers running (ms) | | $(median restart_all ddprun $ms 2) | $(median restart_all torchrun $ms 1) | $(median restart_all torchrun_fast $ms 1) | |"
-echo "| launcher peak RSS, own process (MB, max of 6 runs) | | $(maximum rss ddprun 1024) | $(maximum rss torchrun 1024) | $(maximum rss torchrun_fast 1024) | < 8 MB |"
+echo "| failure → first sibling gets SIGTERM (ms) | $(median sigterm_first floor $ms 3) | $(median sigterm_first ddprun $ms 3) | $(median sigterm_first torchrun $ms 1) | $(median sigterm_first torchrun_fast $ms 1) | |"
+echo "| failure → last of 7 siblings gets SIGTERM (ms) | $(median sigterm_last floor $ms 3) | $(median sigterm_last ddprun $ms 3) | $(median sigterm_last torchrun $ms 1) | $(median sigterm_last torchrun_fast $ms 1) | < 1 ms |"
+echo "| failure → first restarted worker running (ms) | $(median restart_first floor $ms 2) | $(median restart_first ddprun $ms 2) | $(median restart_first torchrun $ms 1) | $(median restart_first torchrun_fast $ms 1) | < 5 ms |"
+echo "| failure → all 8 restarted workers running (ms) | $(median restart_all floor $ms 2) | $(median restart_all ddprun $ms 2) | $(median restart_all torchrun $ms 1) | $(median restart_all torchrun_fast $ms 1) | |"
+echo "| launcher peak RSS, own process (MB, max of 4 runs) | | $(maximum rss ddprun 1024) | $(maximum rss torchrun 1024) | $(maximum rss torchrun_fast 1024) | < 8 MB |"
 echo
 echo "Runs kept: launch $n_launch/$REPS, failure $n_failure/$REPS (ddprun)."

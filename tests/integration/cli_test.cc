@@ -52,6 +52,12 @@ TEST_F(CliErrorTest, BadPetEnvironmentDefault) {
   expect_usage_error({}, "nproc_per_node");
 }
 
+TEST_F(CliErrorTest, NoPythonExecutableMissing) {
+  const RunResult run = run_ddprun({"--no_python", "/nonexistent/worker_binary"});
+  EXPECT_TRUE(ExitedWith(run, 2));
+  EXPECT_NE(run.err.find("/nonexistent/worker_binary"), std::string::npos) << run.err;
+}
+
 TEST_F(CliErrorTest, MissingEntryPoint) {
   const RunResult run = run_ddprun({"--nproc_per_node", "2"});
   EXPECT_TRUE(ExitedWith(run, 2));

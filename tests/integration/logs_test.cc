@@ -1,6 +1,8 @@
 // Worker output routing: --redirects (all ranks and a per-rank map), --tee (prefixed console
 // lines, unprefixed files), --local_ranks_filter, and the --log_dir layout
 // <log_dir>/<run_id>_<random>/attempt_<N>/<local_rank>/{stdout.log,stderr.log,error.json}.
+#include <algorithm>
+
 #include "tests/integration/ddprun_fixture.h"
 
 namespace ddprun::testing {
@@ -130,6 +132,36 @@ TEST_F(LogsTest, LogDirLayoutPerRunAttemptAndRank) {
       EXPECT_EQ(read_text_file(rank_dir + "/stderr.log"),
                 "err" + std::to_string(rank) + " line1\n");
     }
+  }
+}
+
+TEST_F(LogsTest, TeeKeepsEveryLineUnderVolume) {
+  // 2 × 20,000 lines of ~80 bytes: several MB through the agent's pipes, while the console
+  // (this test's pipe) is read concurrently. Every line arrives once, whole and prefixed.
+  constexpr int kLines = 20000;
+  const RunResult run = run_ddprun({"--nproc_per_node", "2", "--tee", "3", "--log_dir", log_dir(),
+                                    worker("flood.py"), std::to_string(kLines)});
+  ASSERT_TRUE(ExitedWith(run, 0));
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string r = std::to_string(rank);
+    SCOPED_TRACE("local rank " + r);
+    const std::string prefix = "[default" + r + "]:r" + r + " line ";
+    std::size_t lines = 0, whole = 0;
+    for (std::size_t at = run.out.find(prefix); at != std::string::npos;
+         at = run.out.find(prefix, at + 1)) {
+      ++lines;
+      const auto end = run.out.find('\n', at);
+      // "<prefix>NNNNNN " + 60 x: a line cut or merged with another would differ in length.
+      if (end != std::string::npos && end - at == prefix.size() + 7 + 60) ++whole;
+    }
+    EXPECT_EQ(lines, static_cast<std::size_t>(kLines));
+    EXPECT_EQ(whole, static_cast<std::size_t>(kLines));
+    // The last fragment has no newline: it is flushed, prefixed, when the stream ends.
+    EXPECT_TRUE(has(run.out, "[default" + r + "]:r" + r + " no newline at the end")) << r;
+    const std::string file = log(0, rank, "stdout.log");
+    EXPECT_EQ(std::count(file.begin(), file.end(), '\n'), kLines);
+    EXPECT_FALSE(has(file, "[default")) << "file lines must not be prefixed";
+    EXPECT_TRUE(has(log(0, rank, "stderr.log"), "r" + r + " err 019000\n"));
   }
 }
 
