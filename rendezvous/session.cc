@@ -80,7 +80,9 @@ asio::awaitable<void> Session::read_loop() {
       arm_deadline(member ? job_->round->options().heartbeat_timeout : options_.idle_timeout);
     }
   }
-  co_await drain();
+  // Only a peer we refused gets time to read our Error; a peer that hung up is gone now, and
+  // its node's loss must reach the round at once.
+  if (closing_) co_await drain();
   finish();
 }
 
