@@ -2,6 +2,8 @@
 """Multi-node rendezvous benchmark: ddprun (c10d, server hosted by node 1) against torchrun 1.13
 (c10d) and a floor, K agents on loopback, each on its own 127.0.0.<N>. Run by run_bench.sh.
 
+torchrun 1.13 has no --local_addr, so its agents all use 127.0.0.1.
+
 launch: from just before the first agent is started to the last worker's start stamp
         (CLOCK_REALTIME, written by mn_stamp_worker). Floor: mn_floor (K forked processes,
         a TCP barrier, one fork+exec each).
@@ -94,12 +96,14 @@ def agent_argvs(kind, build, k, nnodes, worker_args):
     argvs = []
     for node in range(1, k + 1):
         common = ["--nnodes", nnodes, "--nproc_per_node", "1", "--rdzv_backend", "c10d",
-                  "--rdzv_endpoint", "127.0.0.1:%d" % port, "--rdzv_id", "bench",
-                  "--local_addr", "127.0.0.%d" % node]
+                  "--rdzv_endpoint", "127.0.0.1:%d" % port, "--rdzv_id", "bench"]
         if kind == "ddprun":
             argvs.append([os.path.join(build, "launcher", "ddprun")] + common +
-                         ["--rdzv_conf", DDPRUN_CONF, "--no_python", worker] + worker_args)
+                         ["--local_addr", "127.0.0.%d" % node, "--rdzv_conf", DDPRUN_CONF,
+                          "--no_python", worker] + worker_args)
         else:
+            # torch 1.13's torchrun has no --local_addr: every agent advertises the host name
+            # (which resolves to 127.0.0.1 here) and connects from 127.0.0.1.
             argvs.append([PYTHON, TORCHRUN] + common +
                          ["--monitor_interval", "0.1", "--no_python", worker] + worker_args)
     return argvs

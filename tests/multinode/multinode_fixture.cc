@@ -101,7 +101,8 @@ std::unique_ptr<ChildProcess> MultinodeTest::start_daemon(std::string* endpoint)
 std::map<std::string, nlohmann::json> MultinodeTest::markers(const std::string& prefix) const {
   std::map<std::string, nlohmann::json> found;
   for (const std::string& name : list_dir(out_dir())) {
-    if (name.rfind(prefix, 0) != 0 || name.size() >= 4 && name.substr(name.size() - 4) == ".tmp") {
+    const bool temporary = name.size() >= 4 && name.substr(name.size() - 4) == ".tmp";
+    if (name.rfind(prefix, 0) != 0 || temporary) {
       continue;
     }
     found[name] = nlohmann::json::parse(read_text_file(out(name)), nullptr, false);
