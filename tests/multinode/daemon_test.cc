@@ -19,6 +19,19 @@ class DaemonTest : public MultinodeTest {
     ASSERT_NE(daemon_, nullptr);
   }
 
+  // The daemon must have survived everything the test did: SIGTERM starts its graceful
+  // shutdown, which ends with exit 0. It goes before the base teardown, which would count it
+  // as a leftover process.
+  void TearDown() override {
+    if (daemon_) {
+      daemon_->send_signal(SIGTERM);
+      const RunResult end = finish(*daemon_, deadline_after(std::chrono::seconds(10)));
+      EXPECT_TRUE(ExitedWith(end, 0)) << "ddp-rendezvous did not survive the test";
+      daemon_.reset();
+    }
+    MultinodeTest::TearDown();
+  }
+
   NodeSpec node(int n, const std::string& nnodes, const std::string& job,
                 std::vector<std::string> hold_args) const {
     NodeSpec spec;
