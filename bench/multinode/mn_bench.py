@@ -57,6 +57,15 @@ def wait_for_stamps(out_dir, world, count, deadline):
     return False
 
 
+def process_running(pid):
+    """True when /proc/<pid> exists and is not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
 class Job:
     """K agents started as process groups; killed (group-wide) on close."""
 
@@ -152,8 +161,13 @@ def run_node_loss(kind, build, k, timeout):
             ok = wait_for_stamps(out, k - 1, k - 1, time.monotonic() + timeout)
             if not ok:
                 alive = sum(1 for p in job.procs[:-1] if p.poll() is None)
-                return None, ("no restart within %d s; %d of %d survivor agents still running"
-                              % (timeout, alive, k - 1))
+                old = [int(name.rsplit("_", 1)[1]) for name in os.listdir(out)
+                       if name.startswith("start_n") and "_w%d_" % k in name and
+                       not name.startswith("start_n%d_" % k) and not name.endswith(".tmp")]
+                running = sum(1 for pid in old if process_running(pid))
+                return None, ("no restart within %d s: %d of %d survivor agents still running, "
+                              "%d of their workers still in the old world of %d"
+                              % (timeout, alive, k - 1, running, k))
             times = [t for v in stamps(out, k - 1).values() for t in v]
             codes = job.wait(60)[:-1]
             return (max(times) - t_kill) / 1e6, "survivors exited %s" % codes
@@ -230,7 +244,9 @@ def main():
     print("| launcher | kill → survivors running | what happened |")
     print("|---|---|---|")
     for kind in loss:
-        print("| %s | %s | %s |" % (kind, fmt(median(loss[kind])), "; ".join(sorted(notes[kind]))))
+        med = median(loss[kind])
+        shown = fmt(med) if med[0] is not None else "none within %d s" % args.loss_timeout
+        print("| %s | %s | %s |" % (kind, shown, "; ".join(sorted(notes[kind]))))
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ class TorchTest : public MultinodeTest {
       children.push_back(start_node(spec));
       ASSERT_NE(children.back(), nullptr);
     }
-    const auto runs = finish_all(children, deadline_after(75s));
+    const auto runs = finish_all(children, deadline_after(120s));
     for (int n = 0; n < nodes; ++n) ASSERT_TRUE(ExitedWith(runs[n], 0)) << "node " << n + 1;
     expect_all_reduced(nodes);
   }
@@ -76,7 +76,7 @@ TEST_F(TorchTest, GlooAllReduceOnTwoNodesOverStaticRendezvous) {
                    master_port, mn_worker("allreduce.py")}));
     ASSERT_NE(children.back(), nullptr);
   }
-  const auto runs = finish_all(children, deadline_after(75s));
+  const auto runs = finish_all(children, deadline_after(120s));
   ASSERT_TRUE(ExitedWith(runs[0], 0));
   ASSERT_TRUE(ExitedWith(runs[1], 0));
   expect_all_reduced(2);
