@@ -63,6 +63,7 @@ int Agent::run() {
 }
 
 void Agent::begin_round() {
+  rejoin_requested_ = false;  // whatever asked for this round has been served by it
   JoinOffer offer;
   offer.local_world_size = options_.nproc_per_node;
   offer.master_addr = options_.master_addr;
@@ -179,7 +180,6 @@ void Agent::after_group(const GroupResult& result) {
     } else if (result.outcome == GroupResult::Outcome::kFailed) {
       handle_failure(result);
     } else if (rejoin_requested_) {
-      rejoin_requested_ = false;
       begin_round();
     } else {
       coordinator_.report_success([this](Status s) {
