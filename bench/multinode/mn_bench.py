@@ -57,6 +57,15 @@ def wait_for_stamps(out_dir, world, count, deadline):
     return False
 
 
+def last_error(job, out_dir):
+    """The last line naming an error in the first survivor's log (why the agents ended)."""
+    for log in job.logs:
+        log.flush()
+    with open(os.path.join(out_dir, "agent_1.log")) as f:
+        lines = [l.strip() for l in f if "Error" in l or "error" in l]
+    return repr(lines[-1][:160]) if lines else "no error logged"
+
+
 def process_running(pid):
     """True when /proc/<pid> exists and is not a zombie."""
     try:
@@ -165,9 +174,13 @@ def run_node_loss(kind, build, k, timeout):
                        if name.startswith("start_n") and "_w%d_" % k in name and
                        not name.startswith("start_n%d_" % k) and not name.endswith(".tmp")]
                 running = sum(1 for pid in old if process_running(pid))
-                return None, ("no restart within %d s: %d of %d survivor agents still running, "
-                              "%d of their workers still in the old world of %d"
-                              % (timeout, alive, k - 1, running, k))
+                note = ("no restart within %d s: %d of %d survivor agents still running, "
+                        "%d of their workers still in the old world of %d"
+                        % (timeout, alive, k - 1, running, k))
+                if alive < k - 1:
+                    note += "; survivors exited %s, %s" % (
+                        [p.poll() for p in job.procs[:-1]], last_error(job, out))
+                return None, note
             times = [t for v in stamps(out, k - 1).values() for t in v]
             codes = job.wait(60)[:-1]
             return (max(times) - t_kill) / 1e6, "survivors exited %s" % codes
@@ -198,13 +211,14 @@ def main():
     parser.add_argument("--loss-k", type=int, default=4)
     parser.add_argument("--loss-timeout", type=int, default=20)
     parser.add_argument("--no-torchrun", action="store_true")
+    parser.add_argument("--loss-only", action="store_true", help="skip the launch benchmark")
     args = parser.parse_args()
     build = os.path.abspath(args.build)
     kinds = ["floor", "ddprun"] + ([] if args.no_torchrun else ["torchrun"])
     ks = [int(k) for k in args.ks.split(",")]
 
     launch = {(kind, k): [] for kind in kinds for k in ks}
-    for rep in range(args.reps):
+    for rep in range(0 if args.loss_only else args.reps):
         order = kinds[rep % len(kinds):] + kinds[:rep % len(kinds)]  # alternate who goes first
         for k in ks:
             for kind in order:
@@ -223,8 +237,15 @@ def main():
 
     commit = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
-    print("Launch of K agents on loopback until the last worker runs (median of %d, commit %s)"
-          % (args.reps, commit))
+    print("Commit %s." % commit)
+    print()
+    if not args.loss_only:
+        print_launch_table(args, kinds, ks, launch)
+    print_loss_table(args, loss, notes)
+
+
+def print_launch_table(args, kinds, ks, launch):
+    print("Launch of K agents on loopback until the last worker runs (median of %d)" % args.reps)
     print()
     header = "| K | floor | ddprun | ddprun / floor |" + (
         "" if args.no_torchrun else " torchrun 1.13 |")
@@ -238,6 +259,9 @@ def main():
             row += " %s |" % fmt(median(launch[("torchrun", k)]))
         print(row)
     print()
+
+
+def print_loss_table(args, loss, notes):
     print("Node loss: %d agents, kill -9 of one (not the host) → survivors' workers running "
           "again in a world of %d (median of %d)" % (args.loss_k, args.loss_k - 1, args.reps))
     print()

@@ -15,10 +15,10 @@ parser.add_argument("--exit-when-world", type=int)
 parser.add_argument("--release")
 args = parser.parse_args()
 
-release_fd = mn_util.wait_for_release(args.release) if args.release else None
+release_fd = mn_util.open_release(args.release) if args.release else None
 mn_util.write_marker(mn_util.marker_name("run"), mn_util.placement())
 if release_fd is not None:
-    mn_util.read_release(release_fd)
+    mn_util.wait_for_release(release_fd)
 elif args.exit_when_world is not None and mn_util.env_int("WORLD_SIZE") == args.exit_when_world:
     pass
 else:

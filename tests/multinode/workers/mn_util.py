@@ -67,15 +67,16 @@ def wait_for_agent():
         signal.pause()
 
 
-def wait_for_release(fifo):
-    """Blocks until the test writes a byte to `fifo` (one byte per worker), or exits TIMED_OUT.
-    The FIFO is opened read-write so that opening never blocks and reading never sees end of
-    file; the test writes with O_NONBLOCK once every worker's marker exists."""
+def open_release(fifo):
+    """Opens the test's release FIFO and arms the wait limit. Read-write, so that opening never
+    blocks and reading never sees end of file; the test writes (one byte per worker, with
+    O_NONBLOCK) once every worker's marker exists, i.e. once every worker holds it open."""
     arm_wait_limit()
-    fd = os.open(fifo, os.O_RDWR)
-    return fd
+    return os.open(fifo, os.O_RDWR)
 
 
-def read_release(fd):
+def wait_for_release(fd):
+    """Blocks until this worker's byte arrives on the FIFO from open_release(), or exits
+    TIMED_OUT."""
     os.read(fd, 1)
     signal.alarm(0)
