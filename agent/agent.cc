@@ -49,17 +49,27 @@ Agent::~Agent() = default;
 int Agent::run() {
   // Orphaned grandchildren are re-parented to us, so we can reap them and kill leftovers.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  start();
+  if (!exit_code_) io_.run();
+  kill_adopted_children();
+  return exit_code_.value_or(1);
+}
+
+void Agent::start() {
   auto dir = RunLogDir::create(options_.logs.log_dir, options_.run_id);
   if (!dir) {
     spdlog::error("{}", dir.error_message());
-    return 1;
+    finish(1);
+    return;
   }
   log_dir_ = std::move(dir.value());
   coordinator_.set_event_handler([this](const CoordinatorEvent& e) { on_coordinator_event(e); });
-  if (!exit_code_) begin_round();
-  io_.run();
-  kill_adopted_children();
-  return exit_code_.value_or(1);
+  if (!exit_code_) begin_round();  // a signal may already have ended the job
+}
+
+void Agent::on_child_exit(pid_t pid, ExitStatus status) {
+  if (group_) group_->on_child_exit(pid, status);
+  // Any other pid is an adopted grandchild: reaping it was all there was to do.
 }
 
 void Agent::begin_round() {
@@ -281,8 +291,7 @@ void Agent::reap_children() {
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid <= 0) return;
-    if (group_) group_->on_child_exit(pid, ExitStatus::from_wait_status(status));
-    // Any other pid is an adopted grandchild: reaping it is all there is to do.
+    on_child_exit(pid, ExitStatus::from_wait_status(status));
   }
 }
 

@@ -40,6 +40,15 @@ class Agent final : private WorkerGroupObserver {
   // cause's exit code (128+signal for a signal) on failure, 128+signal when stopped by one.
   int run();
 
+  // The pieces of run(), for driving the agent step by step (tests, with a fake launcher):
+  // start() begins the first round; the job is over once exit_code() is set.
+  void start();
+  std::optional<int> exit_code() const { return exit_code_; }
+  // A child of this process ended (run() feeds these from SIGCHLD and waitpid).
+  void on_child_exit(pid_t pid, ExitStatus status);
+  // The attempt number of the next (or running) worker group's logs.
+  int attempt() const { return attempt_; }
+
  private:
   void begin_round();
   void start_workers(const RoundAssignment& assignment);

@@ -1,0 +1,228 @@
+// The agent's lifecycle (start, supervise, restart, finish) on a fake launcher: no fork, no
+// sleeps. Child exits are fed by hand; the Asio loop only runs what is already due (poll()).
+#include "agent/agent.h"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <filesystem>
+
+#include "agent/local_coordinator.h"
+#include "tests/agent/fake_process_launcher.h"
+
+namespace ddprun::agent {
+namespace {
+
+using testing::FakeProcessLauncher;
+
+std::string env_of(const SpawnRequest& r, const std::string& key) {
+  for (const auto& kv : r.envp) {
+    if (kv.rfind(key + "=", 0) == 0) return kv.substr(key.size() + 1);
+  }
+  return "<unset>";
+}
+
+class AgentLifecycleTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string templ = (std::filesystem::temp_directory_path() / "ddprun_agent_XXXXXX").string();
+    log_dir_ = ::mkdtemp(templ.data());
+  }
+  void TearDown() override { std::filesystem::remove_all(log_dir_); }
+
+  AgentOptions options(int nproc, int max_restarts) {
+    AgentOptions o;
+    o.command = {"/usr/bin/worker", {"worker", "--lr", "1"}, "worker"};
+    o.nproc_per_node = nproc;
+    o.max_restarts = max_restarts;
+    o.shutdown_timeout = Millis(60'000);  // never reached: the test feeds every exit
+    o.run_id = "job";
+    o.hostname = "node-a";
+    o.logs.log_dir = log_dir_;
+    return o;
+  }
+
+  // Builds the agent over `coordinator` and starts the first round.
+  Agent& start(AgentOptions o, Coordinator& coordinator) {
+    agent_.emplace(std::move(o), io_, launcher_, coordinator, clock_);
+    agent_->start();
+    io_.poll();
+    return *agent_;
+  }
+  // Feeds exits for the workers spawned from index `first` on, then runs what became due.
+  void exit_all_from(std::size_t first, ExitStatus status) {
+    for (std::size_t i = first; i < launcher_.spawned.size(); ++i) {
+      agent_->on_child_exit(static_cast<pid_t>(1000 + i), status);
+    }
+    io_.poll();
+  }
+
+  std::string log_dir_;
+  boost::asio::io_context io_;
+  FakeProcessLauncher launcher_;
+  FakeClock clock_;
+  std::optional<Agent> agent_;
+};
+
+TEST_F(AgentLifecycleTest, StartsOneWorkerPerLocalRankWithTheContract) {
+  LocalCoordinator coordinator(io_, {});
+  start(options(2, 0), coordinator);
+  ASSERT_EQ(launcher_.spawned.size(), 2u);
+  const SpawnRequest& r1 = launcher_.spawned[1];
+  EXPECT_EQ(r1.executable, "/usr/bin/worker");
+  EXPECT_EQ(r1.argv, (std::vector<std::string>{"worker", "--lr", "1"}));
+  EXPECT_EQ(env_of(r1, "RANK"), "1");
+  EXPECT_EQ(env_of(r1, "LOCAL_WORLD_SIZE"), "2");
+  EXPECT_EQ(env_of(r1, "TORCHELASTIC_RESTART_COUNT"), "0");
+  const std::string error_file = env_of(r1, "TORCHELASTIC_ERROR_FILE");
+  EXPECT_EQ(error_file.rfind(log_dir_ + "/job_", 0), 0u) << error_file;
+  EXPECT_NE(error_file.find("/attempt_0/1/error.json"), std::string::npos) << error_file;
+  EXPECT_NE(env_of(r1, "MASTER_PORT"), "0");
+  EXPECT_FALSE(agent_->exit_code());
+}
+
+TEST_F(AgentLifecycleTest, SuccessEndsWithZero) {
+  LocalCoordinator coordinator(io_, {});
+  start(options(2, 0), coordinator);
+  exit_all_from(0, ExitStatus::exited(0));
+  EXPECT_EQ(agent_->exit_code(), 0);
+}
+
+TEST_F(AgentLifecycleTest, FailureStopsSiblingsRestartsWithNewPortAndCountThenSucceeds) {
+  LocalCoordinator coordinator(io_, {.max_restarts = 2});
+  start(options(2, 2), coordinator);
+  const std::string first_port = env_of(launcher_.spawned[0], "MASTER_PORT");
+  agent_->on_child_exit(1001, ExitStatus::exited(3));
+  io_.poll();
+  EXPECT_EQ(launcher_.signals_to(1000), (std::vector<int>{SIGTERM}));
+  EXPECT_EQ(launcher_.spawned.size(), 2u);  // no restart before every worker has stopped
+  agent_->on_child_exit(1000, ExitStatus::killed(SIGTERM));
+  io_.poll();
+  ASSERT_EQ(launcher_.spawned.size(), 4u);
+  EXPECT_EQ(env_of(launcher_.spawned[2], "TORCHELASTIC_RESTART_COUNT"), "1");
+  EXPECT_NE(env_of(launcher_.spawned[2], "MASTER_PORT"), first_port);
+  EXPECT_NE(env_of(launcher_.spawned[3], "TORCHELASTIC_ERROR_FILE").find("/attempt_1/1/"),
+            std::string::npos);
+  EXPECT_FALSE(agent_->exit_code());
+  exit_all_from(2, ExitStatus::exited(0));
+  EXPECT_EQ(agent_->exit_code(), 0);
+}
+
+TEST_F(AgentLifecycleTest, RestartsExhaustedEndWithTheRootCausesCode) {
+  LocalCoordinator coordinator(io_, {.max_restarts = 1});
+  start(options(1, 1), coordinator);
+  exit_all_from(0, ExitStatus::exited(7));
+  ASSERT_EQ(launcher_.spawned.size(), 2u);  // one restart
+  exit_all_from(1, ExitStatus::killed(SIGSEGV));
+  EXPECT_EQ(launcher_.spawned.size(), 2u);
+  EXPECT_EQ(agent_->exit_code(), 128 + SIGSEGV);
+}
+
+TEST_F(AgentLifecycleTest, WorkerThatCannotStartFailsWith127) {
+  LocalCoordinator coordinator(io_, {});
+  launcher_.fail_executable = "/usr/bin/worker";
+  start(options(2, 0), coordinator);
+  EXPECT_EQ(agent_->exit_code(), 127);
+}
+
+// A coordinator that records calls and answers only when the test says so.
+class ScriptedCoordinator final : public Coordinator {
+ public:
+  void join(const JoinOffer& offer, std::function<void(Result<RoundAssignment>)> done) override {
+    offers.push_back(offer);
+    pending_join = std::move(done);
+  }
+  void report_failure(const FailureReport& report, std::function<void(FailureDecision)> done) override {
+    reports.push_back(report);
+    pending_failure = std::move(done);
+  }
+  void report_success(std::function<void(Status)> done) override { pending_success = std::move(done); }
+  void set_event_handler(std::function<void(const CoordinatorEvent&)> h) override { handler = std::move(h); }
+  void close() override { closed = true; }
+
+  std::vector<JoinOffer> offers;
+  std::vector<FailureReport> reports;
+  std::function<void(Result<RoundAssignment>)> pending_join;
+  std::function<void(FailureDecision)> pending_failure;
+  std::function<void(Status)> pending_success;
+  std::function<void(const CoordinatorEvent&)> handler;
+  bool closed = false;
+};
+
+RoundAssignment node1_of_2(int restart_count) {
+  RoundAssignment a;
+  a.group_rank = 1;
+  a.group_world_size = 2;
+  a.rank_offset = 2;
+  a.world_size = 4;
+  a.master_addr = "127.0.0.9";
+  a.master_port = 4242;
+  a.restart_count = restart_count;
+  return a;
+}
+
+TEST_F(AgentLifecycleTest, GlobalRanksComeFromTheRoundAndMembershipChangeRejoinsWithoutARestart) {
+  ScriptedCoordinator coordinator;
+  start(options(2, 0), coordinator);
+  ASSERT_EQ(coordinator.offers.size(), 1u);
+  EXPECT_EQ(coordinator.offers[0].local_world_size, 2);
+  coordinator.pending_join(node1_of_2(0));
+  io_.poll();
+  ASSERT_EQ(launcher_.spawned.size(), 2u);
+  EXPECT_EQ(env_of(launcher_.spawned[1], "RANK"), "3");
+  EXPECT_EQ(env_of(launcher_.spawned[1], "GROUP_RANK"), "1");
+  EXPECT_EQ(env_of(launcher_.spawned[1], "WORLD_SIZE"), "4");
+  EXPECT_EQ(env_of(launcher_.spawned[1], "MASTER_ADDR"), "127.0.0.9");
+  EXPECT_EQ(env_of(launcher_.spawned[1], "MASTER_PORT"), "4242");
+
+  coordinator.handler({CoordinatorEvent::Kind::kRejoin, "scale-up", {}, 1});
+  EXPECT_EQ(launcher_.signals_to(1000), (std::vector<int>{SIGTERM}));
+  exit_all_from(0, ExitStatus::killed(SIGTERM));
+  ASSERT_EQ(coordinator.offers.size(), 2u);  // joined again
+  EXPECT_TRUE(coordinator.reports.empty());  // a stop we asked for is not a failure
+  coordinator.pending_join(node1_of_2(0));
+  io_.poll();
+  ASSERT_EQ(launcher_.spawned.size(), 4u);
+  exit_all_from(2, ExitStatus::exited(0));
+  ASSERT_TRUE(coordinator.pending_success);  // success goes through the exit barrier
+  EXPECT_FALSE(agent_->exit_code());
+  coordinator.pending_success(Status());
+  EXPECT_EQ(agent_->exit_code(), 0);
+}
+
+TEST_F(AgentLifecycleTest, JobFailureElsewherePrintsTheJobsReportAndExitsWithItsCode) {
+  ScriptedCoordinator coordinator;
+  start(options(1, 0), coordinator);
+  coordinator.pending_join(node1_of_2(0));
+  io_.poll();
+  FailureReport elsewhere;
+  elsewhere.entrypoint = "worker";
+  WorkerFailure f;
+  f.rank = 0;
+  f.exit = ExitStatus::exited(5);
+  elsewhere.failures.push_back(f);
+  coordinator.handler({CoordinatorEvent::Kind::kJobFailed, "restarts exhausted", elsewhere, 5});
+  exit_all_from(0, ExitStatus::killed(SIGTERM));
+  EXPECT_EQ(agent_->exit_code(), 5);
+  EXPECT_TRUE(coordinator.closed);
+}
+
+TEST_F(AgentLifecycleTest, OwnFailureIsReportedAndTheCoordinatorDecides) {
+  ScriptedCoordinator coordinator;
+  start(options(1, 3), coordinator);
+  coordinator.pending_join(node1_of_2(0));
+  io_.poll();
+  exit_all_from(0, ExitStatus::exited(9));
+  ASSERT_EQ(coordinator.reports.size(), 1u);
+  EXPECT_EQ(coordinator.reports[0].root_cause().rank, 2);
+  EXPECT_EQ(coordinator.reports[0].exit_code(), 9);
+  coordinator.pending_failure({true, coordinator.reports[0], 9});
+  io_.poll();
+  EXPECT_EQ(coordinator.offers.size(), 2u);  // restart: join the next round
+  coordinator.pending_join(node1_of_2(1));
+  io_.poll();
+  EXPECT_EQ(env_of(launcher_.spawned[1], "TORCHELASTIC_RESTART_COUNT"), "1");
+}
+
+}  // namespace
+}  // namespace ddprun::agent
