@@ -116,10 +116,6 @@ void ReducerState::build_buckets() {
     auto kind = std::make_tuple(static_cast<int>(t.scalar_type()), t.device().str());
     const std::size_t bytes = t.numel() * t.element_size();
     auto it = open.find(kind);
-    if (it != open.end() && it->second.bytes + bytes > it->second.cap) {
-      open.erase(it);
-      it = open.end();
-    }
     if (it == open.end()) {
       buckets.emplace_back();
       const std::size_t cap =
@@ -132,7 +128,10 @@ void ReducerState::build_buckets() {
     for (auto p : bucket.params) params[i].offset += params[p].tensor.numel();
     bucket.params.push_back(i);
     bucket.names.push_back(params[i].name);
+    // A bucket closes once it reaches its cap, the parameter that crossed it included (as
+    // PyTorch does): a large layer then shares the early bucket instead of delaying the next.
     it->second.bytes += bytes;
+    if (it->second.bytes >= it->second.cap) open.erase(it);
   }
   for (auto& bucket : buckets) {
     int64_t numel = 0;

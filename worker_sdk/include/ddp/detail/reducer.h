@@ -28,7 +28,8 @@ namespace ddp {
 class ProcessGroup;
 
 struct DdpOptions {
-  // Bucket size cap for all buckets but the first. PyTorch's default (25 MiB).
+  // Bucket size cap for all buckets but the first: a bucket closes once its parameters reach
+  // it (the parameter crossing it included). PyTorch's default (25 MiB).
   std::size_t bucket_cap_bytes = 25u << 20;
   // Cap of the first bucket (the last parameters registered), so that communication starts
   // soon after backward begins. PyTorch's default (1 MiB).
