@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "agent/agent.h"
 
@@ -27,6 +28,19 @@ pid_t parent_of(const std::string& pid) {
   return static_cast<pid_t>(std::strtol(text.c_str() + close + 4, nullptr, 10));
 }
 
+std::vector<pid_t> children_from_proc_scan(pid_t self) {
+  std::vector<pid_t> children;
+  DIR* proc = ::opendir("/proc");
+  if (!proc) return children;
+  while (dirent* entry = ::readdir(proc)) {
+    const std::string name = entry->d_name;
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (parent_of(name) == self) children.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  ::closedir(proc);
+  return children;
+}
+
 }  // namespace
 
 void ensure_standard_streams() {
@@ -39,26 +53,23 @@ void ensure_standard_streams() {
 }
 
 int kill_adopted_children() {
-  // No child at all (the usual end of a job): nothing to look for in /proc.
-  int status = 0;
-  if (::waitpid(-1, &status, WNOHANG) < 0 && errno == ECHILD) return 0;
+  // Our children, from the kernel's list (one small file); the whole of /proc when the kernel
+  // does not offer it. Every one of them is ours to end: the job is over.
+  std::vector<pid_t> children;
   const pid_t self = ::getpid();
-  int killed = 0;
-  DIR* proc = ::opendir("/proc");
-  if (!proc) return 0;
-  while (dirent* entry = ::readdir(proc)) {
-    const std::string name = entry->d_name;
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    if (parent_of(name) != self) continue;
-    // Our own child: it cannot be reaped by anyone else, so its pid is safe to signal.
-    const pid_t pid = static_cast<pid_t>(std::strtol(name.c_str(), nullptr, 10));
+  std::ifstream list("/proc/self/task/" + std::to_string(self) + "/children");
+  if (list) {
+    for (pid_t pid; list >> pid;) children.push_back(pid);
+  } else {
+    children = children_from_proc_scan(self);
+  }
+  for (pid_t pid : children) {
+    // Our own child: nobody else can reap it, so its pid cannot have been reused.
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);
-    ++killed;
   }
-  ::closedir(proc);
-  return killed;
+  return static_cast<int>(children.size());
 }
 
 }  // namespace ddprun::agent

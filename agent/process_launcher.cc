@@ -13,6 +13,8 @@
 #include <cstring>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 namespace ddprun::agent {
 namespace {
 
@@ -100,6 +102,15 @@ std::vector<char*> to_cstrings(const std::vector<std::string>& strings) {
 }  // namespace
 
 Result<SpawnedProcess> PosixProcessLauncher::spawn(const SpawnRequest& request) {
+  if (!sentinel_ && !sentinel_failed_) {
+    auto sentinel = GroupSentinel::start();
+    if (sentinel) {
+      sentinel_.emplace(std::move(sentinel.value()));
+    } else {
+      sentinel_failed_ = true;
+      spdlog::warn("{}; workers' children may outlive a killed ddprun", sentinel.error_message());
+    }
+  }
   auto out = prepare_stream(request.stdout_target);
   if (!out) return out.status();
   auto err = prepare_stream(request.stderr_target);
@@ -131,6 +142,7 @@ Result<SpawnedProcess> PosixProcessLauncher::spawn(const SpawnRequest& request) 
     }
     return Status::error("cannot execute " + request.executable + ": " + errno_text(child_errno));
   }
+  if (sentinel_) sentinel_->watch(pid);
   SpawnedProcess spawned;
   spawned.pid = pid;
   spawned.stdout_pipe = std::move(out->parent_read);
@@ -140,6 +152,10 @@ Result<SpawnedProcess> PosixProcessLauncher::spawn(const SpawnRequest& request) 
 
 void PosixProcessLauncher::signal_group(pid_t pgid, int signo) {
   if (pgid > 1) ::kill(-pgid, signo);  // ESRCH: the group is already gone, which is fine
+}
+
+void PosixProcessLauncher::release_group(pid_t pgid) {
+  if (sentinel_) sentinel_->forget(pgid);
 }
 
 Result<std::string> find_executable(const std::string& name, const std::string& path_env) {

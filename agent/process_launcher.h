@@ -4,9 +4,11 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "agent/group_sentinel.h"
 #include "common/posix_fd.h"
 #include "common/result.h"
 
@@ -47,16 +49,27 @@ class ProcessLauncher {
   virtual Result<SpawnedProcess> spawn(const SpawnRequest& request) = 0;
   // Sends `signo` to process group `pgid`. A group that no longer exists is not an error.
   virtual void signal_group(pid_t pgid, int signo) = 0;
+  // The worker that led group `pgid` has been reaped and its group killed: nothing may signal
+  // that id again (it can be reused).
+  virtual void release_group(pid_t pgid) {}
 };
 
 // fork/exec implementation. Why not Boost.Process: the child needs a parent-death signal,
 // its own process group and a close-everything step before exec, and the agent reaps every
 // child (grandchildren too, as a subreaper) with waitpid(-1), which Boost.Process's own
 // child-exit bookkeeping does not allow.
+//
+// Worker groups are also announced to a GroupSentinel (started with the first worker), which
+// kills them if the agent dies without ending them.
 class PosixProcessLauncher final : public ProcessLauncher {
  public:
   Result<SpawnedProcess> spawn(const SpawnRequest& request) override;
   void signal_group(pid_t pgid, int signo) override;
+  void release_group(pid_t pgid) override;
+
+ private:
+  std::optional<GroupSentinel> sentinel_;
+  bool sentinel_failed_ = false;  // warned once; supervision goes on without it
 };
 
 // Finds `name` as an executable: a name with a '/' is taken as a path, otherwise each

@@ -47,6 +47,7 @@ bool WorkerGroup::on_child_exit(pid_t pid, ExitStatus status) {
     worker.running = false;
     // Grandchildren die with their worker; the group id is still ours to use right now.
     launcher_.signal_group(pid, SIGKILL);
+    launcher_.release_group(pid);
     if (!status.success() && state_ == State::kRunning) {
       record_failure(worker, status);
       begin_stop(SIGTERM);

@@ -80,6 +80,21 @@ TEST_F(HygieneTest, GrandchildrenOfStoppedWorkersDieWhenDdprunIsSignalled) {
   }
 }
 
+TEST_F(HygieneTest, GrandchildInTheWorkersGroupDiesWhenDdprunIsKilled) {
+  // SIGKILL leaves ddprun no chance to act: its sentinel ends the workers' groups.
+  auto ddprun = start_ddprun({"--nproc_per_node", "2", worker("spawn_grandchild.py"), "--wait"});
+  ASSERT_NE(ddprun, nullptr);
+  ASSERT_TRUE(wait_for_files({out("grandchild_0"), out("grandchild_1")}, deadline_after(30s)));
+  ddprun->send_signal(SIGKILL);
+  const RunResult run = finish(*ddprun, deadline_after(10s));
+  ASSERT_TRUE(run.exit.has_value());
+  EXPECT_EQ(run.exit->signal, SIGKILL);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(wait_for_process_exit(grandchild_of(rank), deadline_after(1s)))
+        << "grandchild of local rank " << rank << " outlived a killed ddprun";
+  }
+}
+
 TEST_F(HygieneTest, WorkersInheritOnlyStandardDescriptors) {
   // Also with --tee, where ddprun holds pipes and log files of its own.
   for (const char* tee : {"0", "3"}) {
@@ -110,7 +125,14 @@ TEST_F(HygieneTest, ExitedWorkerIsReapedWhileTheJobRuns) {
   const pid_t rank0 = std::stoi(read_text_file(out("pid_0")));
   EXPECT_TRUE(wait_until_reaped(rank0, deadline_after(5s)))
       << "exited worker " << rank0 << " is still a zombie (state " << process_state(rank0) << ")";
-  EXPECT_EQ(children_of(ddprun->pid()).size(), 1u) << "only rank 1 should be left";
+  // Besides rank 1, ddprun's only child is its sentinel (see agent/group_sentinel.h).
+  std::vector<pid_t> workers_left;
+  for (pid_t child : children_of(ddprun->pid())) {
+    if (read_text_file("/proc/" + std::to_string(child) + "/comm") != "ddprun-sentinel\n") {
+      workers_left.push_back(child);
+    }
+  }
+  EXPECT_EQ(workers_left.size(), 1u) << "only rank 1 should be left";
   // Release rank 1. Opened read-write, the FIFO neither blocks here nor loses the line before
   // rank 1 opens it; it stays open until the job is over.
   UniqueFd go(::open(out("go.fifo").c_str(), O_RDWR | O_CLOEXEC));
