@@ -6,7 +6,7 @@
 #
 # usage: bench/launcher/run_bench.sh <build-dir> [repetitions, default 7]
 # env:   TORCHRUN  the torchrun command line (default: Debian's torch 1.13 through the wrapper
-#                  /usr/bin/python3 /work/shared/tools/torchrun-1.13)
+#                  /usr/bin/python3 <repo>/../shared/tools/torchrun-1.13)
 #
 # Prints a markdown table on stdout (progress on stderr). Measured, per launcher:
 #   launch   whole-run wall time of `--no_python --nproc_per_node 8 /bin/true`; the floor is
@@ -29,7 +29,7 @@ REPS=${2:-7}
 WORKERS=8
 DDPRUN=$BUILD/launcher/ddprun
 TOOLS=$BUILD/bench/launcher
-read -r -a TORCHRUN_CMD <<<"${TORCHRUN:-/usr/bin/python3 /work/shared/tools/torchrun-1.13}"
+read -r -a TORCHRUN_CMD <<<"${TORCHRUN:-/usr/bin/python3 $(cd "$(dirname "$0")/../.." && pwd)/../shared/tools/torchrun-1.13}"
 for f in "$DDPRUN" "$TOOLS/fork_floor" "$TOOLS/supervise_floor" "$TOOLS/stamp_worker" \
          "$TOOLS/bench_run"; do
   [[ -x $f ]] || { echo "run_bench.sh: $f is missing: build it first" >&2; exit 2; }

@@ -22,7 +22,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TORCHRUN = "/work/shared/tools/torchrun-1.13"
+# The torchrun 1.13 wrapper from shared/ beside the repository (override with $TORCHRUN_WRAPPER).
+TORCHRUN = os.environ.get(
+    "TORCHRUN_WRAPPER", os.path.join(HERE, "..", "..", "..", "shared", "tools", "torchrun-1.13"))
 PYTHON = "/usr/bin/python3"
 DDPRUN_CONF = "join_timeout=60,last_call_timeout=30,heartbeat_timeout=2,keep_alive_interval=0.5"
 
