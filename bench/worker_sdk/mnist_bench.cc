@@ -11,10 +11,10 @@
 #include <chrono>
 #include <iostream>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "ddp/ddp.h"
-#include "examples/common/args.h"
 #include "examples/common/fashion_mnist.h"
 
 namespace {
@@ -27,13 +27,18 @@ double ms_since(Clock::time_point t) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  examples::Args args(argc, argv);
-  const long warmup = args.num("warmup", 20), steps = args.num("steps", 200);
-  const long batch = args.num("batch_size", 64);
+  long warmup = 20, steps = 200, batch = 64;
+  std::string data = examples::kDebianFashionMnistDir, cache_dir = "/tmp/ddp_bench_data";
+  CLI::App app{"Fashion-MNIST CNN training throughput with the worker SDK"};
+  app.add_option("--warmup", warmup, "Steps before timing starts")->capture_default_str();
+  app.add_option("--steps", steps, "Timed steps")->capture_default_str();
+  app.add_option("--batch_size", batch, "Batch size per rank")->capture_default_str();
+  app.add_option("--data", data, "Fashion-MNIST IDX files (.gz)")->capture_default_str();
+  app.add_option("--cache_dir", cache_dir, "Decompressed data")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
   auto group = ddp::init_process_group();
   torch::manual_seed(group->rank());
-  const auto dir = examples::prepare_fashion_mnist(
-      args.str("data", examples::kDebianFashionMnistDir), args.str("cache_dir", "/tmp/ddp_bench_data"));
+  const auto dir = examples::prepare_fashion_mnist(data, cache_dir);
   const auto train = examples::load_fashion_mnist(dir, true);
 
   examples::MnistCnn net;

@@ -10,10 +10,10 @@
 #include <chrono>
 #include <fstream>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "ddp/ddp.h"
-#include "examples/common/args.h"
 #include "examples/common/fashion_mnist.h"
 
 namespace {
@@ -52,20 +52,32 @@ Accuracy evaluate(examples::MnistCnn& net, const examples::MnistSplit& test, ddp
 }  // namespace
 
 int main(int argc, char** argv) try {
-  examples::Args args(argc, argv);
-  const long epochs = args.num("epochs", 3);
-  const long batch = args.num("batch_size", 64);  // per rank
-  const double lr = args.real("lr", 0.05);
-  const std::filesystem::path out_dir = args.str("out_dir", "mnist_out");
-  const std::filesystem::path snapshot_dir = args.str("snapshot_dir", (out_dir / "snapshots").string());
+  long epochs = 3, batch = 64, seed = 0, train_limit = 0, test_limit = 0;
+  double lr = 0.05;
+  std::string out_dir_flag = "mnist_out", snapshot_flag, data = examples::kDebianFashionMnistDir;
+  std::string cache_flag;
+  CLI::App app{"Fashion-MNIST CNN trained data-parallel with the ddprun worker SDK"};
+  app.add_option("--epochs", epochs, "Epochs to train")->capture_default_str();
+  app.add_option("--batch_size", batch, "Batch size per rank")->capture_default_str();
+  app.add_option("--lr", lr, "SGD learning rate (momentum 0.9)")->capture_default_str();
+  app.add_option("--out_dir", out_dir_flag, "Model, accuracy history and snapshots")->capture_default_str();
+  app.add_option("--snapshot_dir", snapshot_flag, "Snapshots (default <out_dir>/snapshots)");
+  app.add_option("--seed", seed, "Random seed")->capture_default_str();
+  app.add_option("--data", data, "Directory of the Fashion-MNIST IDX files (.gz)")->capture_default_str();
+  app.add_option("--cache_dir", cache_flag, "Where the decompressed files go (default <out_dir>/data)");
+  app.add_option("--train_limit", train_limit, "Use only the first N training images (0: all)");
+  app.add_option("--test_limit", test_limit, "Use only the first N test images (0: all)");
+  CLI11_PARSE(app, argc, argv);
+  const std::filesystem::path out_dir = out_dir_flag;
+  const std::filesystem::path snapshot_dir =
+      snapshot_flag.empty() ? (out_dir / "snapshots").string() : snapshot_flag;
 
   auto group = ddp::init_process_group();
-  torch::manual_seed(args.num("seed", 0) + group->rank());
+  torch::manual_seed(seed + group->rank());
   const auto data_dir = examples::prepare_fashion_mnist(
-      args.str("data", examples::kDebianFashionMnistDir),
-      args.str("cache_dir", (out_dir / "data").string()));
-  const auto train = examples::load_fashion_mnist(data_dir, true, args.num("train_limit", 0));
-  const auto test = examples::load_fashion_mnist(data_dir, false, args.num("test_limit", 0));
+      data, cache_flag.empty() ? (out_dir / "data").string() : cache_flag);
+  const auto train = examples::load_fashion_mnist(data_dir, true, train_limit);
+  const auto test = examples::load_fashion_mnist(data_dir, false, test_limit);
 
   examples::MnistCnn net;
   torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(lr).momentum(0.9));

@@ -6,6 +6,8 @@
 //   (args: total_epochs save_every [--batch_size 32] [--snapshot_dir DIR])
 #include <iostream>
 
+#include <CLI/CLI.hpp>
+
 #include "ddp/ddp.h"
 
 namespace {
@@ -80,21 +82,17 @@ class Trainer {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  if (argc < 3) {
-    std::cerr << "usage: snapshot_trainer <total_epochs> <save_every> [--batch_size N] "
-                 "[--snapshot_dir DIR]\n";
-    return 2;
-  }
-  int64_t batch_size = 32;
+  int64_t total_epochs = 0, save_every = 0, batch_size = 32;
   std::string snapshot_dir = "snapshot_trainer_snapshots";
-  for (int i = 3; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--batch_size") batch_size = std::stoll(argv[i + 1]);
-    if (flag == "--snapshot_dir") snapshot_dir = argv[i + 1];
-  }
+  CLI::App app{"torchrun's tutorial trainer in C++: snapshots every save_every epochs, resumes"};
+  app.add_option("total_epochs", total_epochs, "Total epochs to train")->required();
+  app.add_option("save_every", save_every, "Save a snapshot every N epochs")->required();
+  app.add_option("--batch_size", batch_size, "Input batch size per rank")->capture_default_str();
+  app.add_option("--snapshot_dir", snapshot_dir, "Where snapshots go")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
   auto group = ddp::init_process_group();
-  Trainer trainer(group, std::stoll(argv[2]), batch_size, snapshot_dir);
-  trainer.train(std::stoll(argv[1]));
+  Trainer trainer(group, save_every, batch_size, snapshot_dir);
+  trainer.train(total_epochs);
   group->barrier();
   return 0;
 } catch (const std::exception& e) {
