@@ -5,12 +5,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-BUILD_DIR=build scripts/setup.sh
+BUILD_DIR=build DDPRUN_CMAKE_ARGS="-DDDPRUN_BUILD_BENCH=OFF" scripts/setup.sh
 ctest --test-dir build --output-on-failure -j2 --timeout 300
 
 if [ "${DDPRUN_SKIP_SANITIZERS:-0}" != 1 ]; then
   echo "== sanitizer build (launcher, agent, rendezvous) =="
-  BUILD_DIR=build-asan DDPRUN_CMAKE_ARGS="-DDDPRUN_WITH_TORCH=OFF -DDDPRUN_SANITIZE=ON" scripts/setup.sh
+  BUILD_DIR=build-asan \
+    DDPRUN_CMAKE_ARGS="-DDDPRUN_WITH_TORCH=OFF -DDDPRUN_BUILD_BENCH=OFF -DDDPRUN_SANITIZE=ON" \
+    scripts/setup.sh
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    ctest --test-dir build-asan --output-on-failure -j2 --timeout 300 -L unit
+    ctest --test-dir build-asan --output-on-failure -j2 --timeout 300 -L "unit|rendezvous"
 fi
