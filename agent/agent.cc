@@ -187,10 +187,12 @@ void Agent::after_group(const GroupResult& result) {
       finish(128 + *stop_signal_);
     } else if (job_failed_elsewhere_) {
       end_with_job_failure(*job_failed_elsewhere_);
+    } else if (rejoin_requested_) {
+      // The round is already over for everyone (a node left or failed): a failure of ours in
+      // it is a consequence, and reporting it would be ignored. Join the next round.
+      begin_round();
     } else if (result.outcome == GroupResult::Outcome::kFailed) {
       handle_failure(result);
-    } else if (rejoin_requested_) {
-      begin_round();
     } else {
       coordinator_.report_success([this](Status s) {
         if (!s) spdlog::error("{}", s.message());

@@ -190,6 +190,18 @@ TEST_F(AgentLifecycleTest, GlobalRanksComeFromTheRoundAndMembershipChangeRejoins
   EXPECT_EQ(agent_->exit_code(), 0);
 }
 
+TEST_F(AgentLifecycleTest, FailureDuringARestartRequestedElsewhereRejoinsWithoutReporting) {
+  ScriptedCoordinator coordinator;
+  start(options(2, 3), coordinator);
+  coordinator.pending_join(node1_of_2(0));
+  io_.poll();
+  agent_->on_child_exit(1000, ExitStatus::exited(1));  // our worker fails as its peer vanishes
+  coordinator.handler({CoordinatorEvent::Kind::kRejoin, "member lost", {}, 1});
+  exit_all_from(1, ExitStatus::killed(SIGTERM));
+  EXPECT_TRUE(coordinator.reports.empty());   // the server has ended that round already
+  EXPECT_EQ(coordinator.offers.size(), 2u);   // straight to the next round
+}
+
 TEST_F(AgentLifecycleTest, JobFailureElsewherePrintsTheJobsReportAndExitsWithItsCode) {
   ScriptedCoordinator coordinator;
   start(options(1, 0), coordinator);
