@@ -10,8 +10,10 @@ ctest --test-dir build --output-on-failure -j2 --timeout 300
 
 if [ "${DDPRUN_SKIP_SANITIZERS:-0}" != 1 ]; then
   echo "== sanitizer build (launcher, agent, rendezvous) =="
-  BUILD_DIR=build-asan \
+  # Unoptimised: quicker to compile, and the sanitizers see every access.
+  BUILD_DIR=build-asan BUILD_TYPE=Debug \
     DDPRUN_CMAKE_ARGS="-DDDPRUN_WITH_TORCH=OFF -DDDPRUN_BUILD_BENCH=OFF -DDDPRUN_SANITIZE=ON" \
+    BUILD_TARGETS="agent_unit_tests launcher_unit_tests rendezvous_unit_test rendezvous_server_test ddp-rendezvous" \
     scripts/setup.sh
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -j2 --timeout 300 -L "unit|rendezvous"

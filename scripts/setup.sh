@@ -4,6 +4,8 @@
 # and the build is incremental.
 #
 #   BUILD_DIR=build (default)   where to build
+#   BUILD_TYPE=Release          CMake build type (RelWithDebInfo for debugging)
+#   BUILD_TARGETS="a b"         build only these targets (default: everything)
 #   DDPRUN_CMAKE_ARGS=...       extra CMake arguments
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,5 +34,8 @@ fi
 
 BUILD_DIR=${BUILD_DIR:-build}
 # shellcheck disable=SC2086  # DDPRUN_CMAKE_ARGS is a list of arguments
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo ${DDPRUN_CMAKE_ARGS:-} >/dev/null
-cmake --build "$BUILD_DIR" -j"$(nproc)"
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" \
+  ${DDPRUN_CMAKE_ARGS:-} >/dev/null
+targets=()
+for target in ${BUILD_TARGETS:-}; do targets+=(--target "$target"); done
+cmake --build "$BUILD_DIR" -j"$(nproc)" "${targets[@]}"
