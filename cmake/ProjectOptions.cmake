@@ -1,12 +1,14 @@
 # Compiler settings shared by every target of the project.
 
-# ddprun_target_defaults(<target>): warnings on, and sanitizers when DDPRUN_SANITIZE is set.
+# Sanitizers apply to every target, test binaries included, so that everything links.
+if(DDPRUN_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+# ddprun_target_defaults(<target>): warnings on for the project's own libraries and programs.
 function(ddprun_target_defaults target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wno-unused-parameter)
-  if(DDPRUN_SANITIZE)
-    target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer)
-    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
-  endif()
 endfunction()
 
 # Targets that include LibTorch headers: LibTorch's own headers are not -Wextra clean.
