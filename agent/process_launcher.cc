@@ -130,24 +130,32 @@ Result<SpawnedProcess> PosixProcessLauncher::spawn(const SpawnRequest& request) 
   }
   // Also from the parent: the group must exist before the agent can signal it.
   ::setpgid(pid, pid);
-  error_write.reset();
-  int child_errno = 0;
-  ssize_t n;
-  do {
-    n = ::read(error_read.get(), &child_errno, sizeof child_errno);
-  } while (n < 0 && errno == EINTR);
-  if (n > 0) {  // exec failed: the child has exited 127; reap it here, nobody else knows it
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    return Status::error("cannot execute " + request.executable + ": " + errno_text(child_errno));
-  }
   if (sentinel_) sentinel_->watch(pid);
   SpawnedProcess spawned;
   spawned.pid = pid;
   spawned.stdout_pipe = std::move(out->parent_read);
   spawned.stderr_pipe = std::move(err->parent_read);
+  spawned.exec_check = std::move(error_read);
+  spawned.executable = request.executable;
   return spawned;
+}
+
+Status PosixProcessLauncher::confirm_started(SpawnedProcess& process) {
+  if (!process.exec_check.valid()) return {};
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = ::read(process.exec_check.get(), &child_errno, sizeof child_errno);
+  } while (n < 0 && errno == EINTR);
+  process.exec_check.reset();
+  if (n <= 0) return {};  // closed by a successful exec
+  // exec failed: the child has exited 127. Reap it here, before the SIGCHLD handler could take
+  // it for a worker that ran.
+  int status = 0;
+  while (::waitpid(process.pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  release_group(process.pid);
+  return Status::error("cannot execute " + process.executable + ": " + errno_text(child_errno));
 }
 
 void PosixProcessLauncher::signal_group(pid_t pgid, int signo) {

@@ -37,6 +37,8 @@ struct SpawnedProcess {
   pid_t pid = -1;          // also the process group id
   UniqueFd stdout_pipe;    // read ends, valid only for StdioTarget::Kind::kPipe
   UniqueFd stderr_pipe;
+  UniqueFd exec_check;     // PosixProcessLauncher: closes at exec, or carries exec's errno
+  std::string executable;  // for error messages
 };
 
 // Thread-safety: call from the agent's thread only.
@@ -45,8 +47,12 @@ class ProcessLauncher {
   virtual ~ProcessLauncher() = default;
   // Starts a process in a new process group (pgid == pid). The real implementation also makes
   // it die with the agent (parent-death signal) and gives it no descriptor beyond 0, 1 and 2.
-  // Fails with a message naming the executable when it cannot be started.
+  // Returns once the child exists, without waiting for its exec, so that siblings start in
+  // parallel; confirm_started() then tells whether the program really runs.
   virtual Result<SpawnedProcess> spawn(const SpawnRequest& request) = 0;
+  // Blocks until `process` has exec'd (microseconds) or failed to. On failure the child has
+  // been reaped, and the error names the executable and the reason.
+  virtual Status confirm_started(SpawnedProcess& process) { return {}; }
   // Sends `signo` to process group `pgid`. A group that no longer exists is not an error.
   virtual void signal_group(pid_t pgid, int signo) = 0;
   // The worker that led group `pgid` has been reaped and its group killed: nothing may signal
@@ -64,6 +70,7 @@ class ProcessLauncher {
 class PosixProcessLauncher final : public ProcessLauncher {
  public:
   Result<SpawnedProcess> spawn(const SpawnRequest& request) override;
+  Status confirm_started(SpawnedProcess& process) override;
   void signal_group(pid_t pgid, int signo) override;
   void release_group(pid_t pgid) override;
 

@@ -15,30 +15,47 @@ WorkerGroup::WorkerGroup(WorkerGroupOptions options, ProcessLauncher& launcher,
 void WorkerGroup::start(std::vector<WorkerLaunch> launches) {
   state_ = State::kRunning;
   workers_.reserve(launches.size());
+  // Fork every worker first, then confirm each exec: the children exec in parallel.
+  std::vector<SpawnedProcess> spawned;
+  spawned.reserve(launches.size());
   for (auto& launch : launches) {
-    Worker& worker = workers_.emplace_back(Worker{std::move(launch)});
-    auto spawned = launcher_.spawn(worker.launch.request);
-    if (!spawned) {
-      // Reported like a worker that exited 127 (the shell's "cannot execute"), with the reason.
-      WorkerFailure failure;
-      failure.local_rank = worker.launch.local_rank;
-      failure.rank = worker.launch.rank;
-      failure.exit = ExitStatus::exited(127);
-      failure.time = format_report_time(clock_.wall_now());
-      failure.hostname = options_.hostname;
-      failure.error_file = worker.launch.error_file;
-      failure.error_message = spawned.error_message();
-      failure.traceback = spawned.error_message();
-      failures_.push_back(std::move(failure));
-      workers_.pop_back();
-      begin_stop(SIGTERM);
-      finish_if_done();
-      return;
+    auto process = launcher_.spawn(launch.request);
+    if (!process) {
+      record_start_failure(launch, process.error_message());
+      break;  // the rest are not started
     }
-    worker.pid = spawned->pid;
+    Worker& worker = workers_.emplace_back(Worker{std::move(launch)});
+    worker.pid = process->pid;
     worker.running = true;
-    observer_.on_worker_started(worker.launch, *spawned);
+    spawned.push_back(std::move(process.value()));
   }
+  for (std::size_t i = 0; i < spawned.size(); ++i) {
+    Worker& worker = workers_[i];
+    if (Status started = launcher_.confirm_started(spawned[i]); !started) {
+      worker.running = false;  // already reaped by the launcher
+      record_start_failure(worker.launch, started.message());
+      continue;
+    }
+    observer_.on_worker_started(worker.launch, spawned[i]);
+  }
+  if (!failures_.empty()) {
+    begin_stop(SIGTERM);
+    finish_if_done();
+  }
+}
+
+void WorkerGroup::record_start_failure(const WorkerLaunch& launch, const std::string& why) {
+  // Reported like a worker that exited 127 (the shell's "cannot execute"), with the reason.
+  WorkerFailure failure;
+  failure.local_rank = launch.local_rank;
+  failure.rank = launch.rank;
+  failure.exit = ExitStatus::exited(127);
+  failure.time = format_report_time(clock_.wall_now());
+  failure.hostname = options_.hostname;
+  failure.error_file = launch.error_file;
+  failure.error_message = why;
+  failure.traceback = why;
+  failures_.push_back(std::move(failure));
 }
 
 bool WorkerGroup::on_child_exit(pid_t pid, ExitStatus status) {

@@ -68,8 +68,8 @@ class WorkerGroup {
   WorkerGroup(WorkerGroupOptions options, ProcessLauncher& launcher, DeadlineTimer& timer,
               const Clock& clock, WorkerGroupObserver& observer);
 
-  // Starts every worker in order. A worker that cannot start is a failure: the rest are not
-  // started and those already running are stopped.
+  // Starts every worker in order (forked back to back, then each exec confirmed). A worker that
+  // cannot start is a failure: those not yet forked are not started, the others are stopped.
   void start(std::vector<WorkerLaunch> launches);
   // Feeds a reaped child's exit. Returns false when `pid` is not one of this group's workers.
   bool on_child_exit(pid_t pid, ExitStatus status);
@@ -90,6 +90,7 @@ class WorkerGroup {
   };
 
   void record_failure(const Worker& worker, ExitStatus status);
+  void record_start_failure(const WorkerLaunch& launch, const std::string& why);
   void begin_stop(int signo);
   void kill_running();
   void finish_if_done();

@@ -25,6 +25,10 @@ class FakeProcessLauncher final : public ProcessLauncher {
     p.pid = next_pid++;
     return p;
   }
+  Status confirm_started(SpawnedProcess& process) override {
+    if (exec_fails_for == process.pid) return Status::error("cannot execute: Permission denied");
+    return {};
+  }
   void signal_group(pid_t pgid, int signo) override { signals.emplace_back(pgid, signo); }
 
   // Signals sent to `pgid`, in order.
@@ -38,7 +42,8 @@ class FakeProcessLauncher final : public ProcessLauncher {
 
   std::vector<SpawnRequest> spawned;
   std::vector<std::pair<pid_t, int>> signals;
-  std::optional<std::string> fail_executable;
+  std::optional<std::string> fail_executable;  // spawn() itself fails (fork, pipes)
+  pid_t exec_fails_for = -1;                    // this child's exec fails
   pid_t next_pid = 1000;
 };
 

@@ -154,6 +154,22 @@ TEST_F(WorkerGroupTest, WorkerThatCannotStartFailsTheGroupAndStopsTheOthers) {
   EXPECT_NE(observer.result->failures[0].error_message.find("/missing"), std::string::npos);
 }
 
+TEST_F(WorkerGroupTest, WorkerWhoseExecFailsFailsTheGroupAndTheOthersAreStopped) {
+  launcher.exec_fails_for = 1001;
+  group.start(launches(3));
+  EXPECT_EQ(launcher.spawned.size(), 3u);  // all forked before any exec was confirmed
+  EXPECT_EQ(observer.started, (std::vector<int>{0, 2}));
+  EXPECT_EQ(launcher.signals_to(1000), (std::vector<int>{SIGTERM}));
+  EXPECT_EQ(launcher.signals_to(1002), (std::vector<int>{SIGTERM}));
+  EXPECT_TRUE(launcher.signals_to(1001).empty());  // reaped by the launcher already
+  group.on_child_exit(1000, ExitStatus::killed(SIGTERM));
+  group.on_child_exit(1002, ExitStatus::killed(SIGTERM));
+  ASSERT_TRUE(observer.result);
+  ASSERT_EQ(observer.result->failures.size(), 1u);
+  EXPECT_EQ(observer.result->failures[0].local_rank, 1);
+  EXPECT_EQ(observer.result->failures[0].exit.code, 127);
+}
+
 TEST_F(WorkerGroupTest, FirstObservedFailureIsTheRootCause) {
   group.start(launches(3));
   group.on_child_exit(1002, ExitStatus::exited(7));
