@@ -6,8 +6,8 @@
 #include <csignal>
 #include <cstdio>
 
-#include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
 
 namespace ddprun::agent {
 namespace {
@@ -107,13 +107,13 @@ void Agent::start_workers(const RoundAssignment& assignment) {
     return;
   }
   auto launches = make_launches(assignment);
-  spdlog::debug("starting {} workers: attempt {}, restart count {}, master {}:{}",
-                launches.size(), attempt_, assignment.restart_count, assignment.master_addr,
-                assignment.master_port);
+  spdlog::debug("starting {} workers: attempt {}, restart count {}, master {}:{}", launches.size(),
+                attempt_, assignment.restart_count, assignment.master_addr, assignment.master_port);
   WorkerGroupOptions group_options{options_.shutdown_timeout, options_.hostname};
   group_active_ = true;
   WorkerGroupObserver& observer = *this;
-  group_ = std::make_unique<WorkerGroup>(group_options, launcher_, shutdown_timer_, clock_, observer);
+  group_ =
+      std::make_unique<WorkerGroup>(group_options, launcher_, shutdown_timer_, clock_, observer);
   group_->start(std::move(launches));
 }
 
@@ -165,8 +165,10 @@ void Agent::on_worker_started(const WorkerLaunch& launch, SpawnedProcess& proces
       spdlog::warn("worker {}: {}", launch.local_rank, s.message());
     }
   };
-  route(process.stdout_pipe, kStdout, STDOUT_FILENO, log_dir_->stdout_log(attempt_, launch.local_rank));
-  route(process.stderr_pipe, kStderr, STDERR_FILENO, log_dir_->stderr_log(attempt_, launch.local_rank));
+  route(process.stdout_pipe, kStdout, STDOUT_FILENO,
+        log_dir_->stdout_log(attempt_, launch.local_rank));
+  route(process.stderr_pipe, kStderr, STDERR_FILENO,
+        log_dir_->stderr_log(attempt_, launch.local_rank));
 }
 
 void Agent::on_group_finished(const GroupResult& result) {
@@ -229,7 +231,8 @@ FailureReport Agent::build_report(const GroupResult& result) const {
   for (WorkerFailure& f : report.failures) {
     load_error_file(f);
     if (plan_stream(options_.logs, f.local_rank, kStderr).to_file) {
-      f.stderr_tail = read_last_lines(log_dir_->stderr_log(attempt, f.local_rank), kStderrTailLines);
+      f.stderr_tail =
+          read_last_lines(log_dir_->stderr_log(attempt, f.local_rank), kStderrTailLines);
     }
   }
   return report;

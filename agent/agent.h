@@ -82,13 +82,13 @@ class Agent final : private WorkerGroupObserver {
   std::optional<RunLogDir> log_dir_;
   std::optional<PortReservation> port_;
   std::unique_ptr<WorkerGroup> group_;
-  int attempt_ = 0;                     // groups started so far; names attempt_<N> log dirs
-  std::optional<int> stop_signal_;      // a handled signal arrived: the job ends with it
+  int attempt_ = 0;                 // groups started so far; names attempt_<N> log dirs
+  std::optional<int> stop_signal_;  // a handled signal arrived: the job ends with it
   std::optional<CoordinatorEvent> job_failed_elsewhere_;
   // From start_workers() until the group's outcome is handled: events that stop a group apply.
   bool group_active_ = false;
-  bool rejoin_requested_ = false;       // the active group is stopping to join the next round
-  std::optional<int> exit_code_;        // set once: the job is over
+  bool rejoin_requested_ = false;  // the active group is stopping to join the next round
+  std::optional<int> exit_code_;   // set once: the job is over
 };
 
 // Whether `fd` 0, 1 and 2 are open; opens /dev/null on any that is not, so that no later

@@ -15,13 +15,13 @@ namespace ddprun::agent {
 // This node's place in one round, as decided by the rendezvous.
 struct RoundAssignment {
   int round = 0;
-  int group_rank = 0;         // this node among nodes
-  int group_world_size = 1;   // nodes in the round
-  int rank_offset = 0;        // global rank of this node's local rank 0
-  int world_size = 1;         // workers in the round
-  std::string master_addr;    // where rank 0's worker (or the agent store) listens
+  int group_rank = 0;        // this node among nodes
+  int group_world_size = 1;  // nodes in the round
+  int rank_offset = 0;       // global rank of this node's local rank 0
+  int world_size = 1;        // workers in the round
+  std::string master_addr;   // where rank 0's worker (or the agent store) listens
   int master_port = 0;
-  int restart_count = 0;      // job-wide failures so far: TORCHELASTIC_RESTART_COUNT
+  int restart_count = 0;  // job-wide failures so far: TORCHELASTIC_RESTART_COUNT
   bool use_agent_store = false;
 };
 
@@ -56,8 +56,8 @@ class Coordinator {
   virtual void join(const JoinOffer& offer, std::function<void(Result<RoundAssignment>)> done) = 0;
 
   struct FailureDecision {
-    bool restart = false;   // true: join again; false: the job has failed
-    FailureReport report;   // the job's report (every node prints the same one)
+    bool restart = false;  // true: join again; false: the job has failed
+    FailureReport report;  // the job's report (every node prints the same one)
     int exit_code = 1;
   };
   // This node's workers failed with `report`.

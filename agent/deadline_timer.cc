@@ -5,10 +5,11 @@ namespace ddprun::agent {
 void AsioDeadlineTimer::arm(Millis after, std::function<void()> on_expiry) {
   const unsigned generation = ++generation_;
   timer_.expires_after(after);
-  timer_.async_wait([this, generation, cb = std::move(on_expiry)](const boost::system::error_code& ec) {
-    // A cancelled wait may still complete without an error if it had already expired.
-    if (!ec && generation == generation_) cb();
-  });
+  timer_.async_wait(
+      [this, generation, cb = std::move(on_expiry)](const boost::system::error_code& ec) {
+        // A cancelled wait may still complete without an error if it had already expired.
+        if (!ec && generation == generation_) cb();
+      });
 }
 
 void AsioDeadlineTimer::cancel() {

@@ -115,11 +115,18 @@ std::vector<std::string> read_last_lines(const std::string& path, std::size_t ma
 }
 
 void to_json(nlohmann::json& j, const WorkerFailure& f) {
-  j = {{"local_rank", f.local_rank}, {"rank", f.rank}, {"pid", f.pid},
-       {"exit_code", f.exit.code}, {"signal", f.exit.signal}, {"time", f.time},
-       {"hostname", f.hostname}, {"error_file", f.error_file},
-       {"error_file_written", f.error_file_written}, {"error_message", f.error_message},
-       {"traceback", f.traceback}, {"stderr_tail", f.stderr_tail}};
+  j = {{"local_rank", f.local_rank},
+       {"rank", f.rank},
+       {"pid", f.pid},
+       {"exit_code", f.exit.code},
+       {"signal", f.exit.signal},
+       {"time", f.time},
+       {"hostname", f.hostname},
+       {"error_file", f.error_file},
+       {"error_file_written", f.error_file_written},
+       {"error_message", f.error_message},
+       {"traceback", f.traceback},
+       {"stderr_tail", f.stderr_tail}};
 }
 
 void from_json(const nlohmann::json& j, WorkerFailure& f) {

@@ -20,18 +20,18 @@ struct WorkerFailure {
   int rank = 0;
   pid_t pid = -1;
   ExitStatus exit;
-  std::string time;                  // "2026-01-01_12:34:56": when it was observed
+  std::string time;  // "2026-01-01_12:34:56": when it was observed
   std::string hostname;
-  std::string error_file;            // TORCHELASTIC_ERROR_FILE given to the worker
-  bool error_file_written = false;   // whether the worker wrote it
-  std::string error_message;         // the error file's message ("<Type>: <text>")
-  std::string traceback;             // the error file's traceback, or torchrun's placeholder
+  std::string error_file;                // TORCHELASTIC_ERROR_FILE given to the worker
+  bool error_file_written = false;       // whether the worker wrote it
+  std::string error_message;             // the error file's message ("<Type>: <text>")
+  std::string traceback;                 // the error file's traceback, or torchrun's placeholder
   std::vector<std::string> stderr_tail;  // last stderr lines, when stderr was captured
 };
 
 struct FailureReport {
-  std::string entrypoint;              // e.g. "train.py"
-  std::vector<WorkerFailure> failures; // in the order observed; front() is the root cause
+  std::string entrypoint;               // e.g. "train.py"
+  std::vector<WorkerFailure> failures;  // in the order observed; front() is the root cause
 
   const WorkerFailure& root_cause() const { return failures.front(); }
   // What ddprun exits with: the root cause's exit code, or 128 + signal.

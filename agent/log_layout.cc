@@ -49,7 +49,8 @@ Status RunLogDir::prepare_attempt(int attempt, int local_world_size) const {
   for (int rank = 0; rank < local_world_size; ++rank) {
     std::error_code ec;
     fs::create_directories(worker_dir(attempt, rank), ec);
-    if (ec) return Status::error("cannot create " + worker_dir(attempt, rank) + ": " + ec.message());
+    if (ec)
+      return Status::error("cannot create " + worker_dir(attempt, rank) + ": " + ec.message());
     fs::remove(error_file(attempt, rank), ec);  // a stale file would be taken for a new error
   }
   return {};

@@ -18,8 +18,8 @@ enum StdStreams : int { kNoStreams = 0, kStdout = 1, kStderr = 2, kBothStreams =
 // A stream mask for every local rank: one value for all, or a value per listed rank
 // (torchrun's `0:1,1:2` form, where unlisted ranks get none).
 struct PerRankStreams {
-  int all = kNoStreams;                // used when per_rank is empty
-  std::map<int, int> per_rank;         // local rank -> mask; when non-empty, overrides `all`
+  int all = kNoStreams;         // used when per_rank is empty
+  std::map<int, int> per_rank;  // local rank -> mask; when non-empty, overrides `all`
   int for_rank(int local_rank) const {
     if (per_rank.empty()) return all;
     auto it = per_rank.find(local_rank);
@@ -40,24 +40,24 @@ struct LogOptions {
 
 // The program every worker runs.
 struct WorkerCommand {
-  std::string executable;          // absolute path, resolved by the launcher
-  std::vector<std::string> argv;   // argv[0] included
-  std::string display_name;        // entry point name for reports, e.g. "train.py"
+  std::string executable;         // absolute path, resolved by the launcher
+  std::vector<std::string> argv;  // argv[0] included
+  std::string display_name;       // entry point name for reports, e.g. "train.py"
 };
 
 struct AgentOptions {
   WorkerCommand command;
-  int nproc_per_node = 1;           // workers on this node (local world size)
-  std::string role = "default";     // ROLE_NAME, and the tee prefix "[<role><local_rank>]:"
-  int max_restarts = 0;             // group restarts after failures before the job fails
-  Millis shutdown_timeout{30000};   // SIGTERM -> SIGKILL grace period when stopping workers
+  int nproc_per_node = 1;          // workers on this node (local world size)
+  std::string role = "default";    // ROLE_NAME, and the tee prefix "[<role><local_rank>]:"
+  int max_restarts = 0;            // group restarts after failures before the job fails
+  Millis shutdown_timeout{30000};  // SIGTERM -> SIGKILL grace period when stopping workers
   // Signals forwarded to every worker group and that stop the job (exit 128+signal).
   std::vector<int> signals_to_handle{SIGTERM, SIGINT, SIGHUP, SIGQUIT};
   std::string master_addr = "127.0.0.1";  // MASTER_ADDR given to workers
   // MASTER_PORT: fixed by the user, or (unset) a free port reserved anew for every attempt.
   std::optional<int> master_port;
-  std::string run_id = "none";      // TORCHELASTIC_RUN_ID
-  std::string hostname;             // reported in failure summaries
+  std::string run_id = "none";  // TORCHELASTIC_RUN_ID
+  std::string hostname;         // reported in failure summaries
   LogOptions logs;
   // Extra environment for workers, applied over the agent's own (tests, OMP_NUM_THREADS).
   std::map<std::string, std::string> extra_env;

@@ -37,7 +37,8 @@ Status OutputRouter::attach(UniqueFd pipe, int console_fd, std::string prefix,
   auto stream = std::make_shared<Stream>(io_);
   if (!file_path.empty()) {
     int fd = ::open(file_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return Status::error("cannot open log file " + file_path + ": " + std::strerror(errno));
+    if (fd < 0)
+      return Status::error("cannot open log file " + file_path + ": " + std::strerror(errno));
     stream->file.reset(fd);
   }
   stream->console_fd = console_fd;
@@ -51,16 +52,15 @@ Status OutputRouter::attach(UniqueFd pipe, int console_fd, std::string prefix,
 }
 
 void OutputRouter::read_more(const std::shared_ptr<Stream>& stream) {
-  stream->pipe.async_read_some(
-      boost::asio::buffer(stream->buffer),
-      [this, stream](const boost::system::error_code& ec, std::size_t n) {
-        if (n > 0) deliver(*stream, stream->buffer.data(), n);
-        if (ec || !stream->open) {  // EOF, or closed by close_all()
-          finish(*stream);
-          return;
-        }
-        read_more(stream);
-      });
+  stream->pipe.async_read_some(boost::asio::buffer(stream->buffer),
+                               [this, stream](const boost::system::error_code& ec, std::size_t n) {
+                                 if (n > 0) deliver(*stream, stream->buffer.data(), n);
+                                 if (ec || !stream->open) {  // EOF, or closed by close_all()
+                                   finish(*stream);
+                                   return;
+                                 }
+                                 read_more(stream);
+                               });
 }
 
 void OutputRouter::deliver(Stream& stream, const char* data, std::size_t size) {

@@ -168,7 +168,7 @@ void PosixProcessLauncher::release_group(pid_t pgid) {
 
 Result<std::string> find_executable(const std::string& name, const std::string& path_env) {
   auto is_executable = [](const std::string& p) {
-    struct stat st{};
+    struct stat st {};
     return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
   };
   if (name.find('/') != std::string::npos) {

@@ -26,16 +26,16 @@ struct StdioTarget {
 };
 
 struct SpawnRequest {
-  std::string executable;          // absolute path
-  std::vector<std::string> argv;   // argv[0] included
-  std::vector<std::string> envp;   // complete environment, "KEY=VALUE"
+  std::string executable;         // absolute path
+  std::vector<std::string> argv;  // argv[0] included
+  std::vector<std::string> envp;  // complete environment, "KEY=VALUE"
   StdioTarget stdout_target;
   StdioTarget stderr_target;
 };
 
 struct SpawnedProcess {
-  pid_t pid = -1;          // also the process group id
-  UniqueFd stdout_pipe;    // read ends, valid only for StdioTarget::Kind::kPipe
+  pid_t pid = -1;        // also the process group id
+  UniqueFd stdout_pipe;  // read ends, valid only for StdioTarget::Kind::kPipe
   UniqueFd stderr_pipe;
   UniqueFd exec_check;     // PosixProcessLauncher: closes at exec, or carries exec's errno
   std::string executable;  // for error messages

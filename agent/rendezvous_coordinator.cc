@@ -70,7 +70,8 @@ void RendezvousCoordinator::send_join(const JoinOffer& offer,
   rdzv::JoinRequest request;
   request.node_id = options_.node_id;
   request.local_world_size = static_cast<uint32_t>(offer.local_world_size);
-  if (options_.node_rank_hint) request.node_rank_hint = static_cast<uint32_t>(*options_.node_rank_hint);
+  if (options_.node_rank_hint)
+    request.node_rank_hint = static_cast<uint32_t>(*options_.node_rank_hint);
   request.master_addr = offer.master_addr;
   request.master_port = static_cast<uint16_t>(offer.master_port);
   request.min_nodes = static_cast<uint32_t>(options_.min_nodes);
@@ -95,7 +96,8 @@ void RendezvousCoordinator::report_failure(const FailureReport& report,
   pending_failure_ = std::move(done);
   client_.report_worker_failure(nlohmann::json(report).dump(), report.exit_code(),
                                 [this, report](Status s) {
-                                  if (!s && !closed_) fail_job(s.message(), report, report.exit_code());
+                                  if (!s && !closed_)
+                                    fail_job(s.message(), report, report.exit_code());
                                 });
 }
 
@@ -162,9 +164,7 @@ void RendezvousCoordinator::fail_job(std::string reason, FailureReport report, i
   if (handler_) handler_(e);
 }
 
-void RendezvousCoordinator::close() {
-  closed_ = true;
-}
+void RendezvousCoordinator::close() { closed_ = true; }
 
 void RendezvousCoordinator::close_gracefully(std::function<void()> done) {
   closed_ = true;

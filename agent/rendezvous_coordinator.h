@@ -19,7 +19,7 @@ struct RendezvousCoordinatorOptions {
   std::string node_id;         // unique within the job, e.g. "<host>:<pid>:<random>"
   int min_nodes = 1;
   int max_nodes = 1;
-  int max_restarts = 0;        // job-wide
+  int max_restarts = 0;  // job-wide
   std::optional<int> node_rank_hint;
   Millis join_timeout{600'000};
   Millis last_call_timeout{30'000};

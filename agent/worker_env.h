@@ -11,12 +11,12 @@ namespace ddprun::agent {
 // Where a worker sits in the job, as decided by the rendezvous for one attempt.
 struct WorkerPlacement {
   int local_rank = 0;
-  int rank = 0;               // global rank: rank_offset of the node + local_rank
-  int group_rank = 0;         // this node's rank among nodes
-  int group_world_size = 1;   // number of nodes
-  int local_world_size = 1;   // workers on this node
-  int world_size = 1;         // workers in the job
-  int role_rank = 0;          // rank among workers of the same role (one role: == rank)
+  int rank = 0;              // global rank: rank_offset of the node + local_rank
+  int group_rank = 0;        // this node's rank among nodes
+  int group_world_size = 1;  // number of nodes
+  int local_world_size = 1;  // workers on this node
+  int world_size = 1;        // workers in the job
+  int role_rank = 0;         // rank among workers of the same role (one role: == rank)
   int role_world_size = 1;
 };
 

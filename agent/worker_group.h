@@ -103,8 +103,8 @@ class WorkerGroup {
 
   State state_ = State::kIdle;
   std::vector<Worker> workers_;
-  std::vector<WorkerFailure> failures_;   // failures seen before the stop began, in order
-  std::optional<int> stop_signal_;        // set when stop() (not a failure) began the stop
+  std::vector<WorkerFailure> failures_;  // failures seen before the stop began, in order
+  std::optional<int> stop_signal_;       // set when stop() (not a failure) began the stop
 };
 
 }  // namespace ddprun::agent

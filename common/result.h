@@ -39,7 +39,7 @@ class Status {
 template <class T>
 class Result {
  public:
-  Result(T value) : state_(std::move(value)) {}  // NOLINT: implicit by design, like expected<T>
+  Result(T value) : state_(std::move(value)) {}      // NOLINT: implicit by design, like expected<T>
   Result(Status error) : state_(std::move(error)) {  // NOLINT: implicit by design
     assert(!std::get<Status>(state_).ok() && "Result built from an ok Status");
   }

@@ -30,7 +30,7 @@ struct RawFlags {
   std::string rdzv_conf;
   bool standalone = false;
   int max_restarts = 0;
-  double monitor_interval = 0.1;  // accepted for compatibility: supervision is event-driven
+  double monitor_interval = 0.1;       // accepted for compatibility: supervision is event-driven
   std::string start_method = "spawn";  // accepted: workers are always fresh processes
   std::string role = "default";
   bool module = false;
@@ -92,7 +92,8 @@ void declare_flags(CLI::App& app, RawFlags& f) {
   add_option(app, f.max_restarts, "max_restarts", "Worker group restarts before failing");
   add_option(app, f.monitor_interval, "monitor_interval",
              "Accepted for compatibility; ddprun reacts to worker exits at once");
-  add_option(app, f.start_method, "start_method", "Accepted for compatibility (spawn, fork, forkserver)");
+  add_option(app, f.start_method, "start_method",
+             "Accepted for compatibility (spawn, fork, forkserver)");
   add_option(app, f.role, "role", "Worker role name");
   add_flag(app, f.module, "module", "Run the entry point as a Python module (python -m)", "-m");
   add_flag(app, f.no_python, "no_python", "Run the entry point as an executable, not with Python");
@@ -100,9 +101,11 @@ void declare_flags(CLI::App& app, RawFlags& f) {
   add_option(app, f.log_dir, "log_dir", "Base directory for worker logs and error files");
   add_option(app, f.redirects, "redirects", "Streams to log files only: 0-3 or 0:1,1:2", "-r");
   add_option(app, f.tee, "tee", "Streams to log files and the console: 0-3 or 0:1,1:2", "-t");
-  add_option(app, f.local_ranks_filter, "local_ranks_filter", "Local ranks shown on the console, e.g. 0,1");
+  add_option(app, f.local_ranks_filter, "local_ranks_filter",
+             "Local ranks shown on the console, e.g. 0,1");
   add_option(app, f.master_addr, "master_addr", "MASTER_ADDR for workers (static rendezvous)");
-  add_option(app, f.master_port, "master_port", "MASTER_PORT for workers; default: a free port per attempt");
+  add_option(app, f.master_port, "master_port",
+             "MASTER_PORT for workers; default: a free port per attempt");
   add_option(app, f.local_addr, "local_addr", "Address this node advertises");
   add_option(app, f.shutdown_timeout, "shutdown_timeout", "Seconds between SIGTERM and SIGKILL");
   add_option(app, f.signals_to_handle, "signals_to_handle", "Signals forwarded to workers");
@@ -183,7 +186,8 @@ Status validate_rendezvous(const RawFlags& f, RendezvousSettings& r) {
     r.endpoint_host = endpoint->host;
     r.endpoint_port = endpoint->port;
   }
-  if (f.exit_barrier_timeout < 0) return Status::error("--exit_barrier_timeout must be >= 0 seconds");
+  if (f.exit_barrier_timeout < 0)
+    return Status::error("--exit_barrier_timeout must be >= 0 seconds");
   r.exit_barrier_timeout = Millis(static_cast<long long>(f.exit_barrier_timeout * 1000));
   r.min_nodes = nodes->min;
   r.max_nodes = nodes->max;
@@ -258,17 +262,22 @@ Status validate_values(const RawFlags& f, LaunchConfig& config) {
 }
 
 Status build_command(const RawFlags& f, std::vector<std::string> rest, LaunchConfig& config) {
-  if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+  if (!rest.empty() && rest.front() == "--")
+    rest.erase(rest.begin());
   else if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {
-    return Status::error("unrecognized argument: " + rest.front() +
-                         " (run ddprun --help for the flags; put it after the script to pass it on)");
+    return Status::error(
+        "unrecognized argument: " + rest.front() +
+        " (run ddprun --help for the flags; put it after the script to pass it on)");
   }
-  if (rest.empty()) return Status::error("the entry point is missing: ddprun [options] <script> [args...]");
+  if (rest.empty())
+    return Status::error("the entry point is missing: ddprun [options] <script> [args...]");
   if (f.no_python && f.module) {
-    return Status::error("don't use both the '--no_python' flag and the '--module' flag at the same time");
+    return Status::error(
+        "don't use both the '--no_python' flag and the '--module' flag at the same time");
   }
   if (f.no_python && f.run_path) {
-    return Status::error("don't use both the '--run_path' flag and the '--no_python' flag at the same time");
+    return Status::error(
+        "don't use both the '--run_path' flag and the '--no_python' flag at the same time");
   }
   const char* path_env = std::getenv("PATH");
   agent::WorkerCommand& cmd = config.agent.command;

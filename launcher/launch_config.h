@@ -20,12 +20,12 @@ struct RendezvousSettings {
   rdzv::RendezvousConf conf;       // --rdzv_conf, typed (timeouts, is_host)
   // How long a node whose workers finished waits for the rest of the job (exit barrier).
   Millis exit_barrier_timeout{300'000};
-  int min_nodes = 1;               // --nnodes MIN[:MAX]
+  int min_nodes = 1;  // --nnodes MIN[:MAX]
   int max_nodes = 1;
-  int node_rank = 0;               // static: this node's rank; c10d: a hint when given
-  bool node_rank_given = false;    // --node_rank was on the command line
+  int node_rank = 0;             // static: this node's rank; c10d: a hint when given
+  bool node_rank_given = false;  // --node_rank was on the command line
   bool standalone = false;
-  std::string local_addr;          // address this node advertises; empty: its host name
+  std::string local_addr;  // address this node advertises; empty: its host name
 };
 
 struct LaunchConfig {

@@ -11,7 +11,8 @@
 int main(int argc, char** argv) {
   ddprun::agent::ensure_standard_streams();
   ddprun::init_logging("ddprun");
-  auto parsed = ddprun::launcher::parse_command_line(std::vector<std::string>(argv + 1, argv + argc));
+  auto parsed =
+      ddprun::launcher::parse_command_line(std::vector<std::string>(argv + 1, argv + argc));
   if (!parsed.config) {
     std::fprintf(parsed.exit_code == 0 ? stdout : stderr, "%s\n", parsed.output.c_str());
     return parsed.exit_code;

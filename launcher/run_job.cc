@@ -4,10 +4,10 @@
 
 #include <random>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <spdlog/spdlog.h>
 
 #include "agent/agent.h"
 #include "agent/local_coordinator.h"

@@ -4,9 +4,9 @@
 
 #include <charconv>
 #include <csignal>
-#include <optional>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "agent/exit_status.h"
@@ -43,7 +43,8 @@ Result<NodeRange> parse_nnodes(const std::string& text) {
   auto min = parts.empty() ? std::nullopt : to_int(parts[0]);
   auto max = parts.size() == 2 ? to_int(parts[1]) : min;
   if (parts.empty() || parts.size() > 2 || !min || !max || *min <= 0 || *max < *min) {
-    return Status::error("--nnodes=" + text + " is invalid: expected N or MIN:MAX with 0 < MIN <= MAX");
+    return Status::error("--nnodes=" + text +
+                         " is invalid: expected N or MIN:MAX with 0 < MIN <= MAX");
   }
   range.min = *min;
   range.max = *max;

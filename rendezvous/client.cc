@@ -4,22 +4,22 @@
 #include <random>
 #include <unordered_map>
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "rendezvous/connector.h"
 #include "rendezvous/frame_io.h"
 
 namespace ddprun::rdzv {
 
-ClientOptions ClientOptions::from_conf(const RendezvousConf& conf, std::string host,
-                                       uint16_t port, std::string job_id) {
+ClientOptions ClientOptions::from_conf(const RendezvousConf& conf, std::string host, uint16_t port,
+                                       std::string job_id) {
   ClientOptions o;
   o.host = std::move(host);
   o.port = port;
@@ -156,10 +156,12 @@ void RendezvousClient::Impl::start_connection(tcp::socket socket) {
   const uint64_t gen = ++gen_;
   last_rx_ = std::chrono::steady_clock::now();
   auto self = shared_from_this();
-  asio::co_spawn(ex_, [self, gen] { return self->read_loop(gen); },
-                 LogCoroutineEnd{"rendezvous client reader"});
-  asio::co_spawn(ex_, [self, gen] { return self->write_loop(gen); },
-                 LogCoroutineEnd{"rendezvous client writer"});
+  asio::co_spawn(
+      ex_, [self, gen] { return self->read_loop(gen); },
+      LogCoroutineEnd{"rendezvous client reader"});
+  asio::co_spawn(
+      ex_, [self, gen] { return self->write_loop(gen); },
+      LogCoroutineEnd{"rendezvous client writer"});
   tick(gen);
 }
 
@@ -172,9 +174,8 @@ void RendezvousClient::Impl::tick(uint64_t gen) {
     if (ec || !self || gen != self->gen_ || self->state_ == State::kClosed) return;
     const auto silent = std::chrono::steady_clock::now() - self->last_rx_;
     if (silent > self->options_.heartbeat_timeout) {
-      return self->on_lost(fmt::format(
-          "the server was silent for {} ms",
-          std::chrono::duration_cast<Millis>(silent).count()));
+      return self->on_lost(fmt::format("the server was silent for {} ms",
+                                       std::chrono::duration_cast<Millis>(silent).count()));
     }
     self->send_frame(encode_frame(ClientMessage(HeartbeatMsg{})));
     self->tick(gen);
@@ -267,9 +268,8 @@ void RendezvousClient::Impl::on_message(ServerMessage&& message) {
 
 void RendezvousClient::Impl::finish_join(Result<RoundAssignment> result) {
   if (!join_done_) return;
-  deliver([done = std::exchange(join_done_, nullptr), result = std::move(result)] {
-    done(result);
-  });
+  deliver(
+      [done = std::exchange(join_done_, nullptr), result = std::move(result)] { done(result); });
 }
 
 void RendezvousClient::Impl::drop_socket() {
@@ -299,16 +299,17 @@ void RendezvousClient::Impl::on_lost(const std::string& why) {
   }
   if (token_ == 0 || closing_) return give_up(why);
   state_ = State::kReconnecting;
-  asio::co_spawn(ex_, [self = shared_from_this()] { return self->reconnect(); },
-                 LogCoroutineEnd{"rendezvous client reconnect"});
+  asio::co_spawn(
+      ex_, [self = shared_from_this()] { return self->reconnect(); },
+      LogCoroutineEnd{"rendezvous client reconnect"});
 }
 
 // Within heartbeat_timeout — the same window the server keeps our place — reconnect and prove
 // with the membership token that we are the same node.
 asio::awaitable<void> RendezvousClient::Impl::reconnect() {
   auto self = shared_from_this();
-  auto socket = co_await connect_with_backoff(ex_, connect_options(options_.heartbeat_timeout),
-                                              rng_, stop_);
+  auto socket =
+      co_await connect_with_backoff(ex_, connect_options(options_.heartbeat_timeout), rng_, stop_);
   if (state_ != State::kReconnecting) co_return;
   if (!socket) co_return give_up(socket.error_message());
   const uint32_t id = next_id();
@@ -468,9 +469,8 @@ void RendezvousClient::kv_add(KvScope scope, std::string key, int64_t delta,
   const uint32_t id = impl_->next_id();
   KvMsg m = kv_msg(KvOp::kAdd, id, scope, {std::move(key)});
   m.delta = delta;
-  impl_->request(std::move(m), id, [done](const Reply& r) {
-    r.ok ? done(r.integer) : done(Status::error(r.error));
-  });
+  impl_->request(std::move(m), id,
+                 [done](const Reply& r) { r.ok ? done(r.integer) : done(Status::error(r.error)); });
 }
 
 void RendezvousClient::kv_compare_set(KvScope scope, std::string key, std::string expected,
@@ -480,9 +480,8 @@ void RendezvousClient::kv_compare_set(KvScope scope, std::string key, std::strin
   KvMsg m = kv_msg(KvOp::kCompareSet, id, scope, {std::move(key)});
   m.value = std::move(expected);
   m.desired = std::move(desired);
-  impl_->request(std::move(m), id, [done](const Reply& r) {
-    r.ok ? done(r.value) : done(Status::error(r.error));
-  });
+  impl_->request(std::move(m), id,
+                 [done](const Reply& r) { r.ok ? done(r.value) : done(Status::error(r.error)); });
 }
 
 void RendezvousClient::kv_wait(KvScope scope, std::vector<std::string> keys, Millis timeout,
@@ -503,16 +502,13 @@ void RendezvousClient::kv_delete(KvScope scope, std::string key,
 
 void RendezvousClient::kv_num_keys(KvScope scope, std::function<void(Result<int64_t>)> done) {
   const uint32_t id = impl_->next_id();
-  impl_->request(kv_msg(KvOp::kNumKeys, id, scope, {}), id, [done](const Reply& r) {
-    r.ok ? done(r.integer) : done(Status::error(r.error));
-  });
+  impl_->request(kv_msg(KvOp::kNumKeys, id, scope, {}), id,
+                 [done](const Reply& r) { r.ok ? done(r.integer) : done(Status::error(r.error)); });
 }
 
 void RendezvousClient::close(std::function<void()> done) { impl_->close(std::move(done)); }
 
-bool RendezvousClient::connected() const {
-  return impl_->state_ == Impl::State::kConnected;
-}
+bool RendezvousClient::connected() const { return impl_->state_ == Impl::State::kConnected; }
 
 const std::optional<RoundAssignment>& RendezvousClient::assignment() const {
   return impl_->assignment_;

@@ -9,10 +9,22 @@ namespace {
 
 // Frame type bytes; client types are below 0x80, server types at or above.
 enum Type : uint8_t {
-  kHello = 0x01, kJoin = 0x02, kResume = 0x03, kHeartbeat = 0x04, kReportFailure = 0x05,
-  kReportSuccess = 0x06, kLeave = 0x07, kKvBase = 0x10,  // 0x10 + KvOp
-  kHelloAck = 0x81, kReply = 0x82, kRoundAssigned = 0x83, kRestartRequested = 0x84,
-  kJobFailed = 0x85, kJobSucceeded = 0x86, kHeartbeatAck = 0x87, kError = 0x88,
+  kHello = 0x01,
+  kJoin = 0x02,
+  kResume = 0x03,
+  kHeartbeat = 0x04,
+  kReportFailure = 0x05,
+  kReportSuccess = 0x06,
+  kLeave = 0x07,
+  kKvBase = 0x10,  // 0x10 + KvOp
+  kHelloAck = 0x81,
+  kReply = 0x82,
+  kRoundAssigned = 0x83,
+  kRestartRequested = 0x84,
+  kJobFailed = 0x85,
+  kJobSucceeded = 0x86,
+  kHeartbeatAck = 0x87,
+  kError = 0x88,
 };
 constexpr uint8_t kMaxKvOp = static_cast<uint8_t>(KvOp::kNumKeys);
 
@@ -81,11 +93,10 @@ bool get(ByteReader& r, const CodecLimits& l, Hello& m) {
   return r.u32(m.magic) && r.u16(m.version) && r.str(m.job_id, l.max_string_bytes);
 }
 bool get(ByteReader& r, const CodecLimits& l, JoinMsg& m) {
-  return r.u32(m.request_id) && r.str(m.node_id, l.max_string_bytes) &&
-         r.u32(m.local_world_size) && r.i32(m.node_rank_hint) &&
-         r.str(m.master_addr, l.max_string_bytes) && r.u16(m.master_port) &&
-         r.u32(m.min_nodes) && r.u32(m.max_nodes) && r.u32(m.max_restarts) &&
-         r.u64(m.join_timeout_ms) && r.u64(m.last_call_timeout_ms) &&
+  return r.u32(m.request_id) && r.str(m.node_id, l.max_string_bytes) && r.u32(m.local_world_size) &&
+         r.i32(m.node_rank_hint) && r.str(m.master_addr, l.max_string_bytes) &&
+         r.u16(m.master_port) && r.u32(m.min_nodes) && r.u32(m.max_nodes) &&
+         r.u32(m.max_restarts) && r.u64(m.join_timeout_ms) && r.u64(m.last_call_timeout_ms) &&
          r.u64(m.heartbeat_timeout_ms) && r.u64(m.exit_barrier_timeout_ms);
 }
 bool get(ByteReader& r, const CodecLimits& l, ResumeMsg& m) {
@@ -124,8 +135,8 @@ bool get(ByteReader& r, const CodecLimits& l, Reply& m) {
 bool get(ByteReader& r, const CodecLimits& l, RoundAssigned& m) {
   return r.str(m.job_id, l.max_string_bytes) && r.u64(m.round) && r.u32(m.group_rank) &&
          r.u32(m.group_world_size) && r.u32(m.local_world_size) && r.u32(m.rank_offset) &&
-         r.u32(m.world_size) && r.str(m.master_addr, l.max_string_bytes) &&
-         r.u16(m.master_port) && r.u32(m.restart_count) && r.u32(m.max_restarts);
+         r.u32(m.world_size) && r.str(m.master_addr, l.max_string_bytes) && r.u16(m.master_port) &&
+         r.u32(m.restart_count) && r.u32(m.max_restarts);
 }
 bool get(ByteReader& r, const CodecLimits& l, RestartRequested& m) {
   uint8_t reason = 0;
@@ -157,9 +168,12 @@ Result<Variant> finish(ByteReader& r, const CodecLimits& l, M m, const char* nam
 
 const char* to_string(RestartReason reason) {
   switch (reason) {
-    case RestartReason::kScaleUp: return "scale_up";
-    case RestartReason::kMemberLost: return "member_lost";
-    case RestartReason::kWorkerFailure: return "worker_failure";
+    case RestartReason::kScaleUp:
+      return "scale_up";
+    case RestartReason::kMemberLost:
+      return "member_lost";
+    case RestartReason::kWorkerFailure:
+      return "worker_failure";
   }
   return "unknown";
 }
@@ -170,8 +184,8 @@ Result<uint32_t> decode_frame_length(std::span<const uint8_t, kFrameHeaderBytes>
   ByteReader(header).u32(len);
   if (len == 0) return Status::error("empty frame");
   if (len > limits.max_frame_bytes) {
-    return Status::error(
-        fmt::format("frame of {} bytes exceeds the limit of {} bytes", len, limits.max_frame_bytes));
+    return Status::error(fmt::format("frame of {} bytes exceeds the limit of {} bytes", len,
+                                     limits.max_frame_bytes));
   }
   return len;
 }
@@ -186,14 +200,22 @@ Result<ClientMessage> decode_client_message(std::span<const uint8_t> body,
   if (!r.u8(type)) return Status::error("empty frame");
   using V = ClientMessage;
   switch (type) {
-    case kHello: return finish<V>(r, limits, Hello{}, "Hello");
-    case kJoin: return finish<V>(r, limits, JoinMsg{}, "Join");
-    case kResume: return finish<V>(r, limits, ResumeMsg{}, "Resume");
-    case kHeartbeat: return finish<V>(r, limits, HeartbeatMsg{}, "Heartbeat");
-    case kReportFailure: return finish<V>(r, limits, ReportFailureMsg{}, "ReportFailure");
-    case kReportSuccess: return finish<V>(r, limits, ReportSuccessMsg{}, "ReportSuccess");
-    case kLeave: return finish<V>(r, limits, LeaveMsg{}, "Leave");
-    default: break;
+    case kHello:
+      return finish<V>(r, limits, Hello{}, "Hello");
+    case kJoin:
+      return finish<V>(r, limits, JoinMsg{}, "Join");
+    case kResume:
+      return finish<V>(r, limits, ResumeMsg{}, "Resume");
+    case kHeartbeat:
+      return finish<V>(r, limits, HeartbeatMsg{}, "Heartbeat");
+    case kReportFailure:
+      return finish<V>(r, limits, ReportFailureMsg{}, "ReportFailure");
+    case kReportSuccess:
+      return finish<V>(r, limits, ReportSuccessMsg{}, "ReportSuccess");
+    case kLeave:
+      return finish<V>(r, limits, LeaveMsg{}, "Leave");
+    default:
+      break;
   }
   if (type >= kKvBase && type <= kKvBase + kMaxKvOp) {
     KvMsg kv;
@@ -210,15 +232,24 @@ Result<ServerMessage> decode_server_message(std::span<const uint8_t> body,
   if (!r.u8(type)) return Status::error("empty frame");
   using V = ServerMessage;
   switch (type) {
-    case kHelloAck: return finish<V>(r, limits, HelloAck{}, "HelloAck");
-    case kReply: return finish<V>(r, limits, Reply{}, "Reply");
-    case kRoundAssigned: return finish<V>(r, limits, RoundAssigned{}, "RoundAssigned");
-    case kRestartRequested: return finish<V>(r, limits, RestartRequested{}, "RestartRequested");
-    case kJobFailed: return finish<V>(r, limits, JobFailed{}, "JobFailed");
-    case kJobSucceeded: return finish<V>(r, limits, JobSucceeded{}, "JobSucceeded");
-    case kHeartbeatAck: return finish<V>(r, limits, HeartbeatAck{}, "HeartbeatAck");
-    case kError: return finish<V>(r, limits, ErrorMsg{}, "Error");
-    default: break;
+    case kHelloAck:
+      return finish<V>(r, limits, HelloAck{}, "HelloAck");
+    case kReply:
+      return finish<V>(r, limits, Reply{}, "Reply");
+    case kRoundAssigned:
+      return finish<V>(r, limits, RoundAssigned{}, "RoundAssigned");
+    case kRestartRequested:
+      return finish<V>(r, limits, RestartRequested{}, "RestartRequested");
+    case kJobFailed:
+      return finish<V>(r, limits, JobFailed{}, "JobFailed");
+    case kJobSucceeded:
+      return finish<V>(r, limits, JobSucceeded{}, "JobSucceeded");
+    case kHeartbeatAck:
+      return finish<V>(r, limits, HeartbeatAck{}, "HeartbeatAck");
+    case kError:
+      return finish<V>(r, limits, ErrorMsg{}, "Error");
+    default:
+      break;
   }
   return Status::error(fmt::format("unknown server frame type 0x{:02x}", type));
 }
@@ -247,8 +278,8 @@ Result<ServerMessage> decode_server_frame(std::string_view frame, const CodecLim
 }
 
 const char* message_name(const ClientMessage& message) {
-  static constexpr const char* kNames[] = {"Hello", "Join", "Resume", "Heartbeat",
-                                           "ReportFailure", "ReportSuccess", "Leave", "Kv"};
+  static constexpr const char* kNames[] = {"Hello",         "Join",          "Resume", "Heartbeat",
+                                           "ReportFailure", "ReportSuccess", "Leave",  "Kv"};
   return kNames[message.index()];
 }
 

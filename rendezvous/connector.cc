@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <map>
 
+#include <fmt/format.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <fmt/format.h>
 
 #include "rendezvous/frame_io.h"
 
@@ -25,7 +25,7 @@ struct AttemptError {
 // Resolve, bind, connect and handshake once, within `budget`. A timer closes the socket (and
 // cancels the resolver) when the budget runs out, which aborts whatever is pending.
 asio::awaitable<Result<tcp::socket>> attempt(asio::any_io_executor ex, const ConnectOptions& o,
-                                              Millis budget, bool& permanent) {
+                                             Millis budget, bool& permanent) {
   tcp::resolver resolver(ex);
   tcp::socket socket(ex);
   asio::steady_timer timer(ex);
@@ -44,8 +44,8 @@ asio::awaitable<Result<tcp::socket>> attempt(asio::any_io_executor ex, const Con
                                    : fmt::format("{}: {}", step, ec.message()));
   };
   boost::system::error_code ec;
-  auto endpoints = co_await resolver.async_resolve(
-      o.host, std::to_string(o.port), asio::redirect_error(asio::use_awaitable, ec));
+  auto endpoints = co_await resolver.async_resolve(o.host, std::to_string(o.port),
+                                                   asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return fail("resolve", ec);
   std::optional<asio::ip::address> local;
   if (!o.local_address.empty()) {
@@ -74,23 +74,25 @@ asio::awaitable<Result<tcp::socket>> attempt(asio::any_io_executor ex, const Con
   }
   if (ec) co_return fail("connect", ec);
   configure_socket(socket);
-  const std::string hello = encode_frame(ClientMessage(Hello{kProtocolMagic, kProtocolVersion,
-                                                             o.job_id}));
+  const std::string hello =
+      encode_frame(ClientMessage(Hello{kProtocolMagic, kProtocolVersion, o.job_id}));
   co_await asio::async_write(socket, asio::buffer(hello),
                              asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return fail("handshake", ec);
   std::vector<uint8_t> body;
   Status read = co_await read_frame(socket, o.limits, body);
   timer.cancel();
-  if (!read) co_return Status::error(timed_out ? "handshake timed out" : "handshake: " + read.message());
+  if (!read)
+    co_return Status::error(timed_out ? "handshake timed out" : "handshake: " + read.message());
   auto reply = decode_server_message(body, o.limits);
   if (reply && std::holds_alternative<HelloAck>(*reply)) co_return std::move(socket);
   permanent = true;
   if (reply && std::holds_alternative<ErrorMsg>(*reply)) {
     co_return Status::error("server refused the handshake: " + std::get<ErrorMsg>(*reply).message);
   }
-  co_return Status::error("handshake: the server did not answer with HelloAck; is this a "
-                          "ddprun rendezvous endpoint?");
+  co_return Status::error(
+      "handshake: the server did not answer with HelloAck; is this a "
+      "ddprun rendezvous endpoint?");
 }
 
 // "3× connect: Connection refused (attempts 1-3); 1× connect timed out ... (attempt 4)".
@@ -122,9 +124,11 @@ asio::awaitable<Result<tcp::socket>> connect_with_backoff(asio::any_io_executor 
   asio::steady_timer sleep(ex);
   for (;;) {
     if (stop && *stop) co_return Status::error("connect cancelled: the client was closed");
-    const auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
     bool permanent = false;
-    auto socket = co_await attempt(ex, o, std::clamp(left, Millis(1), o.attempt_timeout), permanent);
+    auto socket =
+        co_await attempt(ex, o, std::clamp(left, Millis(1), o.attempt_timeout), permanent);
     if (socket) co_return socket;
     errors.push_back(socket.error_message());
     const auto now = std::chrono::steady_clock::now();
@@ -132,9 +136,8 @@ asio::awaitable<Result<tcp::socket>> connect_with_backoff(asio::any_io_executor 
     const auto wait = Millis(static_cast<int64_t>(backoff.count() * jitter(rng)));
     if (permanent || now + wait >= deadline) {
       co_return Status::error(fmt::format(
-          "could not reach the rendezvous server at {}:{} within {} ms ({} attempts): {}",
-          o.host, o.port,
-          std::chrono::duration_cast<Millis>(now - start).count(), errors.size(),
+          "could not reach the rendezvous server at {}:{} within {} ms ({} attempts): {}", o.host,
+          o.port, std::chrono::duration_cast<Millis>(now - start).count(), errors.size(),
           summarize(errors)));
     }
     sleep.expires_after(wait);

@@ -8,10 +8,10 @@
 #include <cstdio>
 #include <string>
 
+#include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <spdlog/spdlog.h>
 
 #include "common/logging.h"
 #include "rendezvous/rdzv_conf.h"

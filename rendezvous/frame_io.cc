@@ -4,10 +4,10 @@
 
 #include <array>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/read.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <spdlog/spdlog.h>
 
 namespace ddprun::rdzv {
 

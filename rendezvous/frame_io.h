@@ -7,8 +7,8 @@
 
 #include <cstdint>
 #include <exception>
-#include <utility>  // before Boost 1.74's awaitable.hpp, which uses std::exchange without it
 #include <string>
+#include <utility>  // before Boost 1.74's awaitable.hpp, which uses std::exchange without it
 #include <vector>
 
 #include <boost/asio/awaitable.hpp>

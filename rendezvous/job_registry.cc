@@ -10,8 +10,8 @@ constexpr size_t kMaxUndelivered = 64;  // more pushes than a disconnected node 
 
 Result<JobOptions> job_options(const JoinMsg& m) {
   if (m.min_nodes == 0 || m.max_nodes < m.min_nodes) {
-    return Status::error(fmt::format("invalid nnodes {}:{} (need 0 < MIN <= MAX)", m.min_nodes,
-                                     m.max_nodes));
+    return Status::error(
+        fmt::format("invalid nnodes {}:{} (need 0 < MIN <= MAX)", m.min_nodes, m.max_nodes));
   }
   if (m.join_timeout_ms == 0 || m.heartbeat_timeout_ms == 0 || m.exit_barrier_timeout_ms == 0) {
     return Status::error("join, heartbeat and exit-barrier timeouts must be positive");
@@ -75,15 +75,16 @@ void JobRegistry::join(Job& job, Peer& peer, const JoinMsg& msg, std::string& no
   }
   auto link = job.links.find(msg.node_id);
   if (link != job.links.end() && link->second.peer && link->second.peer != &peer) {
-    return fail(fmt::format("node id '{}' is already connected to job '{}'; node ids must be "
-                            "unique per job", msg.node_id, job.id));
+    return fail(
+        fmt::format("node id '{}' is already connected to job '{}'; node ids must be "
+                    "unique per job",
+                    msg.node_id, job.id));
   }
   auto options = job_options(msg);
   if (!options) return fail(options.error_message());
   const SteadyTime now = clock_.steady_now();
   if (!job.round) job.round.emplace(job.id, *options, now);
-  NodeInfo info{msg.node_id, msg.local_world_size, std::nullopt, msg.master_addr,
-                msg.master_port};
+  NodeInfo info{msg.node_id, msg.local_world_size, std::nullopt, msg.master_addr, msg.master_port};
   if (msg.node_rank_hint >= 0) info.node_rank_hint = static_cast<uint32_t>(msg.node_rank_hint);
   auto decisions = job.round->join(info, *options, now);
   if (!decisions) {
@@ -105,8 +106,8 @@ void JobRegistry::join(Job& job, Peer& peer, const JoinMsg& msg, std::string& no
 
 void JobRegistry::resume(Job& job, Peer& peer, const ResumeMsg& msg, std::string& node_id) {
   auto link = job.links.find(msg.node_id);
-  const bool valid = link != job.links.end() && link->second.token == msg.token &&
-                     job.round && job.round->reattach(msg.node_id);
+  const bool valid = link != job.links.end() && link->second.token == msg.token && job.round &&
+                     job.round->reattach(msg.node_id);
   if (!valid) {
     peer.send(error_reply(msg.request_id,
                           fmt::format("node '{}' is no longer a member of job '{}' (dropped "
@@ -144,8 +145,8 @@ void JobRegistry::report_failure(Job& job, Peer& peer, const ReportFailureMsg& m
   if (node_id.empty() || !job.round) {
     return peer.send(error_reply(msg.request_id, "report_worker_failure before join"));
   }
-  auto decisions = job.round->report_failure(node_id, msg.round, msg.report, msg.exit_code,
-                                             clock_.steady_now());
+  auto decisions =
+      job.round->report_failure(node_id, msg.round, msg.report, msg.exit_code, clock_.steady_now());
   if (!decisions) return peer.send(error_reply(msg.request_id, decisions.error_message()));
   Reply ok;
   ok.request_id = msg.request_id;

@@ -42,17 +42,17 @@ class JobRegistry {
     explicit Job(boost::asio::any_io_executor ex, std::string job_id)
         : id(std::move(job_id)), timer(ex) {}
     struct Link {
-      Peer* peer = nullptr;  // the node's current connection; null while disconnected
-      uint64_t token = 0;    // proves a reconnect is the same node
+      Peer* peer = nullptr;           // the node's current connection; null while disconnected
+      uint64_t token = 0;             // proves a reconnect is the same node
       std::vector<Push> undelivered;  // pushes made while disconnected, delivered on resume
     };
     const std::string id;
     std::optional<RoundState> round;  // created by the first join (it fixes the options)
     KvStore kv;
-    uint64_t kv_round = 0;            // the round whose round-scoped keys kv holds
-    size_t connections = 0;           // open connections that said Hello for this job
+    uint64_t kv_round = 0;                        // the round whose round-scoped keys kv holds
+    size_t connections = 0;                       // open connections that said Hello for this job
     std::unordered_map<std::string, Link> links;  // node id → link
-    boost::asio::steady_timer timer;  // fires at round->next_deadline()
+    boost::asio::steady_timer timer;              // fires at round->next_deadline()
     std::optional<SteadyTime> timer_at;
   };
 

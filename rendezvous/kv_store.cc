@@ -42,8 +42,8 @@ Result<int64_t> KvStore::add(KvScope scope, const std::string& key, int64_t delt
   return sum;
 }
 
-std::string KvStore::compare_set(KvScope scope, const std::string& key,
-                                 const std::string& expected, std::string desired) {
+std::string KvStore::compare_set(KvScope scope, const std::string& key, const std::string& expected,
+                                 std::string desired) {
   auto current = get(scope, key);
   if (current.value_or(std::string()) != expected) return *current;
   set(scope, key, desired);

@@ -54,9 +54,9 @@ class KvStore {
     size_t missing = 0;
     WaitCallback done;
   };
-  std::unordered_map<std::string, std::string> data_;          // full key → value
-  int64_t counts_[2] = {0, 0};                                 // keys per scope
-  std::unordered_multimap<std::string, WaitId> waiting_on_;    // full key → waits
+  std::unordered_map<std::string, std::string> data_;        // full key → value
+  int64_t counts_[2] = {0, 0};                               // keys per scope
+  std::unordered_multimap<std::string, WaitId> waiting_on_;  // full key → waits
   std::map<WaitId, Wait> waits_;
   WaitId next_wait_id_ = 1;
 };

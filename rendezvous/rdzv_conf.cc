@@ -76,29 +76,47 @@ Result<RendezvousConf> parse_rdzv_conf(std::string_view text) {
     Status bad;
     auto duration = [&](Millis& field) {
       auto d = parse_duration(value);
-      if (d) field = *d; else bad = d.status();
+      if (d)
+        field = *d;
+      else
+        bad = d.status();
     };
-    if (key == "join_timeout") duration(conf.join_timeout);
-    else if (key == "last_call_timeout") duration(conf.last_call_timeout);
-    else if (key == "close_timeout") duration(conf.close_timeout);
-    else if (key == "heartbeat_timeout") { duration(conf.heartbeat_timeout); heartbeat_set = true; }
-    else if (key == "keep_alive_interval") duration(conf.keep_alive_interval);
-    else if (key == "read_timeout") duration(conf.read_timeout);
+    if (key == "join_timeout")
+      duration(conf.join_timeout);
+    else if (key == "last_call_timeout")
+      duration(conf.last_call_timeout);
+    else if (key == "close_timeout")
+      duration(conf.close_timeout);
+    else if (key == "heartbeat_timeout") {
+      duration(conf.heartbeat_timeout);
+      heartbeat_set = true;
+    } else if (key == "keep_alive_interval")
+      duration(conf.keep_alive_interval);
+    else if (key == "read_timeout")
+      duration(conf.read_timeout);
     else if (key == "keep_alive_max_attempt") {
       auto n = parse_int(value);
-      if (n) conf.keep_alive_max_attempt = *n; else bad = n.status();
+      if (n)
+        conf.keep_alive_max_attempt = *n;
+      else
+        bad = n.status();
     } else if (key == "is_host") {
       auto b = parse_bool(value);
-      if (b) conf.is_host = *b; else bad = b.status();
+      if (b)
+        conf.is_host = *b;
+      else
+        bad = b.status();
     } else {
       return Status::error(fmt::format(
           "--rdzv_conf: unknown key '{}' (known: join_timeout, last_call_timeout, "
           "close_timeout, heartbeat_timeout, keep_alive_interval, keep_alive_max_attempt, "
-          "read_timeout, is_host)", key));
+          "read_timeout, is_host)",
+          key));
     }
     if (!bad) return bad.with_context(fmt::format("--rdzv_conf: key '{}'", key));
   }
-  if (!heartbeat_set) conf.heartbeat_timeout = conf.keep_alive_interval * conf.keep_alive_max_attempt;
+  if (!heartbeat_set)
+    conf.heartbeat_timeout = conf.keep_alive_interval * conf.keep_alive_max_attempt;
   if (conf.keep_alive_interval.count() == 0 || conf.heartbeat_timeout <= conf.keep_alive_interval) {
     return Status::error(fmt::format(
         "--rdzv_conf: heartbeat_timeout ({} ms) must exceed keep_alive_interval ({} ms) > 0",

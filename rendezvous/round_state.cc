@@ -23,13 +23,13 @@ Status RoundState::check_options(const NodeInfo& node, const JobOptions& asked) 
         options_.min_nodes, options_.max_nodes, options_.max_restarts));
   }
   if (node.local_world_size == 0) {
-    return Status::error(fmt::format("node '{}' joined with a local world size of 0", node.node_id));
+    return Status::error(
+        fmt::format("node '{}' joined with a local world size of 0", node.node_id));
   }
   return Status();
 }
 
-Result<Decisions> RoundState::join(const NodeInfo& node, const JobOptions& asked,
-                                   SteadyTime now) {
+Result<Decisions> RoundState::join(const NodeInfo& node, const JobOptions& asked, SteadyTime now) {
   if (finished()) {
     return Status::error(fmt::format("job '{}' has already {}; use a new --rdzv_id", job_id_,
                                      phase_ == Phase::kSucceeded ? "succeeded" : "failed"));
@@ -128,12 +128,12 @@ void RoundState::maybe_close(SteadyTime now, Decisions& out) {
   }
   min_reached_at_.reset();
   if (now >= round_opened_at_ + options_.join_timeout) {
-    fail_job(fmt::format("rendezvous of job '{}' timed out: {} of at least {} nodes joined "
-                         "round {} within join_timeout ({} ms); start more nodes or raise "
-                         "join_timeout",
-                         job_id_, pending_count_, options_.min_nodes, round_,
-                         ms(options_.join_timeout)),
-             "", kRendezvousFailureExitCode, out);
+    fail_job(
+        fmt::format("rendezvous of job '{}' timed out: {} of at least {} nodes joined "
+                    "round {} within join_timeout ({} ms); start more nodes or raise "
+                    "join_timeout",
+                    job_id_, pending_count_, options_.min_nodes, round_, ms(options_.join_timeout)),
+        "", kRendezvousFailureExitCode, out);
   }
 }
 
@@ -182,9 +182,17 @@ void RoundState::close_round(Decisions& out) {
     rec->state = NodeState::kMember;
     rec->last_group_rank = rank;
     rec->succeeded = false;
-    RoundAssigned a{job_id_, round_, rank, static_cast<uint32_t>(ranks.size()),
-                    rec->info.local_world_size, offset, world_size, master.master_addr,
-                    master.master_port, restart_count_, options_.max_restarts};
+    RoundAssigned a{job_id_,
+                    round_,
+                    rank,
+                    static_cast<uint32_t>(ranks.size()),
+                    rec->info.local_world_size,
+                    offset,
+                    world_size,
+                    master.master_addr,
+                    master.master_port,
+                    restart_count_,
+                    options_.max_restarts};
     offset += rec->info.local_world_size;
     out.push_back({rec->info.node_id, std::move(a)});
   }
@@ -212,10 +220,9 @@ Decisions RoundState::detach(const std::string& node_id, SteadyTime now) {
   if (phase_ != Phase::kRunning || rec.state != NodeState::kMember || rec.succeeded) return out;
   // Its workers' peers are stuck in collectives with it: restart them now, not after the grace
   // (a dead agent takes its workers with it; waiting would only stall the survivors).
-  open_round(now, RestartReason::kMemberLost,
-             fmt::format("node '{}' lost: its connection to the rendezvous server dropped",
-                         node_id),
-             out);
+  open_round(
+      now, RestartReason::kMemberLost,
+      fmt::format("node '{}' lost: its connection to the rendezvous server dropped", node_id), out);
   // It cannot re-join before it reconnects: the round must not wait for it as a survivor.
   if (rec.expected) {
     rec.expected = false;
@@ -335,8 +342,8 @@ Decisions RoundState::advance(SteadyTime now) {
     std::sort(missing.begin(), missing.end());
     fail_job(fmt::format("exit barrier of job '{}' timed out after {} ms: {} of {} nodes did "
                          "not finish ({})",
-                         job_id_, ms(options_.exit_barrier_timeout), missing.size(),
-                         member_count_, fmt::join(missing, ", ")),
+                         job_id_, ms(options_.exit_barrier_timeout), missing.size(), member_count_,
+                         fmt::join(missing, ", ")),
              "", kRendezvousFailureExitCode, out);
   }
   return out;
@@ -357,8 +364,8 @@ std::optional<SteadyTime> RoundState::next_deadline() const {
   return next;
 }
 
-void RoundState::fail_job(const std::string& reason, const std::string& report,
-                          int32_t exit_code, Decisions& out) {
+void RoundState::fail_job(const std::string& reason, const std::string& report, int32_t exit_code,
+                          Decisions& out) {
   phase_ = Phase::kFailed;
   push_to_all(JobFailed{reason, report, exit_code}, out);
 }

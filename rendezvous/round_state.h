@@ -120,11 +120,11 @@ class RoundState {
   struct NodeRecord {
     NodeInfo info;
     NodeState state = NodeState::kPending;
-    uint64_t join_seq = 0;                   // join order, for rank assignment
-    std::optional<uint32_t> last_group_rank; // kept across rounds where possible
-    std::optional<SteadyTime> grace_deadline;// set while detached
-    bool expected = false;                   // a survivor the open round waits for
-    bool succeeded = false;                  // reported success in the running round
+    uint64_t join_seq = 0;                     // join order, for rank assignment
+    std::optional<uint32_t> last_group_rank;   // kept across rounds where possible
+    std::optional<SteadyTime> grace_deadline;  // set while detached
+    bool expected = false;                     // a survivor the open round waits for
+    bool succeeded = false;                    // reported success in the running round
   };
 
   Status check_options(const NodeInfo& node, const JobOptions& asked) const;

@@ -1,11 +1,11 @@
 #include "rendezvous/server.h"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "rendezvous/frame_io.h"
 #include "rendezvous/job_registry.h"
@@ -13,8 +13,7 @@
 
 namespace ddprun::rdzv {
 
-RendezvousServer::RendezvousServer(asio::io_context& io, ServerOptions options,
-                                   const Clock& clock)
+RendezvousServer::RendezvousServer(asio::io_context& io, ServerOptions options, const Clock& clock)
     : io_(io),
       options_(std::move(options)),
       clock_(clock),
@@ -62,8 +61,8 @@ asio::awaitable<void> RendezvousServer::accept_loop() {
   auto alive = alive_;
   boost::system::error_code ec;
   while (*alive && !stopping_) {
-    tcp::socket socket = co_await acceptor_.async_accept(
-        asio::redirect_error(asio::use_awaitable, ec));
+    tcp::socket socket =
+        co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
     if (!*alive || stopping_ || ec == asio::error::operation_aborted) break;
     if (ec) {
       // EMFILE and friends: keep serving the connections we have; retry on the next accept.
@@ -75,9 +74,10 @@ asio::awaitable<void> RendezvousServer::accept_loop() {
       continue;
     }
     ++accepted_total_;
-    auto session = std::make_shared<Session>(
-        std::move(socket), registry_, options_,
-        [this, alive](Session* s) { if (*alive) on_session_end(s); });
+    auto session = std::make_shared<Session>(std::move(socket), registry_, options_,
+                                             [this, alive](Session* s) {
+                                               if (*alive) on_session_end(s);
+                                             });
     sessions_.emplace(session.get(), session);
     session->start();
   }
@@ -98,7 +98,8 @@ void RendezvousServer::shutdown(std::function<void()> done) {
   boost::system::error_code ignored;
   acceptor_.close(ignored);
   spdlog::debug("rendezvous server shutting down ({} connections)", sessions_.size());
-  for (auto& [raw, session] : sessions_) session->close_with_error("rendezvous server shutting down");
+  for (auto& [raw, session] : sessions_)
+    session->close_with_error("rendezvous server shutting down");
   grace_timer_.expires_after(options_.shutdown_grace);
   grace_timer_.async_wait([this, alive = alive_](const boost::system::error_code& ec) {
     if (ec || !*alive) return;

@@ -2,12 +2,12 @@
 
 #include <array>
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "rendezvous/frame_io.h"
 
@@ -36,10 +36,12 @@ Session::~Session() = default;
 void Session::start() {
   configure_socket(socket_);
   auto self = shared_from_this();
-  asio::co_spawn(socket_.get_executor(), [self] { return self->read_loop(); },
-                 LogCoroutineEnd{"rendezvous session reader"});
-  asio::co_spawn(socket_.get_executor(), [self] { return self->write_loop(); },
-                 LogCoroutineEnd{"rendezvous session writer"});
+  asio::co_spawn(
+      socket_.get_executor(), [self] { return self->read_loop(); },
+      LogCoroutineEnd{"rendezvous session reader"});
+  asio::co_spawn(
+      socket_.get_executor(), [self] { return self->write_loop(); },
+      LogCoroutineEnd{"rendezvous session writer"});
 }
 
 void Session::arm_deadline(Millis timeout) {
@@ -160,7 +162,9 @@ void Session::handle_kv(KvMsg&& kv) {
     return send(reply);
   }
   switch (kv.op) {
-    case KvOp::kSet: store.set(kv.scope, key, std::move(kv.value)); break;
+    case KvOp::kSet:
+      store.set(kv.scope, key, std::move(kv.value));
+      break;
     case KvOp::kGet: {
       auto value = store.get(kv.scope, key);
       reply.found = value.has_value();
@@ -177,8 +181,11 @@ void Session::handle_kv(KvMsg&& kv) {
     case KvOp::kCompareSet:
       reply.value = store.compare_set(kv.scope, key, kv.value, std::move(kv.desired));
       break;
-    case KvOp::kDelete: reply.integer = store.erase(kv.scope, key) ? 1 : 0; break;
-    default: break;
+    case KvOp::kDelete:
+      reply.integer = store.erase(kv.scope, key) ? 1 : 0;
+      break;
+    default:
+      break;
   }
   send(reply);
 }
@@ -199,8 +206,8 @@ void Session::start_wait(const KvMsg& kv) {
   auto timer = std::make_shared<asio::steady_timer>(socket_.get_executor());
   waits_[request_id] = PendingWait{id, timer};
   timer->expires_after(Millis(kv.timeout_ms));
-  timer->async_wait([weak = weak_from_this(), request_id, timeout = kv.timeout_ms](
-                        const boost::system::error_code& ec) {
+  timer->async_wait([weak = weak_from_this(), request_id,
+                     timeout = kv.timeout_ms](const boost::system::error_code& ec) {
     auto self = weak.lock();
     if (ec || !self || !self->job_) return;
     auto it = self->waits_.find(request_id);

@@ -11,11 +11,11 @@
 #pragma once
 
 #include <deque>
-#include <utility>  // before Boost 1.74's awaitable.hpp (see frame_io.h)
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>  // before Boost 1.74's awaitable.hpp (see frame_io.h)
 #include <vector>
 
 #include <boost/asio/awaitable.hpp>
@@ -64,8 +64,8 @@ class Session final : public Peer, public std::enable_shared_from_this<Session> 
   std::string peer_name_;  // "ip:port" for logs
 
   JobRegistry::Job* job_ = nullptr;  // set by Hello; valid until finish()
-  std::string node_id_;               // the node this connection carries, if any
-  Millis member_timeout_{0};          // the job's heartbeat_timeout once joined
+  std::string node_id_;              // the node this connection carries, if any
+  Millis member_timeout_{0};         // the job's heartbeat_timeout once joined
 
   boost::asio::steady_timer deadline_;  // closes the socket when a read stalls
   boost::asio::steady_timer wake_;      // wakes the writer when the outbox fills

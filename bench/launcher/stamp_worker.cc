@@ -24,7 +24,7 @@ namespace {
 
 constexpr int kReadyTimeoutMs = 60000;
 
-std::string out_dir;  // set before any handler is installed; read-only afterwards
+std::string out_dir;      // set before any handler is installed; read-only afterwards
 char sigterm_path[4096];  // prepared for the handler, which must not allocate
 
 std::int64_t now_ns() {

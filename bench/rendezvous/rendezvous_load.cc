@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include <boost/asio/io_context.hpp>
 #include <spdlog/spdlog.h>
+#include <boost/asio/io_context.hpp>
 
 #include "rendezvous/client.h"
 
@@ -43,7 +43,7 @@ ServerProcess spawn_server() {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
   const char* argv[] = {DDP_RENDEZVOUS_BIN, "--host", "127.0.0.1", "--port", "0",
-                        "--log-level", "warn", nullptr};
+                        "--log-level",      "warn",   nullptr};
   ServerProcess p;
   if (posix_spawn(&p.pid, DDP_RENDEZVOUS_BIN, &actions, nullptr, const_cast<char**>(argv),
                   environ) != 0) {
@@ -124,7 +124,12 @@ int main(int argc, char** argv) {
     r.min_nodes = r.max_nodes = static_cast<uint32_t>(nodes);
     r.heartbeat_timeout = std::chrono::seconds(60);
     clients[i]->join(r, [&](Result<RoundAssignment> a) {
-      if (a.ok()) ++assigned; else { ++failed; std::fprintf(stderr, "%s\n", a.error_message().c_str()); }
+      if (a.ok())
+        ++assigned;
+      else {
+        ++failed;
+        std::fprintf(stderr, "%s\n", a.error_message().c_str());
+      }
     });
   }
   while (assigned + failed < nodes) io.run_one();
@@ -132,9 +137,10 @@ int main(int argc, char** argv) {
   double cpu_after = 0;
   server_usage(server.pid, cpu_after, hwm, rss);
 
-  std::printf("nodes=%d connect_all=%.3fs join_to_all_assigned=%.3fs server_cpu_during_join=%.3fs "
-              "server_cpu_total=%.3fs server_peak_rss=%.1fMiB server_rss=%.1fMiB failed=%d\n",
-              nodes, connect_s, join_s, cpu_after - cpu_before, cpu_after, hwm, rss, failed);
+  std::printf(
+      "nodes=%d connect_all=%.3fs join_to_all_assigned=%.3fs server_cpu_during_join=%.3fs "
+      "server_cpu_total=%.3fs server_peak_rss=%.1fMiB server_rss=%.1fMiB failed=%d\n",
+      nodes, connect_s, join_s, cpu_after - cpu_before, cpu_after, hwm, rss, failed);
   clients.clear();
   ::kill(server.pid, SIGKILL);  // our own child, by PID
   ::waitpid(server.pid, nullptr, 0);

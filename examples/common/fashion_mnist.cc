@@ -72,8 +72,10 @@ MnistSplit load_fashion_mnist(const fs::path& prepared_dir, bool train, int64_t 
 }
 
 MnistCnnImpl::MnistCnnImpl()
-    : conv1(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3).padding(1)))),
-      conv2(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).padding(1)))),
+    : conv1(register_module("conv1",
+                            torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3).padding(1)))),
+      conv2(register_module("conv2",
+                            torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).padding(1)))),
       bn1(register_module("bn1", torch::nn::BatchNorm2d(32))),
       bn2(register_module("bn2", torch::nn::BatchNorm2d(64))),
       fc1(register_module("fc1", torch::nn::Linear(64 * 7 * 7, 128))),

@@ -26,7 +26,8 @@ struct MnistSplit {
   torch::Tensor images;  // [N, 1, 28, 28] float
   torch::Tensor labels;  // [N] int64
 };
-MnistSplit load_fashion_mnist(const std::filesystem::path& prepared_dir, bool train, int64_t limit = 0);
+MnistSplit load_fashion_mnist(const std::filesystem::path& prepared_dir, bool train,
+                              int64_t limit = 0);
 
 // The CNN of the mnist example and the benchmark: two conv blocks with BatchNorm, two
 // fully-connected layers. The Python twin is examples/python/mnist.py's Net.

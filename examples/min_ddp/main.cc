@@ -12,8 +12,8 @@ int main() try {
   auto x = torch::randn({512, 16});
   auto y = x.narrow(1, 0, 4).argmax(1);
 
-  auto net = torch::nn::Sequential(torch::nn::Linear(16, 64), torch::nn::ReLU(),
-                                   torch::nn::Linear(64, 4));
+  auto net =
+      torch::nn::Sequential(torch::nn::Linear(16, 64), torch::nn::ReLU(), torch::nn::Linear(64, 4));
   ddp::DistributedDataParallel model(net, group);
   torch::optim::AdamW optimizer(net->parameters(), torch::optim::AdamWOptions(1e-2));
 

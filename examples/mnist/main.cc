@@ -24,7 +24,8 @@ struct Accuracy {
 
 // Evaluates this rank's shard of the test set; sums are reduced so every rank gets the
 // accuracy over the whole test set.
-Accuracy evaluate(examples::MnistCnn& net, const examples::MnistSplit& test, ddp::ProcessGroup& group) {
+Accuracy evaluate(examples::MnistCnn& net, const examples::MnistSplit& test,
+                  ddp::ProcessGroup& group) {
   torch::NoGradGuard no_grad;
   net->eval();
   ddp::DistributedSequentialSampler sampler(test.images.size(0), group.size(), group.rank(), false);
@@ -36,10 +37,10 @@ Accuracy evaluate(examples::MnistCnn& net, const examples::MnistSplit& test, ddp
     auto hits = std::get<1>(logits.topk(5, 1)).eq(labels.unsqueeze(1));
     top1 += hits.select(1, 0).sum().item<double>();
     top5 += hits.any(1).sum().item<double>();
-    loss_sum += torch::nn::functional::cross_entropy(
-                    logits, labels,
-                    torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                    .item<double>();
+    loss_sum +=
+        torch::nn::functional::cross_entropy(
+            logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+            .item<double>();
     count += static_cast<double>(idx.size(0));
   }
   auto totals = torch::tensor({top1, top5, loss_sum, count}, torch::kDouble);
@@ -60,11 +61,14 @@ int main(int argc, char** argv) try {
   app.add_option("--epochs", epochs, "Epochs to train")->capture_default_str();
   app.add_option("--batch_size", batch, "Batch size per rank")->capture_default_str();
   app.add_option("--lr", lr, "SGD learning rate (momentum 0.9)")->capture_default_str();
-  app.add_option("--out_dir", out_dir_flag, "Model, accuracy history and snapshots")->capture_default_str();
+  app.add_option("--out_dir", out_dir_flag, "Model, accuracy history and snapshots")
+      ->capture_default_str();
   app.add_option("--snapshot_dir", snapshot_flag, "Snapshots (default <out_dir>/snapshots)");
   app.add_option("--seed", seed, "Random seed")->capture_default_str();
-  app.add_option("--data", data, "Directory of the Fashion-MNIST IDX files (.gz)")->capture_default_str();
-  app.add_option("--cache_dir", cache_flag, "Where the decompressed files go (default <out_dir>/data)");
+  app.add_option("--data", data, "Directory of the Fashion-MNIST IDX files (.gz)")
+      ->capture_default_str();
+  app.add_option("--cache_dir", cache_flag,
+                 "Where the decompressed files go (default <out_dir>/data)");
   app.add_option("--train_limit", train_limit, "Use only the first N training images (0: all)");
   app.add_option("--test_limit", test_limit, "Use only the first N test images (0: all)");
   CLI11_PARSE(app, argc, argv);
@@ -114,12 +118,15 @@ int main(int argc, char** argv) try {
     const Accuracy acc = evaluate(net, test, *group);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    history.push_back({{"epoch", epoch}, {"train_loss", mean_loss.item<double>()},
-                       {"test_loss", acc.loss}, {"top1", acc.top1}, {"top5", acc.top5},
+    history.push_back({{"epoch", epoch},
+                       {"train_loss", mean_loss.item<double>()},
+                       {"test_loss", acc.loss},
+                       {"top1", acc.top1},
+                       {"top5", acc.top5},
                        {"seconds", seconds}});
-    group->print_primary("epoch ", epoch + 1, "/", epochs, "  train loss ", mean_loss.item<double>(),
-                         "  test top-1 ", acc.top1 * 100, "%  top-5 ", acc.top5 * 100, "%  (",
-                         seconds, " s)");
+    group->print_primary("epoch ", epoch + 1, "/", epochs, "  train loss ",
+                         mean_loss.item<double>(), "  test top-1 ", acc.top1 * 100, "%  top-5 ",
+                         acc.top5 * 100, "%  (", seconds, " s)");
     snapshots.save(*net, &optimizer, {epoch + 1, 0, global_step, {{"history", history.dump()}}});
   }
 

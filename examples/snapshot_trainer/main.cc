@@ -54,7 +54,8 @@ class Trainer {
     while (auto indices = sampler_.next(batch_size_)) {
       auto idx = torch::tensor(std::vector<int64_t>(indices->begin(), indices->end()));
       optimizer_.zero_grad();
-      auto loss = torch::mse_loss((*model_)(data_.x.index_select(0, idx)), data_.y.index_select(0, idx));
+      auto loss =
+          torch::mse_loss((*model_)(data_.x.index_select(0, idx)), data_.y.index_select(0, idx));
       loss.backward();
       optimizer_.step();
       ++steps;
@@ -65,7 +66,8 @@ class Trainer {
 
   void save_snapshot(int64_t epochs_run) {
     auto path = snapshots_.save(*net_, &optimizer_, {epochs_run, 0, epochs_run, {}});
-    group_->print_primary("epoch ", epochs_run - 1, " | training snapshot saved at ", path.string());
+    group_->print_primary("epoch ", epochs_run - 1, " | training snapshot saved at ",
+                          path.string());
   }
 
   std::shared_ptr<ddp::ProcessGroup> group_;

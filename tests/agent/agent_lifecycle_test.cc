@@ -132,12 +132,17 @@ class ScriptedCoordinator final : public Coordinator {
     offers.push_back(offer);
     pending_join = std::move(done);
   }
-  void report_failure(const FailureReport& report, std::function<void(FailureDecision)> done) override {
+  void report_failure(const FailureReport& report,
+                      std::function<void(FailureDecision)> done) override {
     reports.push_back(report);
     pending_failure = std::move(done);
   }
-  void report_success(std::function<void(Status)> done) override { pending_success = std::move(done); }
-  void set_event_handler(std::function<void(const CoordinatorEvent&)> h) override { handler = std::move(h); }
+  void report_success(std::function<void(Status)> done) override {
+    pending_success = std::move(done);
+  }
+  void set_event_handler(std::function<void(const CoordinatorEvent&)> h) override {
+    handler = std::move(h);
+  }
   void close() override { closed = true; }
 
   std::vector<JoinOffer> offers;
@@ -198,8 +203,8 @@ TEST_F(AgentLifecycleTest, FailureDuringARestartRequestedElsewhereRejoinsWithout
   agent_->on_child_exit(1000, ExitStatus::exited(1));  // our worker fails as its peer vanishes
   coordinator.handler({CoordinatorEvent::Kind::kRejoin, "member lost", {}, 1});
   exit_all_from(1, ExitStatus::killed(SIGTERM));
-  EXPECT_TRUE(coordinator.reports.empty());   // the server has ended that round already
-  EXPECT_EQ(coordinator.offers.size(), 2u);   // straight to the next round
+  EXPECT_TRUE(coordinator.reports.empty());  // the server has ended that round already
+  EXPECT_EQ(coordinator.offers.size(), 2u);  // straight to the next round
 }
 
 TEST_F(AgentLifecycleTest, JobFailureElsewherePrintsTheJobsReportAndExitsWithItsCode) {

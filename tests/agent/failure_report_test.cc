@@ -89,7 +89,8 @@ TEST(FailureReport, ReadsTorchrunErrorFile) {
   EXPECT_EQ(f.error_message, "RuntimeError: boom");
   const std::string text = FailureReport{"t.py", {f}}.render();
   EXPECT_NE(text.find("error_file: " + f.error_file), std::string::npos);
-  EXPECT_NE(text.find("traceback : Traceback (most recent call last):\n    line 1"), std::string::npos);
+  EXPECT_NE(text.find("traceback : Traceback (most recent call last):\n    line 1"),
+            std::string::npos);
 }
 
 TEST(FailureReport, ReadsPlainMessageErrorFile) {
@@ -118,7 +119,8 @@ TEST(FailureReport, StderrTailIsShown) {
 }
 
 TEST(FailureReport, RoundTripsThroughJson) {
-  FailureReport r{"t.py", {failure(1, ExitStatus::killed(SIGTERM)), failure(0, ExitStatus::exited(2))}};
+  FailureReport r{"t.py",
+                  {failure(1, ExitStatus::killed(SIGTERM)), failure(0, ExitStatus::exited(2))}};
   r.failures[0].stderr_tail = {"x"};
   nlohmann::json j = r;
   FailureReport back = j.get<FailureReport>();

@@ -43,7 +43,7 @@ class FakeProcessLauncher final : public ProcessLauncher {
   std::vector<SpawnRequest> spawned;
   std::vector<std::pair<pid_t, int>> signals;
   std::optional<std::string> fail_executable;  // spawn() itself fails (fork, pipes)
-  pid_t exec_fails_for = -1;                    // this child's exec fails
+  pid_t exec_fails_for = -1;                   // this child's exec fails
   pid_t next_pid = 1000;
 };
 

@@ -15,8 +15,8 @@ class CliErrorTest : public DdprunTest {
     const RunResult run = run_ddprun(args);
     EXPECT_TRUE(ExitedWith(run, 2));
     EXPECT_NE(run.err.find("ddprun: error:"), std::string::npos) << run.err;
-    EXPECT_NE(run.err.find(names), std::string::npos) << "message does not name " << names
-                                                      << ":\n" << run.err;
+    EXPECT_NE(run.err.find(names), std::string::npos) << "message does not name " << names << ":\n"
+                                                      << run.err;
     EXPECT_TRUE(list_dir(out_dir()).empty()) << "a worker ran";
   }
 };
@@ -33,7 +33,9 @@ TEST_F(CliErrorTest, NprocPerNodeZero) {
   expect_usage_error({"--nproc_per_node", "0"}, "--nproc_per_node");
 }
 
-TEST_F(CliErrorTest, RedirectsOutOfRange) { expect_usage_error({"--redirects", "7"}, "--redirects"); }
+TEST_F(CliErrorTest, RedirectsOutOfRange) {
+  expect_usage_error({"--redirects", "7"}, "--redirects");
+}
 
 TEST_F(CliErrorTest, RedirectsBadPerRankMap) {
   expect_usage_error({"--redirects", "0:x"}, "--redirects");

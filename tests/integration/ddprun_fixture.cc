@@ -28,8 +28,8 @@ std::string RunResult::describe() const {
   if (run.exit && run.exit->signal == 0 && run.exit->code == code) {
     return ::testing::AssertionSuccess();
   }
-  return ::testing::AssertionFailure() << "expected exit code " << code << ", got "
-                                       << run.describe();
+  return ::testing::AssertionFailure()
+         << "expected exit code " << code << ", got " << run.describe();
 }
 
 std::string DdprunTest::ddprun_binary() { return DDPRUN_BINARY; }

@@ -21,8 +21,9 @@ class EntryPointTest : public DdprunTest {
 };
 
 // Arguments after the script that look like ddprun's own flags, and "--", go to the script.
-const Args kTrickyArgs = {"--lr",          "1", "-x", "--nproc_per_node", "5", "--",
-                          "--max_restarts=3", "",  "two words", "-m", "--no_python"};
+const Args kTrickyArgs = {
+    "--lr", "1",         "-x", "--nproc_per_node", "5", "--", "--max_restarts=3",
+    "",     "two words", "-m", "--no_python"};
 
 TEST_F(EntryPointTest, ArgumentsAfterTheScriptReachItUntouched) {
   Args args = {"--nproc_per_node", "2", worker("echo_args.py")};
@@ -67,17 +68,17 @@ TEST_F(EntryPointTest, ModuleEntryPointRunsWithPythonDashM) {
 }
 
 TEST_F(EntryPointTest, NoPythonRunsAnExecutableScript) {
-  const RunResult run = run_ddprun(
-      {"--nproc_per_node", "2", "--no_python", worker("record_args.sh"), "--lr", "a b"});
+  const RunResult run =
+      run_ddprun({"--nproc_per_node", "2", "--no_python", worker("record_args.sh"), "--lr", "a b"});
   ASSERT_TRUE(ExitedWith(run, 0));
   EXPECT_EQ(read_text_file(out("sh_0")), "rank=0\narg=--lr\narg=a b\n");
   EXPECT_EQ(read_text_file(out("sh_1")), "rank=1\narg=--lr\narg=a b\n");
 }
 
 TEST_F(EntryPointTest, NoPythonFindsTheExecutableOnPath) {
-  const RunResult run = run_ddprun(
-      {"--no-python", "sh", "-c", "echo \"$RANK $0 $1\" > \"$DDPRUN_TEST_OUT/sh_c\"", "zero",
-       "--one"});
+  const RunResult run =
+      run_ddprun({"--no-python", "sh", "-c", "echo \"$RANK $0 $1\" > \"$DDPRUN_TEST_OUT/sh_c\"",
+                  "zero", "--one"});
   ASSERT_TRUE(ExitedWith(run, 0));
   EXPECT_EQ(read_text_file(out("sh_c")), "0 zero --one\n");
 }

@@ -15,17 +15,16 @@ class EnvContractTest : public DdprunTest {
  protected:
   // The environment worker `local_rank` saw on restart `restart` (empty if it wrote none).
   Env worker_env(int restart, int local_rank) {
-    const std::string text =
-        read_text_file(out("env_" + std::to_string(restart) + "_" + std::to_string(local_rank) +
-                           ".json"));
+    const std::string text = read_text_file(
+        out("env_" + std::to_string(restart) + "_" + std::to_string(local_rank) + ".json"));
     if (text.empty()) return {};
     return nlohmann::json::parse(text).get<Env>();
   }
 };
 
 TEST_F(EnvContractTest, TwoWorkersGetEveryTorchrunVariable) {
-  const RunResult run = run_ddprun({"--nproc_per_node", "2", "--rdzv_id", "job7",
-                                    "--max_restarts", "3", worker("dump_env.py")});
+  const RunResult run = run_ddprun(
+      {"--nproc_per_node", "2", "--rdzv_id", "job7", "--max_restarts", "3", worker("dump_env.py")});
   ASSERT_TRUE(ExitedWith(run, 0));
   const Env e0 = worker_env(0, 0), e1 = worker_env(0, 1);
   ASSERT_FALSE(e0.empty());
@@ -102,9 +101,9 @@ TEST_F(EnvContractTest, PetVariablesSetFlagDefaults) {
 TEST_F(EnvContractTest, MasterPortIsFreeAndFreshOnEveryAttempt) {
   // The first attempt fails once both workers have written, so there are two to compare.
   make_fifo(out("done_0.fifo"));
-  const RunResult run = run_ddprun({"--nproc_per_node", "2", "--max_restarts", "1",
-                                    worker("dump_env.py"), "--fail-first-attempt",
-                                    "--bind-master-port"});
+  const RunResult run =
+      run_ddprun({"--nproc_per_node", "2", "--max_restarts", "1", worker("dump_env.py"),
+                  "--fail-first-attempt", "--bind-master-port"});
   ASSERT_TRUE(ExitedWith(run, 0));
   std::set<std::string> ports;
   for (int restart = 0; restart < 2; ++restart) {

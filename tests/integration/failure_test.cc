@@ -45,8 +45,7 @@ TEST_F(FailureTest, FailingRankStopsSiblingsAndItsExitCodeAndMessageAreReported)
   EXPECT_NE(root.find("rank      : 1 (local_rank: 1)"), std::string::npos) << root;
   EXPECT_NE(root.find("exitcode  : 3 (pid: " + pid + ")"), std::string::npos) << root;
   EXPECT_NE(root.find("error_file: " + error_file), std::string::npos) << root;
-  EXPECT_NE(root.find("traceback : Traceback (most recent call last):"), std::string::npos)
-      << root;
+  EXPECT_NE(root.find("traceback : Traceback (most recent call last):"), std::string::npos) << root;
   EXPECT_NE(root.find("RuntimeError: boom"), std::string::npos) << root;
   // The siblings stopped by the agent are not failures of their own.
   EXPECT_NE(run.err.find("<NO_OTHER_FAILURES>"), std::string::npos) << run.err;
@@ -68,12 +67,12 @@ TEST_F(FailureTest, SiblingIgnoringSigtermIsKilledAfterShutdownTimeout) {
 }
 
 TEST_F(FailureTest, ReportShowsStderrTailWhenStderrIsRedirected) {
-  const RunResult run = run_ddprun({"--redirects", "2", "--no_python", "/bin/sh", "-c",
-                                    "echo out-line; echo first-err >&2; echo last-err >&2; exit 6"});
+  const RunResult run =
+      run_ddprun({"--redirects", "2", "--no_python", "/bin/sh", "-c",
+                  "echo out-line; echo first-err >&2; echo last-err >&2; exit 6"});
   ASSERT_TRUE(ExitedWith(run, 6));
   const std::string root = root_cause_section(run.err);
-  EXPECT_NE(root.find("stderr    : (last 2 lines)\n    first-err\n    last-err"),
-            std::string::npos)
+  EXPECT_NE(root.find("stderr    : (last 2 lines)\n    first-err\n    last-err"), std::string::npos)
       << run.err;
   EXPECT_NE(run.out.find("out-line"), std::string::npos) << "stdout is not redirected";
 }
@@ -101,13 +100,12 @@ TEST_F(FailureTest, WorkerKilledBySignalGives128PlusSignalAndNamesIt) {
   const std::string root = root_cause_section(run.err);
   EXPECT_NE(root.find("rank      : 0 (local_rank: 0)"), std::string::npos) << run.err;
   EXPECT_NE(root.find("exitcode  : -9 (pid: " + pid + ")"), std::string::npos) << run.err;
-  EXPECT_NE(root.find("Signal 9 (SIGKILL) received by PID " + pid), std::string::npos)
-      << run.err;
+  EXPECT_NE(root.find("Signal 9 (SIGKILL) received by PID " + pid), std::string::npos) << run.err;
 }
 
 TEST_F(FailureTest, RestartThenSucceed) {
-  const RunResult run = run_ddprun({"--nproc_per_node", "2", "--max_restarts", "2",
-                                    worker("restart_until.py"), "1", "5"});
+  const RunResult run = run_ddprun(
+      {"--nproc_per_node", "2", "--max_restarts", "2", worker("restart_until.py"), "1", "5"});
   ASSERT_TRUE(ExitedWith(run, 0));
   // Rank 0 ran (and failed) on restart 0; both ranks ran on restart 1; there was no third.
   EXPECT_FALSE(read_text_file(out("attempt_0_0")).empty());
@@ -120,8 +118,8 @@ TEST_F(FailureTest, RestartThenSucceed) {
 }
 
 TEST_F(FailureTest, RestartsExhaustedReportOnceWithTheExitCode) {
-  const RunResult run = run_ddprun({"--nproc_per_node", "2", "--max_restarts", "2",
-                                    worker("restart_until.py"), "99", "4"});
+  const RunResult run = run_ddprun(
+      {"--nproc_per_node", "2", "--max_restarts", "2", worker("restart_until.py"), "99", "4"});
   ASSERT_TRUE(ExitedWith(run, 4));
   for (int restart = 0; restart < 3; ++restart) {
     EXPECT_FALSE(read_text_file(out("attempt_" + std::to_string(restart) + "_0")).empty())

@@ -58,17 +58,15 @@ class HygieneTest : public DdprunTest {
   }
 };
 
-TEST_F(HygieneTest, GrandchildInTheWorkersGroupDiesWithTheJob) {
-  expect_grandchildren_gone({});
-}
+TEST_F(HygieneTest, GrandchildInTheWorkersGroupDiesWithTheJob) { expect_grandchildren_gone({}); }
 
 TEST_F(HygieneTest, GrandchildThatCalledSetsidDiesWithTheJob) {
   expect_grandchildren_gone({"--setsid"});
 }
 
 TEST_F(HygieneTest, GrandchildrenOfStoppedWorkersDieWhenDdprunIsSignalled) {
-  auto ddprun = start_ddprun({"--nproc_per_node", "2", worker("spawn_grandchild.py"), "--setsid",
-                              "--wait"});
+  auto ddprun =
+      start_ddprun({"--nproc_per_node", "2", worker("spawn_grandchild.py"), "--setsid", "--wait"});
   ASSERT_NE(ddprun, nullptr);
   ASSERT_TRUE(wait_for_files({out("grandchild_0"), out("grandchild_1")}, deadline_after(30s)));
   ddprun->send_signal(SIGTERM);
@@ -100,8 +98,8 @@ TEST_F(HygieneTest, WorkersInheritOnlyStandardDescriptors) {
   for (const char* tee : {"0", "3"}) {
     SCOPED_TRACE(std::string("--tee ") + tee);
     const std::string log_dir = temp() / (std::string("logs_tee") + tee);
-    const RunResult run = run_ddprun({"--nproc_per_node", "2", "--tee", tee, "--log_dir",
-                                      log_dir, "--no_python", "/bin/sh", worker("list_fds.sh")});
+    const RunResult run = run_ddprun({"--nproc_per_node", "2", "--tee", tee, "--log_dir", log_dir,
+                                      "--no_python", "/bin/sh", worker("list_fds.sh")});
     ASSERT_TRUE(ExitedWith(run, 0));
     for (int rank = 0; rank < 2; ++rank) {
       const std::string listing = read_text_file(out("fds_" + std::to_string(rank)));

@@ -28,8 +28,8 @@ class LogsTest : public DdprunTest {
   }
 
   RunResult run_chatter(std::vector<std::string> flags) {
-    flags.insert(flags.end(), {"--nproc_per_node", "2", "--log_dir", log_dir(),
-                               worker("chatter.py")});
+    flags.insert(flags.end(),
+                 {"--nproc_per_node", "2", "--log_dir", log_dir(), worker("chatter.py")});
     return run_ddprun(flags);
   }
 
@@ -113,8 +113,8 @@ TEST_F(LogsTest, LocalRanksFilterWithTee) {
 TEST_F(LogsTest, LogDirLayoutPerRunAttemptAndRank) {
   make_fifo(out("done_0.fifo"));  // the first attempt fails once both ranks have printed
   const RunResult run = run_ddprun({"--nproc_per_node", "2", "--log_dir", temp() / "logs2",
-                                     "--rdzv_id", "myjob", "--redirects", "3", "--max_restarts",
-                                     "1", worker("chatter.py"), "--fail-first-attempt"});
+                                    "--rdzv_id", "myjob", "--redirects", "3", "--max_restarts", "1",
+                                    worker("chatter.py"), "--fail-first-attempt"});
   ASSERT_TRUE(ExitedWith(run, 0));
   const auto runs = list_dir(temp() / "logs2");
   ASSERT_EQ(runs.size(), 1u);

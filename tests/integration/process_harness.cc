@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include <array>
-#include <cstdint>
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 
 extern char** environ;  // NOLINT: POSIX
@@ -40,8 +40,8 @@ std::vector<char*> to_cstrings(const std::vector<std::string>& strings) {
 }
 
 // Runs in the forked child: async-signal-safe calls only (the test may have other threads).
-[[noreturn]] void exec_child(pid_t parent, int stdin_fd, int stdout_fd, int stderr_fd,
-                             int error_fd, const char* cwd, const char* path, char* const argv[],
+[[noreturn]] void exec_child(pid_t parent, int stdin_fd, int stdout_fd, int stderr_fd, int error_fd,
+                             const char* cwd, const char* path, char* const argv[],
                              char* const envp[]) {
   auto fail = [error_fd] { child_fail(error_fd); };
   if (::setpgid(0, 0) != 0) fail();
@@ -211,8 +211,8 @@ std::optional<ChildExit> ChildProcess::wait(Deadline deadline) {
   return exit_;
 }
 
-bool ChildProcess::wait_for_text(std::string ChildProcess::*stream,
-                                 const std::string& needle, Deadline deadline) {
+bool ChildProcess::wait_for_text(std::string ChildProcess::*stream, const std::string& needle,
+                                 Deadline deadline) {
   std::unique_lock lock(mutex_);
   return changed_.wait_until(lock, deadline, [&] {
     return (this->*stream).find(needle) != std::string::npos || output_done_;

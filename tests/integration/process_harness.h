@@ -80,18 +80,18 @@ class ChildProcess {
                      Deadline deadline);
 
   pid_t pid_ = -1;
-  UniqueFd pidfd_;          // readable once the child has exited
-  UniqueFd stdout_read_;    // owned by the reader thread once it runs
+  UniqueFd pidfd_;        // readable once the child has exited
+  UniqueFd stdout_read_;  // owned by the reader thread once it runs
   UniqueFd stderr_read_;
-  UniqueFd stop_event_;     // eventfd: tells the reader thread to stop early
+  UniqueFd stop_event_;            // eventfd: tells the reader thread to stop early
   std::optional<ChildExit> exit_;  // set once the child is reaped; pid_ is then stale
 
-  mutable std::mutex mutex_;     // guards the fields below, written by the reader thread
+  mutable std::mutex mutex_;  // guards the fields below, written by the reader thread
   std::condition_variable changed_;
   std::string stdout_;
   std::string stderr_;
-  bool output_done_ = false;     // both pipes at end of file (or the reader was stopped)
-  std::thread reader_;           // joined by the destructor
+  bool output_done_ = false;  // both pipes at end of file (or the reader was stopped)
+  std::thread reader_;        // joined by the destructor
 };
 
 // The current process's environment as a map.

@@ -22,9 +22,11 @@ class SignalTest : public DdprunTest {
     auto ddprun = start_ddprun(args);
     if (!ddprun) return nullptr;
     std::vector<std::string> ready;
-    for (int rank = 0; rank < kWorkers; ++rank) ready.push_back(out("ready_" + std::to_string(rank)));
+    for (int rank = 0; rank < kWorkers; ++rank)
+      ready.push_back(out("ready_" + std::to_string(rank)));
     if (!wait_for_files(ready, deadline_after(30s))) {
-      ADD_FAILURE() << "workers never became ready\n" << finish(*ddprun, deadline_after(0ms)).describe();
+      ADD_FAILURE() << "workers never became ready\n"
+                    << finish(*ddprun, deadline_after(0ms)).describe();
       return nullptr;
     }
     return ddprun;

@@ -16,10 +16,16 @@ class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value, 1); else ::unsetenv(name);
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
   }
   ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1); else ::unsetenv(name_);
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
   }
 
  private:
@@ -58,7 +64,8 @@ TEST_F(CommandLineTest, BothSpellingsOfEveryMultiWordFlag) {
 }
 
 TEST_F(CommandLineTest, PythonScriptRunsUnbufferedWithArgumentsUntouched) {
-  auto c = parse_ok({"--nproc_per_node", "2", "train.py", "--lr", "1", "--nproc_per_node", "5", "-x"});
+  auto c =
+      parse_ok({"--nproc_per_node", "2", "train.py", "--lr", "1", "--nproc_per_node", "5", "-x"});
   EXPECT_EQ(c.agent.command.executable, "/bin/sh");
   EXPECT_EQ(c.agent.command.argv, (std::vector<std::string>{"/bin/sh", "-u", "train.py", "--lr",
                                                             "1", "--nproc_per_node", "5", "-x"}));
@@ -123,7 +130,8 @@ TEST_F(CommandLineTest, OmpNumThreadsIsSetWithAWarningOnlyWhenUnsetAndSeveralWor
   EXPECT_NE(c.warnings[0].find("OMP_NUM_THREADS"), std::string::npos);
   EXPECT_FALSE(parse_ok({"t.py"}).agent.extra_env.count("OMP_NUM_THREADS"));
   ScopedEnv omp("OMP_NUM_THREADS", "4");
-  EXPECT_FALSE(parse_ok({"--nproc_per_node", "2", "t.py"}).agent.extra_env.count("OMP_NUM_THREADS"));
+  EXPECT_FALSE(
+      parse_ok({"--nproc_per_node", "2", "t.py"}).agent.extra_env.count("OMP_NUM_THREADS"));
 }
 
 TEST_F(CommandLineTest, RedirectsTeeAndFilter) {
@@ -148,7 +156,8 @@ TEST_F(CommandLineTest, UsageErrorsNameTheProblem) {
   EXPECT_NE(parse_error({"--nnodes", "3:2", "t.py"}).find("--nnodes=3:2"), std::string::npos);
   EXPECT_NE(parse_error({"--rdzv_backend", "etcd", "t.py"}).find("etcd"), std::string::npos);
   EXPECT_NE(parse_error({"--rdzv_conf", "bogus=1", "t.py"}).find("bogus"), std::string::npos);
-  EXPECT_NE(parse_error({"--signals_to_handle", "SIGNOPE", "t.py"}).find("SIGNOPE"), std::string::npos);
+  EXPECT_NE(parse_error({"--signals_to_handle", "SIGNOPE", "t.py"}).find("SIGNOPE"),
+            std::string::npos);
   EXPECT_NE(parse_error({"--master_port", "70000", "t.py"}).find("70000"), std::string::npos);
   EXPECT_NE(parse_error({"--local_ranks_filter", "a", "t.py"}).find("local_ranks_filter"),
             std::string::npos);
@@ -161,7 +170,8 @@ TEST_F(CommandLineTest, StaticMultiNodeNeedsAFixedSizeAndSharesAPort) {
   EXPECT_EQ(c.rendezvous.node_rank, 1);
   EXPECT_EQ(c.agent.master_port, 29500);  // nodes cannot agree on a free port without talking
   EXPECT_EQ(c.agent.master_addr, "127.0.0.2");
-  EXPECT_NE(parse_error({"--nnodes", "1:2", "t.py"}).find("fixed number of nodes"), std::string::npos);
+  EXPECT_NE(parse_error({"--nnodes", "1:2", "t.py"}).find("fixed number of nodes"),
+            std::string::npos);
   EXPECT_NE(parse_error({"--nnodes", "2", "--node_rank", "2", "t.py"}).find("--node_rank=2"),
             std::string::npos);
   EXPECT_NE(parse_error({"--standalone", "--nnodes", "2", "t.py"}).find("--standalone"),
@@ -189,7 +199,8 @@ TEST(ValueParsers, NprocKeywords) {
 TEST(ValueParsers, Nnodes) {
   EXPECT_EQ(parse_nnodes("4").value().min, 4);
   EXPECT_EQ(parse_nnodes("1:3").value().max, 3);
-  for (const char* bad : {"0", "", "a", "2:1", "1:2:3", "-1"}) EXPECT_FALSE(parse_nnodes(bad)) << bad;
+  for (const char* bad : {"0", "", "a", "2:1", "1:2:3", "-1"})
+    EXPECT_FALSE(parse_nnodes(bad)) << bad;
 }
 
 }  // namespace

@@ -66,7 +66,8 @@ TEST_P(DaemonKillTest, KilledAgentLeavesTheJobToTheSurvivors) {
   int victim = -1;  // index into nodes
   for (const auto& [name, m] : markers("run_n")) {
     ASSERT_EQ(m["WORLD_SIZE"], "6") << name;
-    if (m["GROUP_RANK"] == std::to_string(GetParam())) victim = std::stoi(m["node"].get<std::string>()) - 1;
+    if (m["GROUP_RANK"] == std::to_string(GetParam()))
+      victim = std::stoi(m["node"].get<std::string>()) - 1;
   }
   ASSERT_GE(victim, 0);
 

@@ -75,8 +75,7 @@ TEST_F(ElasticTest, ScaleUpRestartsRunningWorkersIntoTwoNodeRoundWithoutCounting
   std::set<std::string> ranks;
   for (int n : {1, 2}) {
     for (int local = 0; local < 2; ++local) {
-      const std::string name =
-          "run_n" + std::to_string(n) + "_w4_r0_l" + std::to_string(local);
+      const std::string name = "run_n" + std::to_string(n) + "_w4_r0_l" + std::to_string(local);
       ASSERT_EQ(big.count(name), 1u) << name << " missing\n" << runs[0].describe();
       EXPECT_EQ(big.at(name)["GROUP_WORLD_SIZE"], "2");
       ranks.insert(big.at(name)["RANK"].get<std::string>());

@@ -85,8 +85,8 @@ TEST_F(HostileTest, GarbageOversizedAndStalledConnectionsDoNotDisturbARunningJob
       {"garbage", garbage},
       {"oversized frame", u32_be(0xfffffff0u) + std::string(1, '\x01')},
       {"zero-length frame", u32_be(0)},
-      {"bad magic", u32_be(11) + std::string(1, '\x01') + u32_be(0x12345678) + std::string(2, '\0') +
-                        u32_be(0)},
+      {"bad magic",
+       u32_be(11) + std::string(1, '\x01') + u32_be(0x12345678) + std::string(2, '\0') + u32_be(0)},
   };
   std::vector<UniqueFd> to_close;
   for (const auto& [what, bytes] : closed) {

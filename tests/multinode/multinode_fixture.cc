@@ -35,8 +35,7 @@ uint16_t free_port(const std::string& addr) {
 
 std::string RdzvTimeouts::conf() const {
   return "join_timeout=" + join_timeout + ",last_call_timeout=" + last_call_timeout +
-         ",heartbeat_timeout=" + heartbeat_timeout + ",keep_alive_interval=" +
-         keep_alive_interval;
+         ",heartbeat_timeout=" + heartbeat_timeout + ",keep_alive_interval=" + keep_alive_interval;
 }
 
 std::string MultinodeTest::mn_worker(const std::string& name) {
@@ -45,8 +44,8 @@ std::string MultinodeTest::mn_worker(const std::string& name) {
 
 std::string MultinodeTest::daemon_binary() { return DDP_RENDEZVOUS_BINARY; }
 
-std::unique_ptr<ChildProcess> MultinodeTest::start_node_args(
-    int node, const std::vector<std::string>& args) {
+std::unique_ptr<ChildProcess> MultinodeTest::start_node_args(int node,
+                                                             const std::vector<std::string>& args) {
   ChildOptions options;
   options.executable = ddprun_binary();
   options.args = args;
@@ -62,13 +61,13 @@ std::unique_ptr<ChildProcess> MultinodeTest::start_node_args(
 }
 
 std::unique_ptr<ChildProcess> MultinodeTest::start_node(const NodeSpec& spec) {
-  std::vector<std::string> args{"--nnodes",       spec.nnodes,
+  std::vector<std::string> args{"--nnodes",         spec.nnodes,
                                 "--nproc_per_node", std::to_string(spec.nproc_per_node),
-                                "--rdzv_backend", "c10d",
-                                "--rdzv_endpoint", spec.endpoint,
-                                "--rdzv_id",      spec.job,
-                                "--local_addr",   node_addr(spec.node),
-                                "--rdzv_conf",    spec.timeouts.conf()};
+                                "--rdzv_backend",   "c10d",
+                                "--rdzv_endpoint",  spec.endpoint,
+                                "--rdzv_id",        spec.job,
+                                "--local_addr",     node_addr(spec.node),
+                                "--rdzv_conf",      spec.timeouts.conf()};
   args.insert(args.end(), spec.extra.begin(), spec.extra.end());
   args.insert(args.end(), spec.entry.begin(), spec.entry.end());
   return start_node_args(spec.node, args);
@@ -139,8 +138,8 @@ void MultinodeTest::release(const std::string& name, std::size_t bytes) {
   ASSERT_EQ(::write(fd.get(), data.data(), data.size()), static_cast<ssize_t>(bytes));
 }
 
-std::vector<RunResult> MultinodeTest::finish_all(
-    std::vector<std::unique_ptr<ChildProcess>>& nodes, Deadline deadline) {
+std::vector<RunResult> MultinodeTest::finish_all(std::vector<std::unique_ptr<ChildProcess>>& nodes,
+                                                 Deadline deadline) {
   std::vector<RunResult> results;
   for (auto& node : nodes) {
     results.push_back(node ? finish(*node, deadline) : RunResult{});

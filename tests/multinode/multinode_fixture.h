@@ -40,10 +40,10 @@ struct RdzvTimeouts {
 // c10d --rdzv_endpoint <endpoint> --rdzv_id <job> --local_addr 127.0.0.<node> --rdzv_conf ...
 // <extra...> <entry...>`.
 struct NodeSpec {
-  int node = 1;                    // the N of 127.0.0.N; also DDPRUN_TEST_NODE for its workers
+  int node = 1;  // the N of 127.0.0.N; also DDPRUN_TEST_NODE for its workers
   std::string nnodes = "2";
   int nproc_per_node = 2;
-  std::string endpoint;            // host:port
+  std::string endpoint;  // host:port
   std::string job = "job";
   RdzvTimeouts timeouts;
   std::vector<std::string> extra;  // more ddprun flags, before the entry point

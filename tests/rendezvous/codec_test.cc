@@ -26,16 +26,28 @@ std::vector<ClientMessage> sample_client_messages() {
   add.op = KvOp::kAdd;
   add.keys = {"counter"};
   add.delta = -5;
-  return {Hello{kProtocolMagic, kProtocolVersion, "job-1"}, join, ResumeMsg{3, "node-a", 99},
-          HeartbeatMsg{}, ReportFailureMsg{4, 2, "{\"json\":1}", -9}, ReportSuccessMsg{5, 2},
-          LeaveMsg{6}, wait, cas, add};
+  return {Hello{kProtocolMagic, kProtocolVersion, "job-1"},
+          join,
+          ResumeMsg{3, "node-a", 99},
+          HeartbeatMsg{},
+          ReportFailureMsg{4, 2, "{\"json\":1}", -9},
+          ReportSuccessMsg{5, 2},
+          LeaveMsg{6},
+          wait,
+          cas,
+          add};
 }
 
 std::vector<ServerMessage> sample_server_messages() {
   Reply reply{11, false, "bad", true, "value", -42};
   RoundAssigned a{"job", 3, 1, 2, 4, 4, 8, "10.0.0.1", 29500, 1, 3};
-  return {HelloAck{}, reply, a, RestartRequested{2, RestartReason::kWorkerFailure, "report"},
-          JobFailed{"no restarts", "report", 3}, JobSucceeded{5}, HeartbeatAck{},
+  return {HelloAck{},
+          reply,
+          a,
+          RestartRequested{2, RestartReason::kWorkerFailure, "report"},
+          JobFailed{"no restarts", "report", 3},
+          JobSucceeded{5},
+          HeartbeatAck{},
           ErrorMsg{"shutting down"}};
 }
 
@@ -103,9 +115,10 @@ TEST(CodecTest, OversizedAndEmptyLengthsAreRejectedBeforeReadingTheBody) {
 TEST(CodecTest, StringLongerThanLimitOrFrameIsRejected) {
   CodecLimits limits;
   limits.max_string_bytes = 8;
-  EXPECT_FALSE(decode_client_frame(encode_frame(ClientMessage(Hello{kProtocolMagic, 1,
-                                                                    "a-very-long-job-id"})),
-                                   limits).ok());
+  EXPECT_FALSE(
+      decode_client_frame(
+          encode_frame(ClientMessage(Hello{kProtocolMagic, 1, "a-very-long-job-id"})), limits)
+          .ok());
   // A string length field claiming more bytes than the frame holds.
   std::string frame = encode_frame(ClientMessage(Hello{kProtocolMagic, 1, "job"}));
   frame[kFrameHeaderBytes + 1 + 4 + 2 + 3] = 0x7f;  // low byte of the job id length
@@ -131,8 +144,8 @@ TEST(CodecTest, UnknownTypeTrailingBytesAndBadEnumsAreRejected) {
   trailing += 'x';
   trailing[3] = static_cast<char>(trailing[3] + 1);
   EXPECT_FALSE(decode_client_frame(trailing, limits).ok());
-  std::string bad_reason = encode_frame(
-      ServerMessage(RestartRequested{1, RestartReason::kScaleUp, ""}));
+  std::string bad_reason =
+      encode_frame(ServerMessage(RestartRequested{1, RestartReason::kScaleUp, ""}));
   bad_reason[kFrameHeaderBytes + 1 + 8] = 9;
   EXPECT_FALSE(decode_server_frame(bad_reason, limits).ok());
   // A server frame type sent to the server is unknown there.

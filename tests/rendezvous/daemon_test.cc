@@ -22,10 +22,11 @@ class Daemon {
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-    const char* argv[] = {DDP_RENDEZVOUS_BIN, "--host", "127.0.0.1", "--port", "0",
-                          "--log-level", "warn", "--shutdown-grace", "300ms", nullptr};
-    EXPECT_EQ(posix_spawn(&pid_, DDP_RENDEZVOUS_BIN, &actions, nullptr,
-                          const_cast<char**>(argv), environ), 0);
+    const char* argv[] = {DDP_RENDEZVOUS_BIN, "--host", "127.0.0.1",        "--port", "0",
+                          "--log-level",      "warn",   "--shutdown-grace", "300ms",  nullptr};
+    EXPECT_EQ(posix_spawn(&pid_, DDP_RENDEZVOUS_BIN, &actions, nullptr, const_cast<char**>(argv),
+                          environ),
+              0);
     posix_spawn_file_actions_destroy(&actions);
     ::close(fds[1]);
     out_ = fds[0];
@@ -42,7 +43,8 @@ class Daemon {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     char buf[256];
     while (!stop(text_)) {
-      const auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) break;
       pollfd p{out_, POLLIN, 0};
       if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
@@ -88,27 +90,32 @@ TEST(DaemonTest, ServesTwoJobsAtOnceAndStopsOnSigterm) {
   for (int i = 0; i < 3; ++i) b.push_back(start_node(io, node_options(port, "job-b", 10 + i)));
   auto all = [&](auto pred) {
     for (auto* group : {&a, &b}) {
-      for (auto& n : *group) if (!pred(*n)) return false;
+      for (auto& n : *group)
+        if (!pred(*n)) return false;
     }
     return true;
   };
-  ASSERT_TRUE(run_until(io, [&] { return all([](TestNode& n) { return n.connected.has_value(); }); }));
-  for (size_t i = 0; i < a.size(); ++i) start_join(*a[i], join_request("n" + std::to_string(i), 2, 2));
-  for (size_t i = 0; i < b.size(); ++i) start_join(*b[i], join_request("n" + std::to_string(i), 3, 3));
-  ASSERT_TRUE(run_until(io, [&] { return all([](TestNode& n) { return n.assignment.has_value(); }); }));
+  ASSERT_TRUE(
+      run_until(io, [&] { return all([](TestNode& n) { return n.connected.has_value(); }); }));
+  for (size_t i = 0; i < a.size(); ++i)
+    start_join(*a[i], join_request("n" + std::to_string(i), 2, 2));
+  for (size_t i = 0; i < b.size(); ++i)
+    start_join(*b[i], join_request("n" + std::to_string(i), 3, 3));
+  ASSERT_TRUE(
+      run_until(io, [&] { return all([](TestNode& n) { return n.assignment.has_value(); }); }));
   EXPECT_EQ(a[0]->assignment->value().world_size, 4u);
   EXPECT_EQ(b[0]->assignment->value().world_size, 6u);
 
   // An agent of job b dies; its survivors re-rendezvous on the daemon; job a notices nothing.
   b[2].reset();
   b.pop_back();
-  ASSERT_TRUE(run_until(io, [&] {
-    return b[0]->count<RestartRequested>() && b[1]->count<RestartRequested>();
-  }));
+  ASSERT_TRUE(run_until(
+      io, [&] { return b[0]->count<RestartRequested>() && b[1]->count<RestartRequested>(); }));
   EXPECT_EQ(a[0]->events.size() + a[1]->events.size(), 0u);
 
   EXPECT_EQ(daemon.terminate(5s), 0);
-  ASSERT_TRUE(run_until(io, [&] { return all([](TestNode& n) { return n.count<ConnectionLost>() > 0; }); }));
+  ASSERT_TRUE(run_until(
+      io, [&] { return all([](TestNode& n) { return n.count<ConnectionLost>() > 0; }); }));
 }
 
 TEST(DaemonTest, RejectsABusyPort) {

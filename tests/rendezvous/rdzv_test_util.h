@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <gtest/gtest.h>
 
 #include "rendezvous/client.h"
 #include "rendezvous/server.h"

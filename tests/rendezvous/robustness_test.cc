@@ -30,7 +30,8 @@ class RawPeer {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     char buf[4096];
     for (;;) {
-      const auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return false;
       pollfd p{socket_.native_handle(), POLLIN, 0};
       if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
@@ -64,7 +65,8 @@ TEST_F(RobustnessTest, BadConnectionsAreDroppedWithoutDisturbingARunningJob) {
       wrong_version(raw_io, server_.port());
   garbage.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
   oversized.write(std::string("\x01\x00\x00\x01\x01", 5));  // 16 MiB + 1 frame
-  const std::string hello = encode_frame(ClientMessage(Hello{kProtocolMagic, kProtocolVersion, "job"}));
+  const std::string hello =
+      encode_frame(ClientMessage(Hello{kProtocolMagic, kProtocolVersion, "job"}));
   half.write(hello.substr(0, hello.size() / 2));
   wrong_version.write(encode_frame(ClientMessage(Hello{kProtocolMagic, 99, "job"})));
 
@@ -78,7 +80,8 @@ TEST_F(RobustnessTest, BadConnectionsAreDroppedWithoutDisturbingARunningJob) {
     closed += wrong_version.wait_closed(3s, refused);
     closed += 100;  // done
   });
-  run_until(io_, [&] { return closed >= 100; }, 20s);
+  run_until(
+      io_, [&] { return closed >= 100; }, 20s);
   checker.join();
   EXPECT_EQ(closed, 105);
   EXPECT_NE(got.find("exceeds the limit"), std::string::npos);
@@ -126,13 +129,14 @@ class Relay {
   }
   void pump(std::shared_ptr<tcp::socket> from, std::shared_ptr<tcp::socket> to) {
     auto buf = std::make_shared<std::array<char, 4096>>();
-    from->async_read_some(boost::asio::buffer(*buf), [this, from, to, buf](boost::system::error_code ec, size_t n) {
-      if (ec) return;
-      boost::asio::async_write(*to, boost::asio::buffer(*buf, n),
-                               [this, from, to, buf](boost::system::error_code ec2, size_t) {
-                                 if (!ec2) pump(from, to);
-                               });
-    });
+    from->async_read_some(
+        boost::asio::buffer(*buf), [this, from, to, buf](boost::system::error_code ec, size_t n) {
+          if (ec) return;
+          boost::asio::async_write(*to, boost::asio::buffer(*buf, n),
+                                   [this, from, to, buf](boost::system::error_code ec2, size_t) {
+                                     if (!ec2) pump(from, to);
+                                   });
+        });
   }
   boost::asio::io_context& io_;
   tcp::acceptor acceptor_;
@@ -160,7 +164,7 @@ TEST_F(RobustnessTest, ReconnectWithinHeartbeatTimeoutKeepsMembershipAndRank) {
   ASSERT_TRUE(run_until(io_, [&] { return a->assignment && b->assignment; }));
   ASSERT_TRUE(a->assignment->ok()) << a->assignment->error_message();
   EXPECT_EQ((*a->assignment)->group_rank, rank_of_a);  // membership and rank kept
-  EXPECT_EQ((*a->assignment)->restart_count, 0u);  // a lost connection is not a failure
+  EXPECT_EQ((*a->assignment)->restart_count, 0u);      // a lost connection is not a failure
   a->client->report_success();
   b->client->report_success();
   ASSERT_TRUE(run_until(io_, [&] { return a->count<JobSucceeded>() && b->count<JobSucceeded>(); }));
@@ -171,7 +175,8 @@ TEST_F(RobustnessTest, ServerShutdownIsReportedAsConnectionLost) {
   ASSERT_TRUE(run_until(io_, [&] { return a->connected.has_value(); }));
   start_join(*a, join_request("a", 2, 2));
   server_.stop();
-  ASSERT_TRUE(run_until(io_, [&] { return a->count<ConnectionLost>() && a->assignment; }, 5s));
+  ASSERT_TRUE(run_until(
+      io_, [&] { return a->count<ConnectionLost>() && a->assignment; }, 5s));
   EXPECT_FALSE(a->assignment->ok());
 }
 

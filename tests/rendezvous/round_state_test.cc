@@ -146,8 +146,8 @@ TEST_F(RoundStateTest, LostConnectionRestartsSurvivorsAtOnceAndKeepsTheirRanks) 
   join("c");
   auto a = assignments(join("b"));  // the survivors are back: no wait for a
   ASSERT_EQ(a.size(), 2u);
-  EXPECT_EQ(a["b"].group_rank, 1u);  // kept
-  EXPECT_EQ(a["c"].group_rank, 0u);  // its old rank 2 no longer exists: first free rank
+  EXPECT_EQ(a["b"].group_rank, 1u);     // kept
+  EXPECT_EQ(a["c"].group_rank, 0u);     // its old rank 2 no longer exists: first free rank
   EXPECT_EQ(a["c"].restart_count, 0u);  // a lost node is not a worker failure
   EXPECT_TRUE(advance(milliseconds(200)).empty());  // a's grace ends: nothing left to do
   EXPECT_FALSE(state_->knows("a"));
@@ -159,7 +159,7 @@ TEST_F(RoundStateTest, ReattachWithinGraceKeepsMembershipAndRank) {
   join("b");
   ASSERT_EQ(count<RestartRequested>(state_->detach("a", clock_.steady_now())), 2u);
   advance(milliseconds(150));
-  EXPECT_TRUE(state_->reattach("a"));  // back within heartbeat_timeout: still known
+  EXPECT_TRUE(state_->reattach("a"));               // back within heartbeat_timeout: still known
   EXPECT_TRUE(advance(milliseconds(100)).empty());  // past the grace: not dropped
   EXPECT_TRUE(state_->knows("a"));
   join("b");

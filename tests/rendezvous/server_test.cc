@@ -12,9 +12,11 @@ class ServerTest : public ::testing::Test {
  protected:
   std::vector<std::unique_ptr<TestNode>> start_nodes(int n, const std::string& job = "job") {
     std::vector<std::unique_ptr<TestNode>> nodes;
-    for (int i = 0; i < n; ++i) nodes.push_back(start_node(io_, node_options(server_.port(), job, i)));
+    for (int i = 0; i < n; ++i)
+      nodes.push_back(start_node(io_, node_options(server_.port(), job, i)));
     EXPECT_TRUE(run_until(io_, [&] {
-      for (auto& node : nodes) if (!node->connected) return false;
+      for (auto& node : nodes)
+        if (!node->connected) return false;
       return true;
     }));
     for (auto& node : nodes) EXPECT_TRUE(node->connected->ok()) << node->connected->message();
@@ -28,14 +30,16 @@ class ServerTest : public ::testing::Test {
   }
   bool all_assigned(std::vector<std::unique_ptr<TestNode>>& nodes) {
     return run_until(io_, [&] {
-      for (auto& node : nodes) if (!node->assignment) return false;
+      for (auto& node : nodes)
+        if (!node->assignment) return false;
       return true;
     });
   }
   template <class T>
   bool all_got(std::vector<std::unique_ptr<TestNode>>& nodes, size_t n = 1) {
     return run_until(io_, [&] {
-      for (auto& node : nodes) if (node && node->count<T>() < n) return false;
+      for (auto& node : nodes)
+        if (node && node->count<T>() < n) return false;
       return true;
     });
   }
@@ -136,8 +140,9 @@ TEST_F(ServerTest, CleanLeaveRestartsSurvivorsAtOnce) {
   ASSERT_TRUE(all_assigned(nodes));
   std::optional<bool> closed;
   nodes[2]->client->close([&] { closed = true; });
-  ASSERT_TRUE(run_until(io_, [&] { return closed && nodes[0]->count<RestartRequested>() &&
-                                          nodes[1]->count<RestartRequested>(); }));
+  ASSERT_TRUE(run_until(io_, [&] {
+    return closed && nodes[0]->count<RestartRequested>() && nodes[1]->count<RestartRequested>();
+  }));
   EXPECT_EQ(nodes[0]->last<RestartRequested>()->reason, RestartReason::kMemberLost);
   EXPECT_EQ(nodes[2]->count<RestartRequested>(), 0u);
   nodes.pop_back();

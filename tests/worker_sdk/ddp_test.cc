@@ -37,10 +37,10 @@ void expect_ddp_matches_reference(const std::string& mode, int world, double ato
   TempDir dir;
   const auto out = dir.path() / "weights.pt";
   constexpr int kSteps = 3;
-  auto results = run_ranks(SDK_TEST_WORKER,
-                           {"ddp", "mode=" + mode, "steps=" + std::to_string(kSteps),
-                            "out=" + out.string()},
-                           world, dir.path());
+  auto results =
+      run_ranks(SDK_TEST_WORKER,
+                {"ddp", "mode=" + mode, "steps=" + std::to_string(kSteps), "out=" + out.string()},
+                world, dir.path());
   for (const auto& r : results) ASSERT_TRUE(r.ok()) << all_output(results);
   std::vector<torch::Tensor> trained;
   torch::load(trained, out.string());

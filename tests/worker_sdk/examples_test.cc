@@ -24,7 +24,8 @@ TEST(ExamplesTest, MinDdpPrintsReducedLossAndGatheredAccuracyOnce) {
 
 TEST(ExamplesTest, MnistLearnsOnASubsetAndWritesModelHistoryAndSnapshots) {
   const fs::path data = "/usr/share/datasets/fashion-mnist";
-  if (!fs::exists(data / "train-images-idx3-ubyte.gz") && !fs::exists(data / "train-images-idx3-ubyte")) {
+  if (!fs::exists(data / "train-images-idx3-ubyte.gz") &&
+      !fs::exists(data / "train-images-idx3-ubyte")) {
     GTEST_SKIP() << "Debian's dataset-fashion-mnist is not installed";
   }
   TempDir dir;

@@ -26,12 +26,17 @@ std::string error_of(const ddp::EnvLookup& env, bool allow_single = false) {
 }
 
 TEST(LaunchEnvTest, ReadsDdprunEnvironment) {
-  auto env = ddp::read_launch_env(
-      fake({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
-            {"MASTER_ADDR", "10.0.0.5"}, {"MASTER_PORT", "29501"},
-            {"TORCHELASTIC_RESTART_COUNT", "2"}, {"TORCHELASTIC_MAX_RESTARTS", "3"},
-            {"TORCHELASTIC_RUN_ID", "job7"}, {"TORCHELASTIC_USE_AGENT_STORE", "False"}}),
-      false);
+  auto env = ddp::read_launch_env(fake({{"RANK", "3"},
+                                        {"WORLD_SIZE", "4"},
+                                        {"LOCAL_RANK", "1"},
+                                        {"LOCAL_WORLD_SIZE", "2"},
+                                        {"MASTER_ADDR", "10.0.0.5"},
+                                        {"MASTER_PORT", "29501"},
+                                        {"TORCHELASTIC_RESTART_COUNT", "2"},
+                                        {"TORCHELASTIC_MAX_RESTARTS", "3"},
+                                        {"TORCHELASTIC_RUN_ID", "job7"},
+                                        {"TORCHELASTIC_USE_AGENT_STORE", "False"}}),
+                                  false);
   EXPECT_EQ(env.rank, 3);
   EXPECT_EQ(env.world_size, 4);
   EXPECT_EQ(env.local_rank, 1);
@@ -46,7 +51,9 @@ TEST(LaunchEnvTest, ReadsDdprunEnvironment) {
 }
 
 TEST(LaunchEnvTest, TorchrunAgentStoreFlag) {
-  auto env = ddp::read_launch_env(fake({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"},
+  auto env = ddp::read_launch_env(fake({{"RANK", "0"},
+                                        {"WORLD_SIZE", "2"},
+                                        {"MASTER_PORT", "1"},
                                         {"TORCHELASTIC_USE_AGENT_STORE", "True"}}),
                                   false);
   EXPECT_TRUE(env.use_agent_store);
@@ -71,10 +78,11 @@ TEST(LaunchEnvTest, MalformedValuesNameTheVariable) {
   EXPECT_NE(error_of(fake({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}))
                 .find("MASTER_PORT=70000"),
             std::string::npos);
-  EXPECT_NE(error_of(fake({{"RANK", "0"}, {"WORLD_SIZE", "1"},
-                           {"TORCHELASTIC_USE_AGENT_STORE", "maybe"}}))
-                .find("TORCHELASTIC_USE_AGENT_STORE='maybe'"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(
+          fake({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"TORCHELASTIC_USE_AGENT_STORE", "maybe"}}))
+          .find("TORCHELASTIC_USE_AGENT_STORE='maybe'"),
+      std::string::npos);
 }
 
 }  // namespace

@@ -68,8 +68,8 @@ namespace {
 
 // Variables a launcher sets: never inherit them from the test's own environment.
 bool is_launcher_var(const std::string& name) {
-  static const char* kNames[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                                 "GROUP_RANK", "ROLE_RANK", "MASTER_ADDR", "MASTER_PORT"};
+  static const char* kNames[] = {"RANK",       "WORLD_SIZE", "LOCAL_RANK",  "LOCAL_WORLD_SIZE",
+                                 "GROUP_RANK", "ROLE_RANK",  "MASTER_ADDR", "MASTER_PORT"};
   for (const char* n : kNames) {
     if (name == n) return true;
   }
@@ -107,8 +107,8 @@ pid_t spawn(const ProcessSpec& spec) {
   for (const auto& e : env) env_ptrs.push_back(const_cast<char*>(e.c_str()));
   env_ptrs.push_back(nullptr);
   pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, spec.argv[0].c_str(), &actions, &attr, argv_ptrs.data(),
-                         env_ptrs.data());
+  int rc =
+      ::posix_spawn(&pid, spec.argv[0].c_str(), &actions, &attr, argv_ptrs.data(), env_ptrs.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) throw std::runtime_error("posix_spawn " + spec.argv[0] + ": " + std::strerror(rc));
@@ -163,7 +163,8 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs,
         index.push_back(i);
       }
     }
-    int n = ::poll(fds.data(), fds.size(), left.count() > 0 ? static_cast<int>(left.count()) : 1000);
+    int n =
+        ::poll(fds.data(), fds.size(), left.count() > 0 ? static_cast<int>(left.count()) : 1000);
     if (n < 0 && errno != EINTR) throw std::runtime_error("poll failed");
     for (std::size_t k = 0; n > 0 && k < fds.size(); ++k) {
       if (!(fds[k].revents & POLLIN)) continue;
@@ -184,9 +185,9 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs,
   return results;
 }
 
-std::vector<ProcessResult> run_ranks(const std::string& binary, const std::vector<std::string>& args,
-                                     int world_size, const fs::path& log_dir,
-                                     const RunOptions& options,
+std::vector<ProcessResult> run_ranks(const std::string& binary,
+                                     const std::vector<std::string>& args, int world_size,
+                                     const fs::path& log_dir, const RunOptions& options,
                                      const std::map<std::string, std::string>& extra_env) {
   const std::string port = std::to_string(free_port());
   std::vector<ProcessSpec> specs;

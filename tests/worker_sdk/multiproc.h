@@ -30,16 +30,16 @@ class TempDir {
 std::uint16_t free_port();
 
 struct ProcessSpec {
-  std::vector<std::string> argv;              // argv[0] is the executable's path
-  std::map<std::string, std::string> env;     // added to (and overriding) the inherited env
-  std::filesystem::path output_file;          // receives stdout and stderr
+  std::vector<std::string> argv;           // argv[0] is the executable's path
+  std::map<std::string, std::string> env;  // added to (and overriding) the inherited env
+  std::filesystem::path output_file;       // receives stdout and stderr
 };
 
 struct ProcessResult {
-  int exit_code = -1;    // when it exited
-  int term_signal = 0;   // when a signal ended it
+  int exit_code = -1;              // when it exited
+  int term_signal = 0;             // when a signal ended it
   bool killed_by_harness = false;  // deadline passed, or another process failed first
-  std::string output;    // stdout + stderr
+  std::string output;              // stdout + stderr
   bool ok() const { return exit_code == 0; }
   std::string describe() const;
 };
@@ -58,8 +58,9 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs,
 // Runs `world_size` ranks of `binary args...` with RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT=<free>, TORCHELASTIC_* set the way
 // ddprun sets them (rank 0 hosts the store). Output files go to log_dir/rank_<r>.log.
-std::vector<ProcessResult> run_ranks(const std::string& binary, const std::vector<std::string>& args,
-                                     int world_size, const std::filesystem::path& log_dir,
+std::vector<ProcessResult> run_ranks(const std::string& binary,
+                                     const std::vector<std::string>& args, int world_size,
+                                     const std::filesystem::path& log_dir,
                                      const RunOptions& options = {},
                                      const std::map<std::string, std::string>& extra_env = {});
 

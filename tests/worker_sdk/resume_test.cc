@@ -44,8 +44,8 @@ void expect_exact_resume(const std::vector<std::string>& launcher) {
   std::string plain_output, killed_output;
   auto uninterrupted = run_job(launcher, dir.path() / "uninterrupted", {}, &plain_output);
   // Global step 10 is mid-epoch 1 (6 steps per epoch); the newest snapshot then is step 8.
-  auto resumed = run_job(launcher, dir.path() / "killed", {"kill_rank=1", "kill_at=10"},
-                         &killed_output);
+  auto resumed =
+      run_job(launcher, dir.path() / "killed", {"kill_rank=1", "kill_at=10"}, &killed_output);
   ASSERT_FALSE(uninterrupted.empty());
   ASSERT_FALSE(resumed.empty());
   EXPECT_NE(killed_output.find("rank 1 kills itself at global step 10"), std::string::npos)

@@ -25,13 +25,13 @@ struct CheckFailed : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-#define CHECK_THAT(cond, what)                                                         \
-  do {                                                                                 \
-    if (!(cond)) {                                                                     \
-      std::ostringstream msg_;                                                         \
-      msg_ << "check failed at line " << __LINE__ << ": " #cond ": " << what;          \
-      throw CheckFailed(msg_.str());                                                   \
-    }                                                                                  \
+#define CHECK_THAT(cond, what)                                                \
+  do {                                                                        \
+    if (!(cond)) {                                                            \
+      std::ostringstream msg_;                                                \
+      msg_ << "check failed at line " << __LINE__ << ": " #cond ": " << what; \
+      throw CheckFailed(msg_.str());                                          \
+    }                                                                         \
   } while (0)
 
 std::string arg(const Args& args, const std::string& key, const std::string& fallback = "") {
@@ -105,7 +105,8 @@ void check_collectives(std::shared_ptr<ddp::ProcessGroup> g) {
     g->recv(from_prev, prev, 3);
     g->send(torch::full({4}, rr), next, 3);
   }
-  CHECK_THAT(torch::equal(from_prev, torch::full({4}, double(prev + 1))), "send/recv " << from_prev);
+  CHECK_THAT(torch::equal(from_prev, torch::full({4}, double(prev + 1))),
+             "send/recv " << from_prev);
   auto out = torch::full({4}, -rr);
   auto in = torch::zeros({4});
   auto send_req = g->isend(out, next, 5);
@@ -175,8 +176,8 @@ int run_ddp(std::shared_ptr<ddp::ProcessGroup> g, const Args& args) {
     for (auto& p : net->parameters()) p.add_(1.0);
   }
   ddp::DdpOptions options;
-  options.first_bucket_cap_bytes = 64;   // the last Linear's bias alone
-  options.bucket_cap_bytes = 1200;       // a few parameters per bucket
+  options.first_bucket_cap_bytes = 64;  // the last Linear's bias alone
+  options.bucket_cap_bytes = 1200;      // a few parameters per bucket
   if (mode == "unused") {
     options.find_unused_parameters = true;
   } else {

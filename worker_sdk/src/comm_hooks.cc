@@ -37,8 +37,6 @@ class Fp16CompressHook final : public CommHook {
 }  // namespace
 
 std::shared_ptr<CommHook> make_allreduce_hook() { return std::make_shared<AllReduceHook>(); }
-std::shared_ptr<CommHook> make_fp16_compress_hook() {
-  return std::make_shared<Fp16CompressHook>();
-}
+std::shared_ptr<CommHook> make_fp16_compress_hook() { return std::make_shared<Fp16CompressHook>(); }
 
 }  // namespace ddp

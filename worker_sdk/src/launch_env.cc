@@ -56,16 +56,17 @@ LaunchEnv read_launch_env(const EnvLookup& env, bool allow_single_process) {
     return out;
   }
   if (!has_rank || !has_world) {
-    throw Error(-1, kOp, std::string(has_rank ? "WORLD_SIZE" : "RANK") +
-                             " is not set although " + (has_rank ? "RANK" : "WORLD_SIZE") +
-                             " is: the launcher environment is incomplete");
+    throw Error(-1, kOp,
+                std::string(has_rank ? "WORLD_SIZE" : "RANK") + " is not set although " +
+                    (has_rank ? "RANK" : "WORLD_SIZE") +
+                    " is: the launcher environment is incomplete");
   }
   out.rank = parse_int(env, "RANK", 0, 0);
   out.world_size = parse_int(env, "WORLD_SIZE", 1, 1);
   if (out.rank >= out.world_size) {
     throw Error(out.rank, kOp,
-                "RANK=" + std::to_string(out.rank) + " is not below WORLD_SIZE=" +
-                    std::to_string(out.world_size));
+                "RANK=" + std::to_string(out.rank) +
+                    " is not below WORLD_SIZE=" + std::to_string(out.world_size));
   }
   out.local_rank = parse_int(env, "LOCAL_RANK", out.rank, 0);
   out.local_world_size = parse_int(env, "LOCAL_WORLD_SIZE", out.world_size, 1);

@@ -301,7 +301,9 @@ void ProcessGroup::barrier() {
           [&] { wait_work(state_->pg->barrier(c10d::BarrierOptions())); });
 }
 
-void ProcessGroup::send(const at::Tensor& tensor, int dst, int tag) { isend(tensor, dst, tag).wait(); }
+void ProcessGroup::send(const at::Tensor& tensor, int dst, int tag) {
+  isend(tensor, dst, tag).wait();
+}
 
 void ProcessGroup::recv(at::Tensor& tensor, int src, int tag) { irecv(tensor, src, tag).wait(); }
 
@@ -369,12 +371,10 @@ bool nccl_available() {
 }
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
-  return init_process_group(options,
-                            read_launch_env(process_env(), options.allow_single_process));
+  return init_process_group(options, read_launch_env(process_env(), options.allow_single_process));
 }
 
-std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options,
-                                                 const LaunchEnv& env) {
+std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options, const LaunchEnv& env) {
   const std::string name = "init_process_group";
   auto state = std::make_shared<GroupState>();
   state->env = env;

@@ -69,8 +69,8 @@ struct ReducerState : std::enable_shared_from_this<ReducerState> {
   bool sync = true;
   // Per backward pass; reset by finish_pass().
   bool pass_started = false;
-  std::vector<char> ready;  // by param index: its hook fired (or, unused, it was forced)
-  std::vector<char> fired;  // by param index: its hook fired in this pass
+  std::vector<char> ready;      // by param index: its hook fired (or, unused, it was forced)
+  std::vector<char> fired;      // by param index: its hook fired in this pass
   std::size_t next_bucket = 0;  // buckets launch strictly in order, identically on all ranks
   DdpStats stats;
 
@@ -136,8 +136,8 @@ void ReducerState::build_buckets() {
   for (auto& bucket : buckets) {
     int64_t numel = 0;
     for (auto p : bucket.params) numel += params[p].tensor.numel();
-    bucket.buffer = torch::zeros({numel}, params[bucket.params.front()].tensor.options()
-                                              .requires_grad(false));
+    bucket.buffer =
+        torch::zeros({numel}, params[bucket.params.front()].tensor.options().requires_grad(false));
     bucket.pending = bucket.params.size();
   }
   ready.assign(params.size(), 0);

@@ -96,7 +96,8 @@ std::string rng_key(const char* device, int rank) {
 std::optional<at::Device> cuda_rng_device(const ProcessGroup& group) {
   if (!torch::cuda::is_available()) return std::nullopt;
   const int count = static_cast<int>(torch::cuda::device_count());
-  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(group.launch_env().local_rank % count));
+  return at::Device(at::kCUDA,
+                    static_cast<c10::DeviceIndex>(group.launch_env().local_rank % count));
 }
 
 at::Tensor rng_state(at::Generator generator) {
@@ -139,7 +140,8 @@ std::vector<fs::path> Snapshotter::list() const {
     const int64_t step = step_of(entry.path());
     if (step >= 0) found.emplace_back(step, entry.path());
   }
-  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<fs::path> out;
   for (auto& item : found) out.push_back(std::move(item.second));
   return out;
@@ -178,9 +180,9 @@ fs::path Snapshotter::save(const torch::nn::Module& model, const torch::optim::O
       for (const auto& entry : fs::directory_iterator(options_.directory)) {
         if (entry.path().filename().string().rfind(kTempPrefix, 0) == 0) fs::remove(entry.path());
       }
-      const fs::path temp = options_.directory / (std::string(kTempPrefix) +
-                                                  std::to_string(progress.global_step) + "-" +
-                                                  std::to_string(::getpid()));
+      const fs::path temp =
+          options_.directory / (std::string(kTempPrefix) + std::to_string(progress.global_step) +
+                                "-" + std::to_string(::getpid()));
       write_durably(temp, bytes);
       if (options_.before_rename) options_.before_rename(temp);
       fs::rename(temp, target);

@@ -3,8 +3,8 @@
 #include <charconv>
 #include <limits>
 
-#include <nlohmann/json.hpp>
 #include <zlib.h>
+#include <nlohmann/json.hpp>
 
 namespace ddp::detail {
 
@@ -85,9 +85,10 @@ Result<DecodedSnapshot> decode_snapshot(std::string_view bytes) {
   }
   bytes.remove_prefix(header_end + 1);
   if (bytes.size() != out.header.payload_bytes) {
-    return Status::error((bytes.size() < out.header.payload_bytes ? "truncated: " : "trailing bytes: ") +
-                         std::string("header promises ") + std::to_string(out.header.payload_bytes) +
-                         " payload bytes, file has " + std::to_string(bytes.size()));
+    return Status::error(
+        (bytes.size() < out.header.payload_bytes ? "truncated: " : "trailing bytes: ") +
+        std::string("header promises ") + std::to_string(out.header.payload_bytes) +
+        " payload bytes, file has " + std::to_string(bytes.size()));
   }
   const uint32_t crc = crc32_of(bytes);
   if (crc != out.header.payload_crc32) {

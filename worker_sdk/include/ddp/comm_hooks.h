@@ -23,10 +23,10 @@ namespace ddp {
 class ProcessGroup;
 
 struct GradBucket {
-  int index = 0;               // 0 is the first bucket reduced (the last parameters registered)
-  at::Tensor buffer;           // flat, contiguous local gradients; the hook may modify it
+  int index = 0;      // 0 is the first bucket reduced (the last parameters registered)
+  at::Tensor buffer;  // flat, contiguous local gradients; the hook may modify it
   std::vector<std::string> parameter_names;  // in buffer order
-  bool is_last = false;        // the final bucket of this backward pass
+  bool is_last = false;                      // the final bucket of this backward pass
 };
 
 using PendingBucket = std::function<at::Tensor()>;

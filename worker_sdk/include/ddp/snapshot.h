@@ -63,7 +63,8 @@ class Snapshotter {
   // Collective. Writes a snapshot of `model`, `optimizer` (may be null), every rank's RNG
   // state and `progress`. Returns the published file. Throws ddp::Error("snapshot.save") on
   // every rank when rank 0 fails to write.
-  std::filesystem::path save(const torch::nn::Module& model, const torch::optim::Optimizer* optimizer,
+  std::filesystem::path save(const torch::nn::Module& model,
+                             const torch::optim::Optimizer* optimizer,
                              const TrainingProgress& progress);
 
   // Collective. Loads the newest readable snapshot into `model` and `optimizer` (may be null)
