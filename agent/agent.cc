@@ -309,6 +309,7 @@ void Agent::finish(int exit_code) {
       launcher_.signal_group(pid, SIGKILL);
       int status = 0;
       ::waitpid(pid, &status, 0);
+      launcher_.release_group(pid);
     }
   }
   coordinator_.close();

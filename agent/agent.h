@@ -95,8 +95,9 @@ class Agent final : private WorkerGroupObserver {
 // descriptor (a pipe, a socket) lands there and is mistaken for a standard stream.
 void ensure_standard_streams();
 
-// SIGKILLs and reaps every process that has become this process's child by adoption (as a
-// child subreaper): workers' grandchildren that left their process group. Returns how many.
+// At the end of a job: SIGKILLs and reaps every child this process still has — workers'
+// grandchildren adopted as a child subreaper (those that left their process group) and the
+// group sentinel, which has nothing left to watch. Returns how many.
 int kill_adopted_children();
 
 }  // namespace ddprun::agent
