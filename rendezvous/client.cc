@@ -26,10 +26,35 @@ ClientOptions ClientOptions::from_conf(const RendezvousConf& conf, std::string h
   o.job_id = std::move(job_id);
   o.connect_timeout = conf.join_timeout;
   o.attempt_timeout = std::min(conf.read_timeout, Millis(10'000));
+  o.request_timeout = conf.read_timeout;
   o.keep_alive_interval = conf.keep_alive_interval;
   o.heartbeat_timeout = conf.heartbeat_timeout;
   return o;
 }
+
+namespace {
+
+// Names a request in error messages: "join", "kv get", ...
+std::string describe(const ClientMessage& message) {
+  return std::visit(
+      [](const auto& m) -> std::string {
+        using M = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<M, JoinMsg>) return "join";
+        if constexpr (std::is_same_v<M, ResumeMsg>) return "resume";
+        if constexpr (std::is_same_v<M, ReportFailureMsg>) return "the worker-failure report";
+        if constexpr (std::is_same_v<M, ReportSuccessMsg>) return "the success report";
+        if constexpr (std::is_same_v<M, LeaveMsg>) return "leave";
+        if constexpr (std::is_same_v<M, KvMsg>) {
+          static constexpr const char* kOps[] = {"set",  "get",    "add",     "compare_set",
+                                                 "wait", "delete", "num_keys"};
+          return fmt::format("kv {}", kOps[static_cast<int>(m.op)]);
+        }
+        return "a request";
+      },
+      message);
+}
+
+}  // namespace
 
 class RendezvousClient::Impl : public std::enable_shared_from_this<Impl> {
  public:
@@ -47,8 +72,10 @@ class RendezvousClient::Impl : public std::enable_shared_from_this<Impl> {
   void connect(std::function<void(Status)> done);
   void join(JoinRequest request, std::function<void(Result<RoundAssignment>)> done);
   // Sends a request; `on_reply` gets the server's Reply, or a failed Reply when the request
-  // cannot be sent or the connection is lost before the answer.
-  void request(ClientMessage message, uint32_t id, ReplyHandler on_reply);
+  // cannot be sent, the connection is lost before the answer, or no answer comes within
+  // request_timeout (+ `extra_time`, for requests the server may hold, like kv_wait).
+  void request(ClientMessage message, uint32_t id, ReplyHandler on_reply,
+               Millis extra_time = Millis(0));
   uint32_t next_id() { return next_request_++; }
   void close(std::function<void()> done);
   void abort();
@@ -94,6 +121,15 @@ class RendezvousClient::Impl : public std::enable_shared_from_this<Impl> {
   void finish_join(Result<RoundAssignment> result);
   void send_frame(std::string frame);
   void drop_socket();
+  // Registers the handler of request `id` and arms its deadline.
+  void track(uint32_t id, std::string what, ReplyHandler on_reply, Millis timeout);
+  void fail_request(uint32_t id, const std::string& why);
+
+  struct PendingRequest {
+    ReplyHandler on_reply;
+    // Destroyed (so cancelled) with the entry, when the answer comes or the connection dies.
+    std::unique_ptr<asio::steady_timer> deadline;
+  };
 
   std::optional<tcp::socket> socket_;
   uint64_t gen_ = 0;  // connection generation: coroutines of an older one do nothing
@@ -102,7 +138,7 @@ class RendezvousClient::Impl : public std::enable_shared_from_this<Impl> {
   asio::steady_timer wake_;    // wakes the writer
   asio::steady_timer close_timer_;
   std::deque<std::string> outbox_;
-  std::unordered_map<uint32_t, ReplyHandler> requests_;
+  std::unordered_map<uint32_t, PendingRequest> requests_;
   uint32_t next_request_ = 1;
   std::function<void(Result<RoundAssignment>)> join_done_;
   std::string node_id_;
@@ -221,7 +257,8 @@ void RendezvousClient::Impl::send_frame(std::string frame) {
   wake_.cancel();
 }
 
-void RendezvousClient::Impl::request(ClientMessage message, uint32_t id, ReplyHandler on_reply) {
+void RendezvousClient::Impl::request(ClientMessage message, uint32_t id, ReplyHandler on_reply,
+                                     Millis extra_time) {
   if (state_ == State::kClosed) return;
   if (state_ != State::kConnected && state_ != State::kReconnecting) {
     Reply r;
@@ -231,8 +268,36 @@ void RendezvousClient::Impl::request(ClientMessage message, uint32_t id, ReplyHa
                                      : "not connected to the rendezvous server; connect() first";
     return deliver([on_reply, r] { on_reply(r); });
   }
-  requests_[id] = std::move(on_reply);
+  track(id, describe(message), std::move(on_reply), options_.request_timeout + extra_time);
   send_frame(encode_frame(message));  // while reconnecting: queued behind the Resume
+}
+
+void RendezvousClient::Impl::track(uint32_t id, std::string what, ReplyHandler on_reply,
+                                   Millis timeout) {
+  auto deadline = std::make_unique<asio::steady_timer>(ex_, timeout);
+  deadline->async_wait(
+      [weak = weak_from_this(), id, what = std::move(what), timeout](boost::system::error_code ec) {
+        auto self = weak.lock();
+        if (ec || !self || self->state_ == State::kClosed) return;
+        self->fail_request(
+            id, fmt::format("the rendezvous server at {}:{} did not answer {} "
+                            "within {} ms",
+                            self->options_.host, self->options_.port, what, timeout.count()));
+      });
+  requests_[id] = PendingRequest{std::move(on_reply), std::move(deadline)};
+}
+
+void RendezvousClient::Impl::fail_request(uint32_t id, const std::string& why) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  ReplyHandler handler = std::move(it->second.on_reply);
+  requests_.erase(it);  // an answer arriving later finds no handler and is dropped
+  spdlog::warn("rendezvous client: {}", why);
+  Reply failed;
+  failed.request_id = id;
+  failed.ok = false;
+  failed.error = why;
+  deliver([handler = std::move(handler), failed] { handler(failed); });
 }
 
 void RendezvousClient::Impl::on_message(ServerMessage&& message) {
@@ -241,8 +306,8 @@ void RendezvousClient::Impl::on_message(ServerMessage&& message) {
         using M = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<M, Reply>) {
           auto it = requests_.find(m.request_id);
-          if (it == requests_.end()) return;
-          ReplyHandler handler = std::move(it->second);
+          if (it == requests_.end()) return;  // answered too late: the caller had its error
+          ReplyHandler handler = std::move(it->second.on_reply);
           requests_.erase(it);
           deliver([handler, m] { handler(m); });
         } else if constexpr (std::is_same_v<M, RoundAssigned>) {
@@ -293,9 +358,9 @@ void RendezvousClient::Impl::on_lost(const std::string& why) {
   Reply failed;
   failed.ok = false;
   failed.error = "connection to the rendezvous server lost before the reply: " + why;
-  for (auto& [id, handler] : std::exchange(requests_, {})) {
+  for (auto& [id, pending] : std::exchange(requests_, {})) {
     failed.request_id = id;
-    deliver([handler = std::move(handler), failed] { handler(failed); });
+    deliver([handler = std::move(pending.on_reply), failed] { handler(failed); });
   }
   if (token_ == 0 || closing_) return give_up(why);
   state_ = State::kReconnecting;
@@ -313,7 +378,7 @@ asio::awaitable<void> RendezvousClient::Impl::reconnect() {
   if (state_ != State::kReconnecting) co_return;
   if (!socket) co_return give_up(socket.error_message());
   const uint32_t id = next_id();
-  requests_[id] = [this](const Reply& r) {
+  auto on_resumed = [this](const Reply& r) {
     if (state_ != State::kReconnecting) return;
     if (r.ok) {
       state_ = State::kConnected;
@@ -322,6 +387,7 @@ asio::awaitable<void> RendezvousClient::Impl::reconnect() {
       on_lost("the server refused to resume our membership: " + r.error);
     }
   };
+  track(id, "resume", std::move(on_resumed), options_.request_timeout);
   outbox_.push_front(encode_frame(ClientMessage(ResumeMsg{id, node_id_, token_})));
   start_connection(std::move(*socket));
 }
@@ -489,7 +555,7 @@ void RendezvousClient::kv_wait(KvScope scope, std::vector<std::string> keys, Mil
   const uint32_t id = impl_->next_id();
   KvMsg m = kv_msg(KvOp::kWait, id, scope, std::move(keys));
   m.timeout_ms = static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 0));
-  impl_->request(std::move(m), id, status_of(std::move(done)));
+  impl_->request(std::move(m), id, status_of(std::move(done)), std::max(timeout, Millis(0)));
 }
 
 void RendezvousClient::kv_delete(KvScope scope, std::string key,

@@ -65,10 +65,15 @@ struct ClientOptions {
   // A server silent this long is lost; also the window to reconnect and keep membership.
   // Default 15 s (keep_alive_interval × keep_alive_max_attempt).
   Millis heartbeat_timeout{15'000};
+  // A request the server has not answered within this fails with an error naming it, even
+  // while the connection stays alive (a stuck server still answering heartbeats). kv_wait
+  // gets its own timeout on top. Default 60 s (torchrun's read_timeout).
+  Millis request_timeout{60'000};
   CodecLimits limits;
 
   // Timeouts from --rdzv_conf: connect_timeout = join_timeout, attempt_timeout =
-  // min(read_timeout, 10 s), keep_alive_interval, heartbeat_timeout.
+  // min(read_timeout, 10 s), request_timeout = read_timeout, keep_alive_interval,
+  // heartbeat_timeout.
   static ClientOptions from_conf(const RendezvousConf& conf, std::string host, uint16_t port,
                                  std::string job_id);
 };

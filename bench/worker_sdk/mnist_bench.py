@@ -24,6 +24,8 @@ def main():
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--batch_size", type=int, default=64)
+    p.add_argument("--no_sync", action="store_true",
+                   help="run the timed steps without gradient sync (compute-only ceiling)")
     p.add_argument("--data", default=DEBIAN_DIR)
     args = p.parse_args()
     dist.init_process_group("gloo")
@@ -63,13 +65,13 @@ def main():
         step(True)
     dist.barrier()
     start = time.perf_counter()
-    backward_total = sum(step(True) for _ in range(args.steps))
+    backward_total = sum(step(not args.no_sync) for _ in range(args.steps))
     seconds = time.perf_counter() - start
     dist.barrier()
     nosync_steps = max(1, args.steps // 4)
     nosync_total = sum(step(False) for _ in range(nosync_steps))
     line = {
-        "impl": "python_ddp", "rank": rank, "world_size": dist.get_world_size(),
+        "impl": "python_ddp", "synced": not args.no_sync, "rank": rank, "world_size": dist.get_world_size(),
         "steps": args.steps, "batch_size": args.batch_size,
         "steps_per_s": args.steps / seconds,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,

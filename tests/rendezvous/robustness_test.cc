@@ -1,9 +1,11 @@
 // Hostile and broken connections while a job runs: garbage, an oversized frame, a half-sent
 // frame, a silent socket, a wrong protocol version. Each is dropped after its deadline; the
 // job's members notice nothing. Also: a node whose connection drops and comes back within
-// heartbeat_timeout keeps its membership and rank.
+// heartbeat_timeout keeps its membership and rank. And from the other side: a server that
+// accepts requests but never answers them does not hang the client.
 #include <poll.h>
 
+#include <array>
 #include <atomic>
 #include <thread>
 
@@ -178,6 +180,61 @@ TEST_F(RobustnessTest, ServerShutdownIsReportedAsConnectionLost) {
   ASSERT_TRUE(run_until(
       io_, [&] { return a->count<ConnectionLost>() && a->assignment; }, 5s));
   EXPECT_FALSE(a->assignment->ok());
+}
+
+// A stuck server: it completes the handshake, then reads and never answers anything.
+class MuteServer {
+ public:
+  explicit MuteServer(boost::asio::io_context& io) : acceptor_(io), peer_(io) {
+    acceptor_.open(tcp::v4());
+    acceptor_.bind(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+    acceptor_.listen();
+    acceptor_.async_accept(peer_, [this](boost::system::error_code ec) {
+      if (ec) return;
+      ack_ = encode_frame(ServerMessage(HelloAck{}));
+      boost::asio::async_write(peer_, boost::asio::buffer(ack_),
+                               [this](boost::system::error_code, size_t) { discard(); });
+    });
+  }
+  uint16_t port() const { return acceptor_.local_endpoint().port(); }
+
+ private:
+  void discard() {
+    peer_.async_read_some(boost::asio::buffer(sink_), [this](boost::system::error_code ec, size_t) {
+      if (!ec) discard();
+    });
+  }
+  tcp::acceptor acceptor_;
+  tcp::socket peer_;
+  std::string ack_;
+  std::array<char, 4096> sink_{};
+};
+
+TEST_F(RobustnessTest, ARequestTheServerNeverAnswersFailsAfterRequestTimeout) {
+  MuteServer mute(io_);
+  ClientOptions options = node_options(mute.port(), "job", 0);
+  options.keep_alive_interval = 1s;  // the silence check must not end the connection first
+  options.heartbeat_timeout = 8s;
+  options.request_timeout = 100ms;
+  auto a = start_node(io_, options);
+  ASSERT_TRUE(run_until(io_, [&] { return a->connected.has_value(); }));
+  ASSERT_TRUE(a->connected->ok()) << a->connected->message();
+
+  std::optional<Result<std::optional<std::string>>> got;
+  a->client->kv_get(KvScope::kJob, "key", [&](auto r) { got = std::move(r); });
+  std::optional<Status> waited;
+  a->client->kv_wait(KvScope::kJob, {"key"}, 200ms, [&](Status s) { waited = s; });
+  ASSERT_TRUE(run_until(
+      io_, [&] { return got && waited; }, 5s));
+
+  ASSERT_FALSE(got->ok());
+  EXPECT_NE(got->error_message().find("did not answer kv get within 100 ms"), std::string::npos)
+      << got->error_message();
+  ASSERT_FALSE(waited->ok());  // kv_wait's deadline is its own timeout plus request_timeout
+  EXPECT_NE(waited->message().find("did not answer kv wait within 300 ms"), std::string::npos)
+      << waited->message();
+  EXPECT_TRUE(a->client->connected());  // a slow answer is not a lost connection
+  EXPECT_EQ(a->count<ConnectionLost>(), 0u);
 }
 
 }  // namespace
