@@ -79,6 +79,12 @@ TEST(DdpTest, Fp16CompressionHookIsCloseToFullPrecision) {
   expect_ddp_matches_reference("fp16", 2, 2e-3);
 }
 
+TEST(DdpTest, BuffersAreBroadcastBeforeForwardsThatFollowASynchronisedOne) {
+  TempDir dir;
+  auto results = run_ranks(SDK_TEST_WORKER, {"buffers"}, 2, dir.path());
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << all_output(results);
+}
+
 std::shared_ptr<ddp::ProcessGroup> single_process_group() {
   ddp::LaunchEnv env;
   env.from_launcher = false;

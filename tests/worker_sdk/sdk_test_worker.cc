@@ -5,6 +5,7 @@
 //   sdk_test_worker collectives
 //   sdk_test_worker errors
 //   sdk_test_worker ddp mode=<plain|no_sync|unused|fp16> steps=<k> out=<file>
+//   sdk_test_worker buffers
 //   sdk_test_worker resume dir=<snapshots> out=<file> [kill_rank=<r> kill_at=<global step>]
 //   sdk_test_worker snapshot_kill_during_write dir=<snapshots> expected=<file>
 #include <signal.h>
@@ -159,6 +160,56 @@ void check_errors(std::shared_ptr<ddp::ProcessGroup> g) {
   const std::string expected_op = g->rank() == 0 ? "all_reduce" : "recv from rank 0";
   CHECK_THAT(contains(message, "ddp rank " + std::to_string(g->rank()) + ": " + expected_op),
              "message was '" << message << "'");
+}
+
+// ---------------------------------------------------------------- buffer broadcast
+
+struct BufferedNetImpl : torch::nn::Module {
+  BufferedNetImpl() {
+    fc = register_module("fc", torch::nn::Linear(2, 2));
+    level = register_buffer("level", torch::zeros({1}));
+  }
+  torch::Tensor forward(torch::Tensor x) { return fc(x) + level; }
+  torch::nn::Linear fc{nullptr};
+  torch::Tensor level;
+};
+TORCH_MODULE(BufferedNet);
+
+// Buffers follow torch DDP: broadcast from rank 0 before a training forward unless the
+// previous training forward ran inside no_sync(); never in eval mode.
+int run_buffers(std::shared_ptr<ddp::ProcessGroup> g) {
+  const float own = static_cast<float>(g->rank() + 1);
+  BufferedNet net;
+  ddp::DistributedDataParallel model(net, g);
+  auto x = torch::ones({1, 2});
+  auto set_own = [&] {
+    torch::NoGradGuard no_grad;
+    net->level.fill_(own);
+  };
+  auto level = [&] { return net->level.item<float>(); };
+
+  set_own();
+  model(x);  // the first forward broadcasts
+  CHECK_THAT(level() == 1.0f, "first forward: level " << level());
+  set_own();
+  {
+    auto guard = model.no_sync();
+    model(x);  // follows a synchronised forward: broadcasts
+  }
+  CHECK_THAT(level() == 1.0f, "no_sync forward: level " << level());
+  set_own();
+  model(x);  // follows a no_sync() forward: keeps the local buffer, as torch DDP does
+  CHECK_THAT(level() == own, "forward after no_sync: level " << level());
+  model(x);  // follows a synchronised forward again
+  CHECK_THAT(level() == 1.0f, "second synchronised forward: level " << level());
+  set_own();
+  net->eval();
+  model(x);
+  CHECK_THAT(level() == own, "eval forward: level " << level());
+  net->train();
+  model(x);  // the eval forward did not count: the last training forward was synchronised
+  CHECK_THAT(level() == 1.0f, "training again: level " << level());
+  return 0;
 }
 
 // ---------------------------------------------------------------- DDP
@@ -338,6 +389,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (scenario == "ddp") return run_ddp(group, args);
+    if (scenario == "buffers") return run_buffers(group);
     if (scenario == "resume") return run_resume(group, args);
     if (scenario == "snapshot_kill_during_write") return run_snapshot_kill(group, args);
     std::cerr << "unknown scenario " << scenario << "\n";

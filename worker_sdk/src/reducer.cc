@@ -67,6 +67,9 @@ struct ReducerState : std::enable_shared_from_this<ReducerState> {
 
   mutable std::mutex mutex;  // guards everything below; hooks may run on autograd threads
   bool sync = true;
+  // The last training forward ran with sync on (or none ran yet): the next one broadcasts
+  // buffers. torch DDP's require_forward_param_sync.
+  bool buffers_need_sync = true;
   // Per backward pass; reset by finish_pass().
   bool pass_started = false;
   std::vector<char> ready;      // by param index: its hook fired (or, unused, it was forced)
@@ -300,9 +303,11 @@ Reducer::~Reducer() = default;
 
 void Reducer::before_forward(bool training) {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  if (state_->options.broadcast_buffers && training && torch::GradMode::is_enabled()) {
+  if (!training || !torch::GradMode::is_enabled()) return;
+  if (state_->options.broadcast_buffers && state_->buffers_need_sync) {
     broadcast_from_primary(*state_->group, state_->buffers);
   }
+  state_->buffers_need_sync = state_->sync;
 }
 
 void Reducer::set_sync(bool sync) {

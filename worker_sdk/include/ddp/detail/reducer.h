@@ -34,7 +34,9 @@ struct DdpOptions {
   // Cap of the first bucket (the last parameters registered), so that communication starts
   // soon after backward begins. PyTorch's default (1 MiB).
   std::size_t first_bucket_cap_bytes = 1u << 20;
-  // Broadcast buffers (e.g. BatchNorm running stats) from rank 0 before each training forward.
+  // Broadcast buffers (e.g. BatchNorm running stats) from rank 0 before each training forward
+  // that follows a synchronised one (as torch DDP does: the forwards after a no_sync() forward
+  // skip it, so gradient accumulation pays one broadcast per synchronised step).
   bool broadcast_buffers = true;
   // Parameters that may get no gradient in some iterations on some ranks: they are treated
   // as zero at the end of backward, and a parameter unused on every rank keeps its gradient
