@@ -137,7 +137,7 @@ void RendezvousCoordinator::on_event(const rdzv::RendezvousEvent& event) {
       cb(Status());
     }
   } else if (const auto* lost = std::get_if<rdzv::ConnectionLost>(&event)) {
-    fail_job("lost the rendezvous server: " + lost->message, {}, 1);
+    fail_job(lost->message, {}, 1);  // "lost the rendezvous server at <host:port>: <why>"
   }
 }
 

@@ -1,7 +1,8 @@
 // Elastic membership over the c10d backend, the rendezvous server hosted in-process by the node
 // whose --local_addr is the endpoint's host (node 1, 127.0.0.1): a round that closes at
 // last_call_timeout with fewer than MAX nodes, scale-up while running, a node killed with
-// SIGKILL mid-run, and too few nodes at join_timeout.
+// SIGKILL mid-run, a node gone silent (SIGSTOP: a partition that leaves its TCP connection
+// open), and too few nodes at join_timeout.
 #include <csignal>
 #include <set>
 
@@ -117,6 +118,40 @@ TEST_F(ElasticTest, KilledNodeMakesSurvivorsReRendezvousAndFinish) {
     EXPECT_EQ(m["RANK"], m["LOCAL_RANK"]) << name;
     EXPECT_EQ(m["TORCHELASTIC_RESTART_COUNT"], "0") << name << ": a lost node is not a restart";
   }
+  EXPECT_TRUE(markers("run_n2_w2_").empty());
+}
+
+TEST_F(ElasticTest, SilentNodeIsDroppedAtHeartbeatTimeoutAndEndsItsWorkersWhenItWakes) {
+  // As above, but node 2's agent is stopped instead of killed: its connection stays open and
+  // its workers keep running, so only the missing heartbeats tell the server. The survivor
+  // must go on alone; the partitioned agent, once it runs again, must find the job gone, stop
+  // its stale workers and exit non-zero rather than hang (the teardown checks for orphans).
+  NodeSpec spec1 = node(1, "1:2", {"--exit-when-world", "2"});
+  NodeSpec spec2 = node(2, "1:2", {"--exit-when-world", "2"});
+  spec1.timeouts.last_call_timeout = spec2.timeouts.last_call_timeout = "20";
+  auto node1 = start_node(spec1);
+  auto node2 = start_node(spec2);
+  ASSERT_NE(node1, nullptr);
+  ASSERT_NE(node2, nullptr);
+  ASSERT_TRUE(wait_for_markers("run_n", 4, deadline_after(30s)))
+      << finish(*node1, deadline_after(1s)).describe();
+  ASSERT_EQ(markers("run_n2_w4_r0_").size(), 2u);
+
+  node2->send_signal(SIGSTOP);
+  const RunResult survivor = finish(*node1, deadline_after(40s));
+  node2->send_signal(SIGCONT);
+  ASSERT_TRUE(ExitedWith(survivor, 0));
+  const auto after = markers("run_n1_w2_");
+  ASSERT_EQ(after.size(), 2u) << survivor.describe();
+  for (const auto& [name, m] : after) {
+    EXPECT_EQ(m["GROUP_WORLD_SIZE"], "1") << name;
+    EXPECT_EQ(m["TORCHELASTIC_RESTART_COUNT"], "0") << name << ": a lost node is not a restart";
+  }
+
+  const RunResult woken = finish(*node2, deadline_after(30s));
+  ASSERT_TRUE(woken.exit.has_value()) << "the partitioned node hung after waking";
+  EXPECT_EQ(woken.exit->code, 1) << woken.describe();
+  EXPECT_NE(woken.err.find("lost the rendezvous server"), std::string::npos) << woken.describe();
   EXPECT_TRUE(markers("run_n2_w2_").empty());
 }
 
