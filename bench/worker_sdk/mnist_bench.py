@@ -64,9 +64,11 @@ def main():
     for _ in range(args.warmup):
         step(True)
     dist.barrier()
+    cpu_start = time.process_time()  # user + system, all threads
     start = time.perf_counter()
     backward_total = sum(step(not args.no_sync) for _ in range(args.steps))
     seconds = time.perf_counter() - start
+    cpu_ms_per_step = (time.process_time() - cpu_start) * 1000 / args.steps
     dist.barrier()
     nosync_steps = max(1, args.steps // 4)
     nosync_total = sum(step(False) for _ in range(nosync_steps))
@@ -78,6 +80,7 @@ def main():
         "comm_wait_ms": None,
         "backward_ms": backward_total / args.steps,
         "backward_nosync_ms": nosync_total / nosync_steps,
+        "cpu_ms_per_step": cpu_ms_per_step,
     }
     print("BENCH " + json.dumps(line), flush=True)
     dist.barrier()

@@ -63,8 +63,8 @@ def throughput(impl, batch, synced):
     # A job runs at its slowest rank's pace; the median over rounds resists noise.
     return statistics.median(min(r["steps_per_s"] for r in job) for job in jobs(impl, batch, synced))
 
-def mean_over_ranks(impl, batch, key):
-    values = [r[key] for job in jobs(impl, batch, True) for r in job if r[key] is not None]
+def mean_over_ranks(impl, batch, key, synced=True):
+    values = [r[key] for job in jobs(impl, batch, synced) for r in job if r[key] is not None]
     return statistics.mean(values) if values else None
 
 fmt = lambda v: "n/a" if v is None else f"{v:.2f}"
@@ -79,12 +79,16 @@ for batch in sorted({r["batch_size"] for r in rows}):
     print(f"| steps/s (slowest rank) | {cpp:.2f} | {py:.2f} |")
     print(f"| steps/s without gradient sync (no_sync) | {throughput('cpp_sdk', batch, False):.2f} "
           f"| {throughput('python_ddp', batch, False):.2f} |")
-    for key, label in [("peak_rss_mib", "peak RSS per rank, MiB (mean)"),
+    for key, label in [("cpu_ms_per_step", "CPU time per step and rank, ms (all threads)"),
+                       ("peak_rss_mib", "peak RSS per rank, MiB (mean)"),
                        ("comm_wait_ms", "comm wait after backward, ms/step"),
                        ("backward_ms", "backward() with sync, ms/step"),
                        ("backward_nosync_ms", "backward() inside no_sync(), ms/step")]:
         print(f"| {label} | {fmt(mean_over_ranks('cpp_sdk', batch, key))} "
               f"| {fmt(mean_over_ranks('python_ddp', batch, key))} |")
+    print(f"| CPU time per step and rank without gradient sync, ms "
+          f"| {fmt(mean_over_ranks('cpp_sdk', batch, 'cpu_ms_per_step', False))} "
+          f"| {fmt(mean_over_ranks('python_ddp', batch, 'cpu_ms_per_step', False))} |")
     print(f"\nC++ SDK / Python DDP throughput: {cpp / py:.2f}x")
     print(f"Ceiling (best no-sync throughput) / Python DDP: {ceiling / py:.2f}x "
           f"(the most any DDP could gain here)")
