@@ -30,7 +30,10 @@ def load_split(data_dir=DEBIAN_DIR, train=True, limit=0):
     labels = torch.from_numpy(_read_idx(find(f"{prefix}-labels-idx1-ubyte")).copy())
     if limit:
         images, labels = images[:limit], labels[:limit]
-    images = ((images.float().div(255).unsqueeze(1)) - MEAN) / STD
+    # In place, like the C++ twin: out-of-place arithmetic would briefly hold several copies
+    # of the 188 MB training set and make that transient the run's peak RSS.
+    images = images.float().unsqueeze(1)
+    images.div_(255).sub_(MEAN).div_(STD)
     return images.contiguous(), labels.long()
 
 
