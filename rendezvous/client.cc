@@ -40,14 +40,26 @@ std::string describe(const ClientMessage& message) {
       [](const auto& m) -> std::string {
         using M = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<M, JoinMsg>) return "join";
-        if constexpr (std::is_same_v<M, ResumeMsg>) return "resume";
         if constexpr (std::is_same_v<M, ReportFailureMsg>) return "the worker-failure report";
         if constexpr (std::is_same_v<M, ReportSuccessMsg>) return "the success report";
         if constexpr (std::is_same_v<M, LeaveMsg>) return "leave";
         if constexpr (std::is_same_v<M, KvMsg>) {
-          static constexpr const char* kOps[] = {"set",  "get",    "add",     "compare_set",
-                                                 "wait", "delete", "num_keys"};
-          return fmt::format("kv {}", kOps[static_cast<int>(m.op)]);
+          switch (m.op) {
+            case KvOp::kSet:
+              return "kv set";
+            case KvOp::kGet:
+              return "kv get";
+            case KvOp::kAdd:
+              return "kv add";
+            case KvOp::kCompareSet:
+              return "kv compare_set";
+            case KvOp::kWait:
+              return "kv wait";
+            case KvOp::kDelete:
+              return "kv delete";
+            case KvOp::kNumKeys:
+              return "kv num_keys";
+          }
         }
         return "a request";
       },

@@ -31,6 +31,40 @@ class ElasticTest : public MultinodeTest {
     return spec;
   }
 
+  // Starts nodes 1 and 2, whose workers finish only in a world of 2 (once a node runs alone),
+  // and waits until both run the first round, a world of 4. The round closes at MAX at once;
+  // the long last call only guards against node 2 starting late on a busy machine. Node 1
+  // hosts the server, so node 2 is the one a test takes away.
+  ::testing::AssertionResult start_pair(std::unique_ptr<ChildProcess>& node1,
+                                        std::unique_ptr<ChildProcess>& node2) {
+    NodeSpec spec1 = node(1, "1:2", {"--exit-when-world", "2"});
+    NodeSpec spec2 = node(2, "1:2", {"--exit-when-world", "2"});
+    spec1.timeouts.last_call_timeout = spec2.timeouts.last_call_timeout = "20";
+    node1 = start_node(spec1);
+    node2 = start_node(spec2);
+    if (!node1 || !node2) return ::testing::AssertionFailure() << "a node did not start";
+    if (!wait_for_markers("run_n", 4, deadline_after(30s))) {
+      return ::testing::AssertionFailure() << finish(*node1, deadline_after(1s)).describe();
+    }
+    if (markers("run_n1_w4_r0_").size() != 2 || markers("run_n2_w4_r0_").size() != 2) {
+      return ::testing::AssertionFailure() << "the first round was not a world of 4 on 2 nodes";
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  // Node 1 ended well after running again alone (a world of 2), without counting a restart.
+  void expect_survivor_ran_alone(const RunResult& survivor) {
+    ASSERT_TRUE(ExitedWith(survivor, 0));
+    const auto after = markers("run_n1_w2_");
+    ASSERT_EQ(after.size(), 2u) << survivor.describe();
+    for (const auto& [name, m] : after) {
+      EXPECT_EQ(m["GROUP_WORLD_SIZE"], "1") << name;
+      EXPECT_EQ(m["RANK"], m["LOCAL_RANK"]) << name;
+      EXPECT_EQ(m["TORCHELASTIC_RESTART_COUNT"], "0") << name << ": a lost node is not a restart";
+    }
+    EXPECT_TRUE(markers("run_n2_w2_").empty());
+  }
+
   std::string endpoint_;
 };
 
@@ -89,36 +123,14 @@ TEST_F(ElasticTest, ScaleUpRestartsRunningWorkersIntoTwoNodeRoundWithoutCounting
 }
 
 TEST_F(ElasticTest, KilledNodeMakesSurvivorsReRendezvousAndFinish) {
-  // Both nodes in the first round (it closes at MAX at once; the long last call only guards
-  // against node 2 starting late on a busy machine). Workers finish only in a world of 2, i.e.
-  // once the survivor runs alone. Node 1 hosts the server, so node 2 is the one killed.
-  NodeSpec spec1 = node(1, "1:2", {"--exit-when-world", "2"});
-  NodeSpec spec2 = node(2, "1:2", {"--exit-when-world", "2"});
-  spec1.timeouts.last_call_timeout = spec2.timeouts.last_call_timeout = "20";
-  auto node1 = start_node(spec1);
-  auto node2 = start_node(spec2);
-  ASSERT_NE(node1, nullptr);
-  ASSERT_NE(node2, nullptr);
-  ASSERT_TRUE(wait_for_markers("run_n", 4, deadline_after(30s)))
-      << finish(*node1, deadline_after(1s)).describe();
-  ASSERT_EQ(markers("run_n1_w4_r0_").size(), 2u);
-  ASSERT_EQ(markers("run_n2_w4_r0_").size(), 2u);
+  std::unique_ptr<ChildProcess> node1, node2;
+  ASSERT_TRUE(start_pair(node1, node2));
 
   node2->send_signal(SIGKILL);
   const RunResult killed = finish(*node2, deadline_after(10s));
   ASSERT_TRUE(killed.exit.has_value());
   EXPECT_EQ(killed.exit->signal, SIGKILL);
-  const RunResult survivor = finish(*node1, deadline_after(40s));
-  ASSERT_TRUE(ExitedWith(survivor, 0));
-
-  const auto after = markers("run_n1_w2_");
-  ASSERT_EQ(after.size(), 2u) << survivor.describe();
-  for (const auto& [name, m] : after) {
-    EXPECT_EQ(m["GROUP_WORLD_SIZE"], "1") << name;
-    EXPECT_EQ(m["RANK"], m["LOCAL_RANK"]) << name;
-    EXPECT_EQ(m["TORCHELASTIC_RESTART_COUNT"], "0") << name << ": a lost node is not a restart";
-  }
-  EXPECT_TRUE(markers("run_n2_w2_").empty());
+  expect_survivor_ran_alone(finish(*node1, deadline_after(40s)));
 }
 
 TEST_F(ElasticTest, SilentNodeIsDroppedAtHeartbeatTimeoutAndEndsItsWorkersWhenItWakes) {
@@ -126,33 +138,18 @@ TEST_F(ElasticTest, SilentNodeIsDroppedAtHeartbeatTimeoutAndEndsItsWorkersWhenIt
   // its workers keep running, so only the missing heartbeats tell the server. The survivor
   // must go on alone; the partitioned agent, once it runs again, must find the job gone, stop
   // its stale workers and exit non-zero rather than hang (the teardown checks for orphans).
-  NodeSpec spec1 = node(1, "1:2", {"--exit-when-world", "2"});
-  NodeSpec spec2 = node(2, "1:2", {"--exit-when-world", "2"});
-  spec1.timeouts.last_call_timeout = spec2.timeouts.last_call_timeout = "20";
-  auto node1 = start_node(spec1);
-  auto node2 = start_node(spec2);
-  ASSERT_NE(node1, nullptr);
-  ASSERT_NE(node2, nullptr);
-  ASSERT_TRUE(wait_for_markers("run_n", 4, deadline_after(30s)))
-      << finish(*node1, deadline_after(1s)).describe();
-  ASSERT_EQ(markers("run_n2_w4_r0_").size(), 2u);
+  std::unique_ptr<ChildProcess> node1, node2;
+  ASSERT_TRUE(start_pair(node1, node2));
 
   node2->send_signal(SIGSTOP);
   const RunResult survivor = finish(*node1, deadline_after(40s));
   node2->send_signal(SIGCONT);
-  ASSERT_TRUE(ExitedWith(survivor, 0));
-  const auto after = markers("run_n1_w2_");
-  ASSERT_EQ(after.size(), 2u) << survivor.describe();
-  for (const auto& [name, m] : after) {
-    EXPECT_EQ(m["GROUP_WORLD_SIZE"], "1") << name;
-    EXPECT_EQ(m["TORCHELASTIC_RESTART_COUNT"], "0") << name << ": a lost node is not a restart";
-  }
+  expect_survivor_ran_alone(survivor);
 
   const RunResult woken = finish(*node2, deadline_after(30s));
   ASSERT_TRUE(woken.exit.has_value()) << "the partitioned node hung after waking";
   EXPECT_EQ(woken.exit->code, 1) << woken.describe();
   EXPECT_NE(woken.err.find("lost the rendezvous server"), std::string::npos) << woken.describe();
-  EXPECT_TRUE(markers("run_n2_w2_").empty());
 }
 
 TEST_F(ElasticTest, TooFewNodesFailAtJoinTimeoutWithAClearMessage) {
