@@ -1,8 +1,5 @@
 #include "agent/agent.h"
 
-#include <sys/prctl.h>
-#include <sys/wait.h>
-
 #include <csignal>
 #include <cstdio>
 
@@ -34,28 +31,26 @@ Agent::Agent(AgentOptions options, boost::asio::io_context& io, ProcessLauncher&
       clock_(clock),
       base_env_(current_environment()),
       handled_signals_(io),
-      child_signals_(io, SIGCHLD),
       shutdown_timer_(io),
       drain_timer_(io),
       output_(io) {
   for (int signo : options_.signals_to_handle) handled_signals_.add(signo);
   std::signal(SIGPIPE, SIG_IGN);  // a closed console must not kill the agent (workers reset it)
   watch_signals();
-  watch_children();
+  launcher_.set_exit_handler([this](pid_t pid, ExitStatus status) { on_child_exit(pid, status); });
 }
 
-Agent::~Agent() = default;
+Agent::~Agent() { launcher_.set_exit_handler(nullptr); }
 
 int Agent::run() {
-  // Orphaned grandchildren are re-parented to us, so we can reap them and kill leftovers.
-  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   start();
   if (!exit_code_) io_.run();
-  kill_adopted_children();
+  launcher_.end_all_children();  // grandchildren that escaped their group, the sentinel
   return exit_code_.value_or(1);
 }
 
 void Agent::start() {
+  if (phase_ != Phase::kIdle) return;  // a signal may already have ended the job
   auto dir = RunLogDir::create(options_.logs.log_dir, options_.run_id);
   if (!dir) {
     spdlog::error("{}", dir.error_message());
@@ -64,7 +59,7 @@ void Agent::start() {
   }
   log_dir_ = std::move(dir.value());
   coordinator_.set_event_handler([this](const CoordinatorEvent& e) { on_coordinator_event(e); });
-  if (!exit_code_) begin_round();  // a signal may already have ended the job
+  begin_round();
 }
 
 void Agent::on_child_exit(pid_t pid, ExitStatus status) {
@@ -73,7 +68,8 @@ void Agent::on_child_exit(pid_t pid, ExitStatus status) {
 }
 
 void Agent::begin_round() {
-  rejoin_requested_ = false;  // whatever asked for this round has been served by it
+  phase_ = Phase::kJoining;
+  interrupt_ = {};  // a rejoin that asked for this round has been served by it
   JoinOffer offer;
   offer.local_world_size = options_.nproc_per_node;
   offer.master_addr = options_.master_addr;
@@ -90,7 +86,7 @@ void Agent::begin_round() {
     offer.master_port = port_->port();
   }
   coordinator_.join(offer, [this](Result<RoundAssignment> assignment) {
-    if (exit_code_) return;
+    if (phase_ != Phase::kJoining) return;
     if (!assignment) {
       spdlog::error("rendezvous failed: {}", assignment.error_message());
       finish(1);
@@ -110,7 +106,8 @@ void Agent::start_workers(const RoundAssignment& assignment) {
   spdlog::debug("starting {} workers: attempt {}, restart count {}, master {}:{}", launches.size(),
                 attempt_, assignment.restart_count, assignment.master_addr, assignment.master_port);
   WorkerGroupOptions group_options{options_.shutdown_timeout, options_.hostname};
-  group_active_ = true;
+  assignment_ = assignment;
+  phase_ = Phase::kSupervising;
   WorkerGroupObserver& observer = *this;
   group_ =
       std::make_unique<WorkerGroup>(group_options, launcher_, shutdown_timer_, clock_, observer);
@@ -123,7 +120,7 @@ std::vector<WorkerLaunch> Agent::make_launches(const RoundAssignment& a) {
   context.master_addr = a.master_addr;
   context.master_port = a.master_port;
   context.restart_count = a.restart_count;
-  context.max_restarts = options_.max_restarts;
+  context.max_restarts = a.max_restarts;
   context.run_id = options_.run_id;
   context.use_agent_store = a.use_agent_store;
   EnvMap base = base_env_;
@@ -172,6 +169,7 @@ void Agent::on_worker_started(const WorkerLaunch& launch, SpawnedProcess& proces
 }
 
 void Agent::on_group_finished(const GroupResult& result) {
+  if (phase_ == Phase::kSupervising) phase_ = Phase::kDraining;
   // The group is still on the stack: continue from the event loop.
   boost::asio::post(io_, [this, result] { after_group(result); });
 }
@@ -182,39 +180,48 @@ void Agent::after_group(const GroupResult& result) {
   output_.when_drained([this, result] {
     drain_timer_.cancel();
     ++attempt_;
-    group_active_ = false;
-    if (exit_code_) return;
-    if (stop_signal_) {
-      spdlog::warn("stopped workers on {}", signal_name(*stop_signal_));
-      finish(128 + *stop_signal_);
-    } else if (job_failed_elsewhere_) {
-      end_with_job_failure(*job_failed_elsewhere_);
-    } else if (rejoin_requested_) {
-      // The round is already over for everyone (a node left or failed): a failure of ours in
-      // it is a consequence, and reporting it would be ignored. Join the next round.
-      begin_round();
-    } else if (result.outcome == GroupResult::Outcome::kFailed) {
-      handle_failure(result);
-    } else {
-      coordinator_.report_success([this](Status s) {
-        if (!s) spdlog::error("{}", s.message());
-        if (s) log_dir_->remove_if_temporary();
-        finish(s ? 0 : 1);
-      });
+    if (phase_ != Phase::kDraining) return;  // finished meanwhile
+    switch (interrupt_.kind) {
+      case Interrupt::Kind::kSignal:
+        spdlog::warn("stopped workers on {}", signal_name(interrupt_.signo));
+        return finish(128 + interrupt_.signo);
+      case Interrupt::Kind::kJobFailed:
+        return end_with_job_failure(interrupt_.event);
+      case Interrupt::Kind::kRejoin:
+        // The round is already over for everyone (a node left or failed): a failure of ours
+        // in it is a consequence, and reporting it would be ignored. Join the next round.
+        return begin_round();
+      case Interrupt::Kind::kNone:
+        break;
     }
+    phase_ = Phase::kReporting;
+    if (result.outcome == GroupResult::Outcome::kFailed) return handle_failure(result);
+    coordinator_.report_success([this](Status s) {
+      if (phase_ != Phase::kReporting) return;
+      if (!s) spdlog::error("{}", s.message());
+      if (s) log_dir_->remove_if_temporary();
+      finish(s ? 0 : 1);
+    });
   });
 }
 
 void Agent::handle_failure(const GroupResult& result) {
   FailureReport report = build_report(result);
   coordinator_.report_failure(report, [this, report](Coordinator::FailureDecision decision) {
-    if (exit_code_) return;
+    if (phase_ != Phase::kReporting) return;
     // The job's report (identical on every node) when the coordinator has one, else ours.
     const FailureReport& shown = decision.report.failures.empty() ? report : decision.report;
     if (decision.restart) {
       const auto& root = shown.root_cause();
-      spdlog::warn("worker group failed (rank {} exitcode {}); restarting ({} restarts allowed)",
-                   root.rank, root.exit.torchrun_code(), options_.max_restarts);
+      if (decision.counted) {
+        spdlog::warn("worker group failed (rank {} exitcode {}); restarting ({} restarts allowed)",
+                     root.rank, root.exit.torchrun_code(), assignment_->max_restarts);
+      } else {
+        spdlog::warn(
+            "worker group failed (rank {} exitcode {}) as the round ended elsewhere; "
+            "joining the next round",
+            root.rank, root.exit.torchrun_code());
+      }
       begin_round();
       return;
     }
@@ -239,30 +246,38 @@ FailureReport Agent::build_report(const GroupResult& result) const {
 }
 
 void Agent::on_signal(int signo) {
-  if (exit_code_) return;
-  if (!stop_signal_) stop_signal_ = signo;
-  if (group_running()) {
-    spdlog::warn("received {}: forwarding it to every worker group", signal_name(signo));
-    group_->stop(signo);  // a second signal escalates to SIGKILL
-  } else if (!group_active_) {
-    finish(128 + signo);  // no workers (waiting for a round, or reporting)
+  if (phase_ == Phase::kDone) return;
+  interrupt({Interrupt::Kind::kSignal, signo, {}});
+  switch (phase_) {
+    case Phase::kSupervising:
+      spdlog::warn("received {}: forwarding it to every worker group", signal_name(signo));
+      group_->stop(signo);  // a second signal escalates to SIGKILL
+      return;
+    case Phase::kDraining:
+      return;  // after_group() ends the job once the output is drained
+    default:
+      return finish(128 + signo);  // no workers (waiting for a round, or reporting)
   }
-  // Otherwise a finished group is draining its output; after_group() ends the job.
 }
 
 void Agent::on_coordinator_event(const CoordinatorEvent& event) {
-  if (exit_code_) return;
+  if (phase_ == Phase::kDone) return;
   spdlog::info("{}", event.reason);
-  if (!group_active_) {
+  const bool job_failed = event.kind == CoordinatorEvent::Kind::kJobFailed;
+  if (phase_ != Phase::kSupervising && phase_ != Phase::kDraining) {
     // Joining or reporting: the pending coordinator call carries the outcome; only a job
     // failure ends things here.
-    if (event.kind == CoordinatorEvent::Kind::kJobFailed) end_with_job_failure(event);
+    if (job_failed) end_with_job_failure(event);
     return;
   }
-  if (event.kind == CoordinatorEvent::Kind::kJobFailed) job_failed_elsewhere_ = event;
-  if (event.kind == CoordinatorEvent::Kind::kRejoin) rejoin_requested_ = true;
-  if (group_running()) group_->stop(SIGTERM);
-  // Otherwise the group is draining its output; after_group() acts on the flags.
+  interrupt(job_failed ? Interrupt{Interrupt::Kind::kJobFailed, 0, event}
+                       : Interrupt{Interrupt::Kind::kRejoin, 0, {}});
+  if (phase_ == Phase::kSupervising) group_->stop(SIGTERM);
+  // Otherwise the group is draining its output; after_group() acts on the interrupt.
+}
+
+void Agent::interrupt(Interrupt what) {
+  if (what.kind > interrupt_.kind) interrupt_ = std::move(what);
 }
 
 void Agent::end_with_job_failure(const CoordinatorEvent& event) {
@@ -282,40 +297,18 @@ void Agent::watch_signals() {
   });
 }
 
-void Agent::watch_children() {
-  child_signals_.async_wait([this](const boost::system::error_code& ec, int) {
-    if (ec) return;
-    reap_children();
-    watch_children();
-  });
-}
-
-void Agent::reap_children() {
-  // One SIGCHLD may stand for several exits: reap until none is left.
-  for (;;) {
-    int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid <= 0) return;
-    on_child_exit(pid, ExitStatus::from_wait_status(status));
-  }
-}
-
 void Agent::finish(int exit_code) {
-  if (exit_code_) return;
-  exit_code_ = exit_code;
-  if (group_running()) {
-    // Only reached on internal errors: never leave workers behind.
-    for (pid_t pid : group_->running_pids()) {
-      launcher_.signal_group(pid, SIGKILL);
-      int status = 0;
-      ::waitpid(pid, &status, 0);
-      launcher_.release_group(pid);
-    }
+  if (phase_ == Phase::kDone) return;
+  if (phase_ == Phase::kSupervising) {
+    // Only reached on internal errors: never leave workers behind. They are reaped with every
+    // other child once the loop has stopped (run(): end_all_children).
+    for (pid_t pid : group_->running_pids()) launcher_.signal_group(pid, SIGKILL);
   }
+  phase_ = Phase::kDone;
+  exit_code_ = exit_code;
   coordinator_.close();
   boost::system::error_code ignored;
   handled_signals_.cancel(ignored);
-  child_signals_.cancel(ignored);
   shutdown_timer_.cancel();
   drain_timer_.cancel();
   output_.close_all();

@@ -28,6 +28,14 @@
 
 namespace ddprun::agent {
 
+// The lifecycle as an explicit state machine (Phase below):
+//
+//   kIdle --start--> kJoining --assignment--> kSupervising --every worker exited--> kDraining
+//     kDraining --output drained, interrupted--> kJoining (rejoin) | kDone (signal, job failed)
+//     kDraining --output drained, own outcome--> kReporting --restart--> kJoining
+//                                                    `--job over--> kDone
+//   any phase --handled signal / internal error--> kDone (workers stopped first)
+//
 // Not thread-safe: everything runs on `io`'s single thread. Construct it as early as possible:
 // handled signals are caught (and later forwarded) from construction on.
 class Agent final : private WorkerGroupObserver {
@@ -44,12 +52,29 @@ class Agent final : private WorkerGroupObserver {
   // start() begins the first round; the job is over once exit_code() is set.
   void start();
   std::optional<int> exit_code() const { return exit_code_; }
-  // A child of this process ended (run() feeds these from SIGCHLD and waitpid).
+  // A child of this process ended (the launcher reports every reaped child here).
   void on_child_exit(pid_t pid, ExitStatus status);
   // The attempt number of the next (or running) worker group's logs.
   int attempt() const { return attempt_; }
 
  private:
+  enum class Phase {
+    kIdle,         // built, not started
+    kJoining,      // waiting for the coordinator's next round
+    kSupervising,  // the attempt's workers run (or are being stopped)
+    kDraining,     // every worker exited; their output pipes are being drained
+    kReporting,    // the coordinator decides what the group's outcome means
+    kDone,         // exit_code_ is set
+  };
+  // Something that ends the current attempt from outside, besides its own outcome. A stronger
+  // kind replaces a weaker one: a signal ends the job whatever else happened.
+  struct Interrupt {
+    enum class Kind { kNone, kRejoin, kJobFailed, kSignal };
+    Kind kind = Kind::kNone;
+    int signo = 0;           // kSignal
+    CoordinatorEvent event;  // kJobFailed: the job's report and exit code
+  };
+
   void begin_round();
   void start_workers(const RoundAssignment& assignment);
   std::vector<WorkerLaunch> make_launches(const RoundAssignment& assignment);
@@ -60,10 +85,8 @@ class Agent final : private WorkerGroupObserver {
   FailureReport build_report(const GroupResult& result) const;
   void on_signal(int signo);
   void on_coordinator_event(const CoordinatorEvent& event);
-  void reap_children();
+  void interrupt(Interrupt what);
   void watch_signals();
-  void watch_children();
-  bool group_running() const { return group_ && !group_->finished(); }
   void end_with_job_failure(const CoordinatorEvent& event);
   void finish(int exit_code);
 
@@ -75,29 +98,17 @@ class Agent final : private WorkerGroupObserver {
   const EnvMap base_env_;
 
   boost::asio::signal_set handled_signals_;
-  boost::asio::signal_set child_signals_;
   AsioDeadlineTimer shutdown_timer_;
   AsioDeadlineTimer drain_timer_;
   OutputRouter output_;
   std::optional<RunLogDir> log_dir_;
   std::optional<PortReservation> port_;
   std::unique_ptr<WorkerGroup> group_;
-  int attempt_ = 0;                 // groups started so far; names attempt_<N> log dirs
-  std::optional<int> stop_signal_;  // a handled signal arrived: the job ends with it
-  std::optional<CoordinatorEvent> job_failed_elsewhere_;
-  // From start_workers() until the group's outcome is handled: events that stop a group apply.
-  bool group_active_ = false;
-  bool rejoin_requested_ = false;  // the active group is stopping to join the next round
-  std::optional<int> exit_code_;   // set once: the job is over
+  std::optional<RoundAssignment> assignment_;  // of the current (or last) attempt
+  int attempt_ = 0;                            // groups started so far; names attempt_<N> dirs
+  Phase phase_ = Phase::kIdle;
+  Interrupt interrupt_;           // reset when the next round begins
+  std::optional<int> exit_code_;  // set exactly when phase_ is kDone
 };
-
-// Whether `fd` 0, 1 and 2 are open; opens /dev/null on any that is not, so that no later
-// descriptor (a pipe, a socket) lands there and is mistaken for a standard stream.
-void ensure_standard_streams();
-
-// At the end of a job: SIGKILLs and reaps every child this process still has — workers'
-// grandchildren adopted as a child subreaper (those that left their process group) and the
-// group sentinel, which has nothing left to watch. Returns how many.
-int kill_adopted_children();
 
 }  // namespace ddprun::agent

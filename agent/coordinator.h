@@ -22,6 +22,9 @@ struct RoundAssignment {
   std::string master_addr;   // where rank 0's worker (or the agent store) listens
   int master_port = 0;
   int restart_count = 0;  // job-wide failures so far: TORCHELASTIC_RESTART_COUNT
+  // The job's restart budget as the deciding coordinator agreed it (the rendezvous server, or
+  // the local coordinator): TORCHELASTIC_MAX_RESTARTS.
+  int max_restarts = 0;
   bool use_agent_store = false;
 };
 
@@ -57,8 +60,11 @@ class Coordinator {
 
   struct FailureDecision {
     bool restart = false;  // true: join again; false: the job has failed
-    FailureReport report;  // the job's report (every node prints the same one)
+    FailureReport report;  // the job's report (every node prints the same one); may be empty
     int exit_code = 1;
+    // restart == true: whether this failure consumed a restart (false when the round had
+    // already ended for another reason, e.g. a node was lost at the same time).
+    bool counted = true;
   };
   // This node's workers failed with `report`.
   virtual void report_failure(const FailureReport& report,

@@ -7,14 +7,16 @@ namespace ddprun::agent {
 void LocalCoordinator::join(const JoinOffer& offer,
                             std::function<void(Result<RoundAssignment>)> done) {
   RoundAssignment a;
+  const int nodes = static_cast<int>(job_.max_nodes);
   a.round = round_++;
-  a.group_rank = options_.group_rank;
-  a.group_world_size = options_.group_world_size;
-  a.rank_offset = options_.group_rank * offer.local_world_size;
-  a.world_size = options_.group_world_size * offer.local_world_size;
+  a.group_rank = group_rank_;
+  a.group_world_size = nodes;
+  a.rank_offset = group_rank_ * offer.local_world_size;
+  a.world_size = nodes * offer.local_world_size;
   a.master_addr = offer.master_addr;
   a.master_port = offer.master_port;
   a.restart_count = restarts_;
+  a.max_restarts = static_cast<int>(job_.max_restarts);
   boost::asio::post(io_, [this, a, done = std::move(done)] {
     if (!closed_) done(a);
   });
@@ -23,7 +25,7 @@ void LocalCoordinator::join(const JoinOffer& offer,
 void LocalCoordinator::report_failure(const FailureReport& report,
                                       std::function<void(FailureDecision)> done) {
   FailureDecision decision;
-  decision.restart = restarts_ < options_.max_restarts;
+  decision.restart = restarts_ < static_cast<int>(job_.max_restarts);
   if (decision.restart) ++restarts_;
   decision.report = report;
   decision.exit_code = report.exit_code();

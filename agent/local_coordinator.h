@@ -1,26 +1,23 @@
 // The coordinator of jobs whose shape is fixed up front, so no server is needed: a single-node
 // job (this node alone), or torchrun's static rendezvous (--node_rank R of --nnodes N, every
-// node with the same number of workers). Failed groups restart until max_restarts is used up,
-// counted on this node.
+// node with the same number of workers). This coordinator decides restarts itself: failed
+// groups restart until the job's max_restarts is used up, counted on this node.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 
 #include "agent/coordinator.h"
+#include "rendezvous/job_options.h"
 
 namespace ddprun::agent {
 
 // Callbacks are posted to `io`, never run inside the call, like a networked coordinator's.
-struct LocalCoordinatorOptions {
-  int max_restarts = 0;      // restarts allowed after failures
-  int group_rank = 0;        // this node's rank (--node_rank)
-  int group_world_size = 1;  // nodes in the job (--nnodes)
-};
-
 class LocalCoordinator final : public Coordinator {
  public:
-  LocalCoordinator(boost::asio::io_context& io, LocalCoordinatorOptions options)
-      : io_(io), options_(options) {}
+  // `job`: the job's terms (max_restarts, and max_nodes as the number of nodes); `group_rank`:
+  // this node's rank (--node_rank), 0 for a single node.
+  LocalCoordinator(boost::asio::io_context& io, rdzv::JobOptions job, int group_rank = 0)
+      : io_(io), job_(job), group_rank_(group_rank) {}
 
   void join(const JoinOffer& offer, std::function<void(Result<RoundAssignment>)> done) override;
   void report_failure(const FailureReport& report,
@@ -31,7 +28,8 @@ class LocalCoordinator final : public Coordinator {
 
  private:
   boost::asio::io_context& io_;
-  const LocalCoordinatorOptions options_;
+  const rdzv::JobOptions job_;
+  const int group_rank_;
   int restarts_ = 0;  // failures so far
   int round_ = 0;
   bool closed_ = false;

@@ -1,5 +1,7 @@
-// What the agent is asked to run: the worker command, group size, restart policy, signals and
-// logging. Filled by the launcher from the command line; every field documents its default.
+// What the agent is asked to run: the worker command, group size, signals and logging. Filled
+// by the launcher from the command line; every field documents its default. Restarts are not
+// the agent's to decide: its coordinator does (see coordinator.h), and the agent uses the
+// budget the coordinator agreed on (RoundAssignment::max_restarts).
 #pragma once
 
 #include <csignal>
@@ -49,11 +51,12 @@ struct AgentOptions {
   WorkerCommand command;
   int nproc_per_node = 1;          // workers on this node (local world size)
   std::string role = "default";    // ROLE_NAME, and the tee prefix "[<role><local_rank>]:"
-  int max_restarts = 0;            // group restarts after failures before the job fails
   Millis shutdown_timeout{30000};  // SIGTERM -> SIGKILL grace period when stopping workers
   // Signals forwarded to every worker group and that stop the job (exit 128+signal).
   std::vector<int> signals_to_handle{SIGTERM, SIGINT, SIGHUP, SIGQUIT};
-  std::string master_addr = "127.0.0.1";  // MASTER_ADDR given to workers
+  // MASTER_ADDR this node offers to the job: where workers reach the job's store should this
+  // node become group rank 0. The launcher chooses it (run_job.cc). Default loopback.
+  std::string master_addr = "127.0.0.1";
   // MASTER_PORT: fixed by the user, or (unset) a free port reserved anew for every attempt.
   std::optional<int> master_port;
   std::string run_id = "none";  // TORCHELASTIC_RUN_ID

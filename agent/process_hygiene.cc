@@ -1,7 +1,9 @@
-// Descriptor and child hygiene for the agent process (see agent.h).
+#include "agent/process_hygiene.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,8 +12,6 @@
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include "agent/agent.h"
 
 namespace ddprun::agent {
 namespace {
@@ -51,6 +51,8 @@ void ensure_standard_streams() {
     }
   }
 }
+
+void become_child_subreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, 1); }
 
 int kill_adopted_children() {
   // Our children, from the kernel's list (one small file); the whole of /proc when the kernel

@@ -15,6 +15,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "agent/process_hygiene.h"
+
 namespace ddprun::agent {
 namespace {
 
@@ -100,6 +102,36 @@ std::vector<char*> to_cstrings(const std::vector<std::string>& strings) {
 }
 
 }  // namespace
+
+PosixProcessLauncher::PosixProcessLauncher(boost::asio::io_context& io)
+    : child_signals_(io, SIGCHLD) {
+  become_child_subreaper();
+  watch_children();
+}
+
+void PosixProcessLauncher::watch_children() {
+  child_signals_.async_wait([this](const boost::system::error_code& ec, int) {
+    if (ec) return;
+    reap_children();
+    watch_children();
+  });
+}
+
+void PosixProcessLauncher::reap_children() {
+  // One SIGCHLD may stand for several exits: reap until none is left.
+  for (;;) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    if (exit_handler_) exit_handler_(pid, ExitStatus::from_wait_status(status));
+  }
+}
+
+int PosixProcessLauncher::end_all_children() {
+  boost::system::error_code ignored;
+  child_signals_.cancel(ignored);
+  return kill_adopted_children();
+}
 
 Result<SpawnedProcess> PosixProcessLauncher::spawn(const SpawnRequest& request) {
   if (!sentinel_ && !sentinel_failed_) {

@@ -4,10 +4,15 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include "agent/exit_status.h"
 #include "agent/group_sentinel.h"
 #include "common/posix_fd.h"
 #include "common/result.h"
@@ -44,7 +49,12 @@ struct SpawnedProcess {
 // Thread-safety: call from the agent's thread only.
 class ProcessLauncher {
  public:
+  using ExitHandler = std::function<void(pid_t pid, ExitStatus status)>;
   virtual ~ProcessLauncher() = default;
+  // Every child of this process that ends (workers, and grandchildren adopted as a subreaper)
+  // is reaped by the launcher and reported to `handler` on the agent's event loop; nothing
+  // blocks. Set before the first spawn; an empty handler stops the reports.
+  virtual void set_exit_handler(ExitHandler handler) = 0;
   // Starts a process in a new process group (pgid == pid). The real implementation also makes
   // it die with the agent (parent-death signal) and gives it no descriptor beyond 0, 1 and 2.
   // Returns once the child exists, without waiting for its exec, so that siblings start in
@@ -58,6 +68,9 @@ class ProcessLauncher {
   // The worker that led group `pgid` has been reaped and its group killed: nothing may signal
   // that id again (it can be reused).
   virtual void release_group(pid_t pgid) {}
+  // The job is over: kill and reap every child still there (escaped grandchildren, helpers).
+  // Called once the event loop has stopped. Returns how many there were.
+  virtual int end_all_children() { return 0; }
 };
 
 // fork/exec implementation. Why not Boost.Process: the child needs a parent-death signal,
@@ -67,14 +80,26 @@ class ProcessLauncher {
 //
 // Worker groups are also announced to a GroupSentinel (started with the first worker), which
 // kills them if the agent dies without ending them.
+//
+// Reaping: SIGCHLD wakes `io`; every exited child is reaped with waitpid(-1, WNOHANG). The
+// process becomes a child subreaper at construction, so orphaned grandchildren come here too.
 class PosixProcessLauncher final : public ProcessLauncher {
  public:
+  explicit PosixProcessLauncher(boost::asio::io_context& io);
+
+  void set_exit_handler(ExitHandler handler) override { exit_handler_ = std::move(handler); }
   Result<SpawnedProcess> spawn(const SpawnRequest& request) override;
   Status confirm_started(SpawnedProcess& process) override;
   void signal_group(pid_t pgid, int signo) override;
   void release_group(pid_t pgid) override;
+  int end_all_children() override;
 
  private:
+  void watch_children();
+  void reap_children();
+
+  boost::asio::signal_set child_signals_;
+  ExitHandler exit_handler_;
   std::optional<GroupSentinel> sentinel_;
   bool sentinel_failed_ = false;  // warned once; supervision goes on without it
 };

@@ -15,19 +15,22 @@ RoundAssignment to_assignment(const rdzv::RoundAssignment& a) {
   out.master_addr = a.master_addr;
   out.master_port = a.master_port;
   out.restart_count = static_cast<int>(a.restart_count);
-  out.use_agent_store = false;  // rank 0's worker hosts the TCPStore
+  out.max_restarts = static_cast<int>(a.max_restarts);  // what the server agreed on
+  out.use_agent_store = false;                          // rank 0's worker hosts the TCPStore
   return out;
 }
 
-// The report other nodes sent, or an empty one when it is not ours to parse.
-FailureReport parse_report(const std::string& text) {
+// The report another node sent; empty when there is none or it cannot be read (the caller
+// then logs the push's message instead).
+FailureReport parse_report(const std::string& json_text) {
   FailureReport report;
-  auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto json = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (json.is_object()) {
     try {
       report = json.get<FailureReport>();
-    } catch (const nlohmann::json::exception&) {
-      report = {};  // a sentence, not a report: the caller logs the reason instead
+    } catch (const nlohmann::json::exception& e) {
+      spdlog::warn("rendezvous: unreadable failure report from another node: {}", e.what());
+      report = {};
     }
   }
   return report;
@@ -35,13 +38,13 @@ FailureReport parse_report(const std::string& text) {
 
 }  // namespace
 
-RendezvousCoordinator::RendezvousCoordinator(boost::asio::io_context& io,
-                                             RendezvousCoordinatorOptions options)
-    : options_(std::move(options)), client_(io, options_.client) {
+RendezvousCoordinator::RendezvousCoordinator(RendezvousCoordinatorOptions options,
+                                             rdzv::RendezvousClient& client)
+    : options_(std::move(options)), client_(client) {
   client_.set_event_handler([this](const rdzv::RendezvousEvent& e) { on_event(e); });
 }
 
-RendezvousCoordinator::~RendezvousCoordinator() = default;
+RendezvousCoordinator::~RendezvousCoordinator() { client_.set_event_handler(nullptr); }
 
 void RendezvousCoordinator::set_event_handler(std::function<void(const CoordinatorEvent&)> h) {
   handler_ = std::move(h);
@@ -56,8 +59,7 @@ void RendezvousCoordinator::join(const JoinOffer& offer,
   client_.connect([this, offer, done = std::move(done)](Status s) mutable {
     if (closed_) return;
     if (!s) {
-      done(s.with_context("cannot reach the rendezvous server at " + options_.client.host + ":" +
-                          std::to_string(options_.client.port)));
+      done(s.with_context("cannot reach the rendezvous server at " + options_.server));
       return;
     }
     connected_ = true;
@@ -68,19 +70,14 @@ void RendezvousCoordinator::join(const JoinOffer& offer,
 void RendezvousCoordinator::send_join(const JoinOffer& offer,
                                       std::function<void(Result<RoundAssignment>)> done) {
   rdzv::JoinRequest request;
-  request.node_id = options_.node_id;
-  request.local_world_size = static_cast<uint32_t>(offer.local_world_size);
-  if (options_.node_rank_hint)
-    request.node_rank_hint = static_cast<uint32_t>(*options_.node_rank_hint);
-  request.master_addr = offer.master_addr;
-  request.master_port = static_cast<uint16_t>(offer.master_port);
-  request.min_nodes = static_cast<uint32_t>(options_.min_nodes);
-  request.max_nodes = static_cast<uint32_t>(options_.max_nodes);
-  request.max_restarts = static_cast<uint32_t>(options_.max_restarts);
-  request.join_timeout = options_.join_timeout;
-  request.last_call_timeout = options_.last_call_timeout;
-  request.heartbeat_timeout = options_.heartbeat_timeout;
-  request.exit_barrier_timeout = options_.exit_barrier_timeout;
+  request.node.node_id = options_.node_id;
+  request.node.local_world_size = static_cast<uint32_t>(offer.local_world_size);
+  if (options_.node_rank_hint) {
+    request.node.node_rank_hint = static_cast<uint32_t>(*options_.node_rank_hint);
+  }
+  request.node.master_addr = offer.master_addr;
+  request.node.master_port = static_cast<uint16_t>(offer.master_port);
+  request.job = options_.job;
   client_.join(std::move(request), [this, done = std::move(done)](Result<rdzv::RoundAssignment> a) {
     if (closed_) return;
     if (!a) {
@@ -105,52 +102,51 @@ void RendezvousCoordinator::report_success(std::function<void(Status)> done) {
   pending_success_ = std::move(done);
   client_.report_success([this](Status s) {
     if (s || closed_ || !pending_success_) return;
-    auto cb = std::move(pending_success_);
-    pending_success_ = nullptr;
-    cb(s);
+    std::exchange(pending_success_, nullptr)(s);
   });
 }
 
 void RendezvousCoordinator::on_event(const rdzv::RendezvousEvent& event) {
   if (closed_) return;
   if (const auto* restart = std::get_if<rdzv::RestartRequested>(&event)) {
-    if (pending_failure_) {  // the answer to our own report: restart
-      auto cb = std::move(pending_failure_);
-      pending_failure_ = nullptr;
-      FailureDecision decision;
-      decision.restart = true;
-      decision.report = parse_report(restart->report);
-      cb(decision);
-      return;
-    }
-    CoordinatorEvent e;
-    e.kind = CoordinatorEvent::Kind::kRejoin;
-    e.reason = std::string("rendezvous: ") + rdzv::to_string(restart->reason) +
-               ": stopping workers to join the next round";
-    if (handler_) handler_(e);
+    on_restart(*restart);
   } else if (const auto* failed = std::get_if<rdzv::JobFailed>(&event)) {
-    fail_job(failed->reason, parse_report(failed->report), failed->exit_code);
+    fail_job(failed->message, parse_report(failed->failure_report), failed->exit_code);
   } else if (std::holds_alternative<rdzv::JobSucceeded>(event)) {
-    if (pending_success_) {
-      auto cb = std::move(pending_success_);
-      pending_success_ = nullptr;
-      cb(Status());
-    }
+    if (pending_success_) std::exchange(pending_success_, nullptr)(Status());
   } else if (const auto* lost = std::get_if<rdzv::ConnectionLost>(&event)) {
     fail_job(lost->message, {}, 1);  // "lost the rendezvous server at <host:port>: <why>"
   }
 }
 
+void RendezvousCoordinator::on_restart(const rdzv::RestartRequested& restart) {
+  const bool worker_failure = restart.reason == rdzv::RestartReason::kWorkerFailure;
+  if (pending_failure_) {
+    // We reported a failure of this round. A worker-failure restart is the server's answer
+    // (counted, with the job's first report); any other reason means the round had already
+    // ended without our report, which the server then ignored: rejoin, nothing counted.
+    FailureDecision decision;
+    decision.restart = true;
+    decision.counted = worker_failure;
+    if (worker_failure) decision.report = parse_report(restart.failure_report);
+    std::exchange(pending_failure_, nullptr)(decision);
+    return;
+  }
+  CoordinatorEvent e;
+  e.kind = CoordinatorEvent::Kind::kRejoin;
+  e.reason = std::string("rendezvous: ") + rdzv::to_string(restart.reason) + " (" +
+             restart.message + "): stopping workers to join the next round";
+  if (handler_) handler_(e);
+}
+
 void RendezvousCoordinator::fail_job(std::string reason, FailureReport report, int exit_code) {
   if (pending_failure_) {
-    auto cb = std::move(pending_failure_);
-    pending_failure_ = nullptr;
     FailureDecision decision;
     decision.restart = false;
-    decision.report = report.failures.empty() ? FailureReport{} : report;
+    decision.report = std::move(report);
     decision.exit_code = exit_code;
     if (decision.report.failures.empty()) spdlog::error("{}", reason);
-    cb(decision);
+    std::exchange(pending_failure_, nullptr)(decision);
     return;
   }
   // Otherwise (running, or waiting at the exit barrier) the agent ends the job from the event,

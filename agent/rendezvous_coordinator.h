@@ -1,36 +1,32 @@
 // The coordinator of multi-node (c10d backend) and --standalone jobs: the rendezvous server
 // decides rounds, ranks, restarts and the job's outcome, and pushes them to every node at once.
+// This class translates between the agent's Coordinator calls and a RendezvousClient.
 #pragma once
 
 #include <functional>
-#include <memory>
 #include <optional>
 #include <string>
 
-#include <boost/asio/io_context.hpp>
-
 #include "agent/coordinator.h"
 #include "rendezvous/client.h"
+#include "rendezvous/job_options.h"
 
 namespace ddprun::agent {
 
 struct RendezvousCoordinatorOptions {
-  rdzv::ClientOptions client;  // server endpoint, job id, connect/heartbeat timeouts
-  std::string node_id;         // unique within the job, e.g. "<host>:<pid>:<random>"
-  int min_nodes = 1;
-  int max_nodes = 1;
-  int max_restarts = 0;  // job-wide
+  // The job's terms, built once from the command line and sent whole with every join; the
+  // server's RoundState decides with them.
+  rdzv::JobOptions job;
+  std::string node_id;  // unique within the job, e.g. "<host>:<pid>:<random>"
   std::optional<int> node_rank_hint;
-  Millis join_timeout{600'000};
-  Millis last_call_timeout{30'000};
-  Millis heartbeat_timeout{15'000};
-  Millis exit_barrier_timeout{300'000};  // how long a finished node waits for the others
+  std::string server;  // "host:port", for error messages
 };
 
-// Not thread-safe: use on `io`'s thread. Callbacks run on that thread, never inline.
+// Not thread-safe: use on the client's io_context thread. Callbacks run on that thread, never
+// inline. `client` must outlive the coordinator.
 class RendezvousCoordinator final : public Coordinator {
  public:
-  RendezvousCoordinator(boost::asio::io_context& io, RendezvousCoordinatorOptions options);
+  RendezvousCoordinator(RendezvousCoordinatorOptions options, rdzv::RendezvousClient& client);
   ~RendezvousCoordinator() override;
 
   void join(const JoinOffer& offer, std::function<void(Result<RoundAssignment>)> done) override;
@@ -44,11 +40,12 @@ class RendezvousCoordinator final : public Coordinator {
 
  private:
   void on_event(const rdzv::RendezvousEvent& event);
+  void on_restart(const rdzv::RestartRequested& restart);
   void send_join(const JoinOffer& offer, std::function<void(Result<RoundAssignment>)> done);
   void fail_job(std::string reason, FailureReport report, int exit_code);
 
-  RendezvousCoordinatorOptions options_;
-  rdzv::RendezvousClient client_;
+  const RendezvousCoordinatorOptions options_;
+  rdzv::RendezvousClient& client_;
   bool connected_ = false;
   bool closed_ = false;
   std::function<void(const CoordinatorEvent&)> handler_;

@@ -13,25 +13,63 @@
 
 namespace ddprun {
 
+// What kind of failure a Status holds, so that callers decide by kind, never by message text
+// (leveldb's Status::IsNotFound() style). Pick the most specific kind that fits.
+enum class ErrorKind {
+  kOk,
+  kFailed,           // anything not covered below (an operation that did not work)
+  kInvalidArgument,  // bad input from a user: a flag, a config file, a request's values
+  kMalformed,        // bytes from a peer that break the protocol (framing, limits, syntax)
+  kClosed,           // the peer hung up or the connection ended
+  kTimedOut,         // a deadline passed
+  kUnavailable,      // a peer or resource cannot be reached (connection refused, lost)
+  kNotFound,         // something named does not exist
+  kRefused,          // the peer understood and said no (versions, limits, authentication)
+};
+
 // The outcome of an operation that returns nothing. Cheap to copy; ok() when default-built.
 class Status {
  public:
   Status() = default;
-  static Status error(std::string message) { return Status(std::move(message)); }
+  // A failure of kind kFailed; the named constructors below give the other kinds.
+  static Status error(std::string message) {
+    return Status(ErrorKind::kFailed, std::move(message));
+  }
+  static Status error(ErrorKind kind, std::string message) {
+    assert(kind != ErrorKind::kOk && "an error needs a failure kind");
+    return Status(kind, std::move(message));
+  }
+  static Status invalid_argument(std::string m) {
+    return error(ErrorKind::kInvalidArgument, std::move(m));
+  }
+  static Status malformed(std::string m) { return error(ErrorKind::kMalformed, std::move(m)); }
+  static Status closed(std::string m) { return error(ErrorKind::kClosed, std::move(m)); }
+  static Status timed_out(std::string m) { return error(ErrorKind::kTimedOut, std::move(m)); }
+  static Status unavailable(std::string m) { return error(ErrorKind::kUnavailable, std::move(m)); }
+  static Status not_found(std::string m) { return error(ErrorKind::kNotFound, std::move(m)); }
+  static Status refused(std::string m) { return error(ErrorKind::kRefused, std::move(m)); }
 
-  bool ok() const { return !failed_; }
+  bool ok() const { return kind_ == ErrorKind::kOk; }
   explicit operator bool() const { return ok(); }
+  ErrorKind kind() const { return kind_; }
+  bool is_invalid_argument() const { return kind_ == ErrorKind::kInvalidArgument; }
+  bool is_malformed() const { return kind_ == ErrorKind::kMalformed; }
+  bool is_closed() const { return kind_ == ErrorKind::kClosed; }
+  bool is_timed_out() const { return kind_ == ErrorKind::kTimedOut; }
+  bool is_unavailable() const { return kind_ == ErrorKind::kUnavailable; }
+  bool is_not_found() const { return kind_ == ErrorKind::kNotFound; }
+  bool is_refused() const { return kind_ == ErrorKind::kRefused; }
   // The human-readable error; empty when ok().
   const std::string& message() const { return message_; }
 
-  // Adds context in front of the message: "reading config: <message>".
+  // Adds context in front of the message: "reading config: <message>". Keeps the kind.
   Status with_context(const std::string& context) const {
-    return ok() ? *this : Status(context + ": " + message_);
+    return ok() ? *this : Status(kind_, context + ": " + message_);
   }
 
  private:
-  explicit Status(std::string message) : failed_(true), message_(std::move(message)) {}
-  bool failed_ = false;
+  Status(ErrorKind kind, std::string message) : kind_(kind), message_(std::move(message)) {}
+  ErrorKind kind_ = ErrorKind::kOk;
   std::string message_;
 };
 

@@ -156,47 +156,56 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
 
 namespace {
 
-Status validate_rendezvous(const RawFlags& f, RendezvousSettings& r) {
+Status validate_rendezvous(const RawFlags& f, LaunchConfig& config) {
+  RendezvousSettings& r = config.rendezvous;
   auto nodes = parse_nnodes(f.nnodes);
   if (!nodes) return nodes.status();
   auto conf = rdzv::parse_rdzv_conf(f.rdzv_conf);
   if (!conf) return conf.status().with_context("--rdzv_conf");
   if (f.rdzv_backend != "static" && f.rdzv_backend != "c10d") {
-    return Status::error("--rdzv_backend=" + f.rdzv_backend +
-                         " is not supported: use static or c10d");
+    return Status::invalid_argument("--rdzv_backend=" + f.rdzv_backend +
+                                    " is not supported: use static or c10d");
   }
+  const bool static_backend = f.rdzv_backend == "static" && !f.standalone;
   if (f.node_rank < -1 || f.node_rank >= nodes->max) {
-    return Status::error("--node_rank=" + std::to_string(f.node_rank) + " must be in [0, " +
-                         std::to_string(nodes->max) + ")");
+    return Status::invalid_argument("--node_rank=" + std::to_string(f.node_rank) +
+                                    " must be in [0, " + std::to_string(nodes->max) + ")");
   }
   if (f.standalone && nodes->max > 1) {
-    return Status::error("--standalone runs a single node, but --nnodes=" + f.nnodes);
+    return Status::invalid_argument("--standalone runs a single node, but --nnodes=" + f.nnodes);
   }
-  if (nodes->max > 1 && f.rdzv_backend == "static" && nodes->min != nodes->max) {
-    return Status::error("--nnodes=" + f.nnodes +
-                         ": the static rendezvous needs a fixed number of nodes; use "
-                         "--rdzv_backend c10d for MIN:MAX elasticity");
+  if (nodes->max > 1 && static_backend && nodes->min != nodes->max) {
+    return Status::invalid_argument("--nnodes=" + f.nnodes +
+                                    ": the static rendezvous needs a fixed number of nodes; use "
+                                    "--rdzv_backend c10d for MIN:MAX elasticity");
   }
-  if (f.rdzv_backend == "c10d" && !f.standalone) {
+  if (!static_backend && !f.standalone) {
     if (f.rdzv_endpoint.empty()) {
-      return Status::error("--rdzv_backend c10d needs --rdzv_endpoint host[:port]");
+      return Status::invalid_argument("--rdzv_backend c10d needs --rdzv_endpoint host[:port]");
     }
     auto endpoint = parse_endpoint(f.rdzv_endpoint, kDefaultC10dPort);
     if (!endpoint) return endpoint.status();
     r.endpoint_host = endpoint->host;
     r.endpoint_port = endpoint->port;
   }
-  if (f.exit_barrier_timeout < 0)
-    return Status::error("--exit_barrier_timeout must be >= 0 seconds");
-  r.exit_barrier_timeout = Millis(static_cast<long long>(f.exit_barrier_timeout * 1000));
-  r.min_nodes = nodes->min;
-  r.max_nodes = nodes->max;
+  if (f.exit_barrier_timeout < 0) {
+    return Status::invalid_argument("--exit_barrier_timeout must be >= 0 seconds");
+  }
+  if (f.max_restarts < 0) return Status::invalid_argument("--max_restarts must be >= 0");
+  rdzv::JobOptions& job = config.job;
+  job.min_nodes = static_cast<uint32_t>(nodes->min);
+  job.max_nodes = static_cast<uint32_t>(nodes->max);
+  job.max_restarts = static_cast<uint32_t>(f.max_restarts);
+  job.join_timeout = conf->join_timeout;
+  job.last_call_timeout = conf->last_call_timeout;
+  job.heartbeat_timeout = conf->heartbeat_timeout;
+  job.exit_barrier_timeout = Millis(static_cast<long long>(f.exit_barrier_timeout * 1000));
   r.conf = std::move(conf.value());
-  r.node_rank = std::max(f.node_rank, 0);
-  r.node_rank_given = f.node_rank >= 0;
+  if (f.node_rank >= 0) r.node_rank = f.node_rank;
   r.local_addr = f.local_addr;
+  r.master_addr = f.master_addr;
   r.standalone = f.standalone;
-  r.backend = f.standalone ? "c10d" : f.rdzv_backend;
+  r.backend = static_backend ? RendezvousBackend::kStatic : RendezvousBackend::kC10d;
   if (f.standalone) {  // an embedded server on a free loopback port, hosted by this node
     r.endpoint_host = "127.0.0.1";
     r.endpoint_port = 0;
@@ -207,7 +216,7 @@ Status validate_rendezvous(const RawFlags& f, RendezvousSettings& r) {
 }
 
 Status validate_values(const RawFlags& f, LaunchConfig& config) {
-  if (Status s = validate_rendezvous(f, config.rendezvous); !s) return s;
+  if (Status s = validate_rendezvous(f, config); !s) return s;
   agent::AgentOptions& a = config.agent;
   auto nproc = parse_nproc_per_node(f.nproc_per_node);
   if (!nproc) return nproc.status();
@@ -219,7 +228,6 @@ Status validate_values(const RawFlags& f, LaunchConfig& config) {
   if (!filter) return filter.status();
   auto signals = parse_signal_list(f.signals_to_handle);
   if (!signals) return signals.status();
-  if (f.max_restarts < 0) return Status::error("--max_restarts must be >= 0");
   if (f.shutdown_timeout < 0) return Status::error("--shutdown_timeout must be >= 0 seconds");
   if (f.monitor_interval < 0) return Status::error("--monitor_interval must be >= 0 seconds");
   if (f.master_port < -1 || f.master_port > 65535) {
@@ -231,17 +239,11 @@ Status validate_values(const RawFlags& f, LaunchConfig& config) {
   if (f.role.empty()) return Status::error("--role must not be empty");
   a.nproc_per_node = *nproc;
   a.role = f.role;
-  a.max_restarts = f.max_restarts;
   a.shutdown_timeout = Millis(static_cast<long long>(f.shutdown_timeout * 1000));
   a.signals_to_handle = *signals;
   const RendezvousSettings& rdzv = config.rendezvous;
-  // Static: the user's --master_addr. c10d: the address this node advertises, offered to the
-  // job in case it becomes group rank 0 (whose worker 0 then hosts the TCPStore).
-  a.master_addr = rdzv.backend == "static" || rdzv.standalone
-                      ? (rdzv.standalone ? "127.0.0.1" : f.master_addr)
-                      : (f.local_addr.empty() ? local_host_name() : f.local_addr);
   if (f.master_port > 0) a.master_port = f.master_port;  // 0 or unset: a free port per attempt
-  if (rdzv.backend == "static" && rdzv.max_nodes > 1 && !a.master_port) {
+  if (rdzv.backend == RendezvousBackend::kStatic && config.job.max_nodes > 1 && !a.master_port) {
     // Every node must name the same port without talking to the others: torchrun's default.
     a.master_port = kStaticMultiNodeMasterPort;
   }

@@ -1,35 +1,46 @@
-// Everything ddprun was asked to do, validated: what the agent runs and how nodes meet.
+// Everything ddprun was asked to do, validated, as one value per concept: what this node's
+// agent runs, the job's terms that every node must agree on, and how this node meets the others.
 #pragma once
 
-#include <map>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "agent/options.h"
+#include "rendezvous/job_options.h"
 #include "rendezvous/rdzv_conf.h"
 
 namespace ddprun::launcher {
 
-// How nodes find each other (torchrun's --rdzv_* flags, --nnodes, --node_rank, --standalone).
-// The static backend needs no server; c10d (and --standalone) use the rendezvous server.
+// How nodes coordinate: torchrun's static rendezvous (no server; --node_rank of a fixed
+// --nnodes) or the c10d-like rendezvous server (--standalone embeds one).
+enum class RendezvousBackend { kStatic, kC10d };
+
+// How this node finds the others (torchrun's --rdzv_* flags, --node_rank, --standalone).
 struct RendezvousSettings {
-  std::string backend = "static";  // "static" or "c10d" (--standalone implies c10d)
+  RendezvousBackend backend = RendezvousBackend::kStatic;
   std::string endpoint_host;       // --rdzv_endpoint host[:port]; --standalone: 127.0.0.1
   uint16_t endpoint_port = 29400;  // c10d's default port; 0 = a free one (hosting node only)
   std::string job_id = "none";     // --rdzv_id; --standalone picks a random one
-  rdzv::RendezvousConf conf;       // --rdzv_conf, typed (timeouts, is_host)
-  // How long a node whose workers finished waits for the rest of the job (exit barrier).
-  Millis exit_barrier_timeout{300'000};
-  int min_nodes = 1;  // --nnodes MIN[:MAX]
-  int max_nodes = 1;
-  int node_rank = 0;             // static: this node's rank; c10d: a hint when given
-  bool node_rank_given = false;  // --node_rank was on the command line
+  // --rdzv_conf: the client's timeouts and is_host (the job's own timeouts are in JobOptions).
+  rdzv::RendezvousConf conf;
+  // --node_rank: static: this node's rank (default 0); c10d: a hint, when given.
+  std::optional<int> node_rank;
   bool standalone = false;
-  std::string local_addr;  // address this node advertises; empty: its host name
+  // --local_addr: the address this node advertises; empty: its host name.
+  std::string local_addr;
+  // --master_addr: the static backend's MASTER_ADDR (where node 0's store listens).
+  std::string master_addr = "127.0.0.1";
 };
 
 struct LaunchConfig {
+  // What this node runs and how (MASTER_ADDR is chosen by run_job from `rendezvous`).
   agent::AgentOptions agent;
+  // The job's terms (--nnodes, --max_restarts, rendezvous timeouts, exit barrier): built once
+  // here and carried whole to whoever decides with them (LocalCoordinator or the server's
+  // RoundState).
+  rdzv::JobOptions job;
   RendezvousSettings rendezvous;
   std::vector<std::string> warnings;  // printed before the job starts
 };

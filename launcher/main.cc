@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/agent.h"
+#include "agent/process_hygiene.h"
 #include "common/logging.h"
 #include "launcher/command_line.h"
 #include "launcher/run_job.h"

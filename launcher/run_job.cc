@@ -21,15 +21,28 @@ namespace {
 // Bound on the graceful end: leaving the rendezvous, and flushing a hosted server's last pushes.
 constexpr Millis kShutdownGrace{3000};
 
+// MASTER_ADDR this node offers. Static: --master_addr (every node names node 0's address);
+// --standalone: loopback; c10d: the address this node advertises, offered to the job in case it
+// becomes group rank 0.
+std::string offered_master_addr(const LaunchConfig& config) {
+  const RendezvousSettings& r = config.rendezvous;
+  if (r.standalone) return "127.0.0.1";
+  if (r.backend == RendezvousBackend::kStatic) return r.master_addr;
+  return config.agent.hostname;  // --local_addr, else the host name
+}
+
+agent::AgentOptions agent_options(const LaunchConfig& config) {
+  agent::AgentOptions options = config.agent;
+  options.master_addr = offered_master_addr(config);
+  return options;
+}
+
 int run_static(const LaunchConfig& config) {
   boost::asio::io_context io(1);
-  agent::PosixProcessLauncher launcher;
-  agent::LocalCoordinatorOptions local;
-  local.max_restarts = config.agent.max_restarts;
-  local.group_rank = config.rendezvous.node_rank;
-  local.group_world_size = config.rendezvous.max_nodes;
-  agent::LocalCoordinator coordinator(io, local);
-  agent::Agent node_agent(config.agent, io, launcher, coordinator, SystemClock::instance());
+  agent::PosixProcessLauncher launcher(io);
+  agent::LocalCoordinator coordinator(io, config.job, config.rendezvous.node_rank.value_or(0));
+  agent::Agent node_agent(agent_options(config), io, launcher, coordinator,
+                          SystemClock::instance());
   return node_agent.run();
 }
 
@@ -44,21 +57,20 @@ bool is_ip_literal(const std::string& text) {
   return !ec;
 }
 
+rdzv::ClientOptions client_options(const RendezvousSettings& r, uint16_t server_port) {
+  rdzv::ClientOptions o =
+      rdzv::ClientOptions::from_conf(r.conf, r.endpoint_host, server_port, r.job_id);
+  if (is_ip_literal(r.local_addr)) o.local_address = r.local_addr;
+  return o;
+}
+
 agent::RendezvousCoordinatorOptions coordinator_options(const LaunchConfig& config,
                                                         uint16_t server_port) {
-  const RendezvousSettings& r = config.rendezvous;
   agent::RendezvousCoordinatorOptions o;
-  o.client = rdzv::ClientOptions::from_conf(r.conf, r.endpoint_host, server_port, r.job_id);
-  if (is_ip_literal(r.local_addr)) o.client.local_address = r.local_addr;
+  o.job = config.job;
   o.node_id = make_node_id(config.agent.hostname);
-  o.min_nodes = r.min_nodes;
-  o.max_nodes = r.max_nodes;
-  o.max_restarts = config.agent.max_restarts;
-  if (r.node_rank_given) o.node_rank_hint = r.node_rank;
-  o.join_timeout = r.conf.join_timeout;
-  o.last_call_timeout = r.conf.last_call_timeout;
-  o.heartbeat_timeout = r.conf.heartbeat_timeout;
-  o.exit_barrier_timeout = r.exit_barrier_timeout;
+  o.node_rank_hint = config.rendezvous.node_rank;
+  o.server = config.rendezvous.endpoint_host + ":" + std::to_string(server_port);
   return o;
 }
 
@@ -103,11 +115,13 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
       server.reset();  // not this host, or another agent here hosts it: be a client
     }
   }
-  agent::PosixProcessLauncher launcher;
-  agent::RendezvousCoordinator coordinator(io, coordinator_options(config, port));
+  agent::PosixProcessLauncher launcher(io);
+  rdzv::TcpRendezvousClient client(io, client_options(r, port));
+  agent::RendezvousCoordinator coordinator(coordinator_options(config, port), client);
   int exit_code = 0;
   {
-    agent::Agent node_agent(config.agent, io, launcher, coordinator, SystemClock::instance());
+    agent::Agent node_agent(agent_options(config), io, launcher, coordinator,
+                            SystemClock::instance());
     exit_code = node_agent.run();
   }
   // Leave cleanly and let a hosted server deliver its last decisions before it goes.
@@ -127,7 +141,7 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
 
 int run_job(const LaunchConfig& config) {
   for (const auto& warning : config.warnings) spdlog::warn("{}", warning);
-  if (config.rendezvous.backend == "static") return run_static(config);
+  if (config.rendezvous.backend == RendezvousBackend::kStatic) return run_static(config);
   return run_with_rendezvous_server(config);
 }
 

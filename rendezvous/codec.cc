@@ -1,11 +1,15 @@
 #include "rendezvous/codec.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "rendezvous/byte_io.h"
 
 namespace ddprun::rdzv {
 namespace {
+
+constexpr uint64_t kMaxTimeoutMs = 10ull * 365 * 24 * 3600 * 1000;
 
 // Frame type bytes; client types are below 0x80, server types at or above.
 enum Type : uint8_t {
@@ -16,7 +20,6 @@ enum Type : uint8_t {
   kReportFailure = 0x05,
   kReportSuccess = 0x06,
   kLeave = 0x07,
-  kKvBase = 0x10,  // 0x10 + KvOp
   kHelloAck = 0x81,
   kReply = 0x82,
   kRoundAssigned = 0x83,
@@ -26,40 +29,40 @@ enum Type : uint8_t {
   kHeartbeatAck = 0x87,
   kError = 0x88,
 };
-constexpr uint8_t kMaxKvOp = static_cast<uint8_t>(KvOp::kNumKeys);
-
 // Encoders: one overload per message, writing type byte and payload.
+void put(ByteWriter& w, const NodeInfo& n) {
+  w.str(n.node_id), w.u32(n.local_world_size);
+  w.i32(n.node_rank_hint ? static_cast<int32_t>(*n.node_rank_hint) : -1);
+  w.str(n.master_addr), w.u16(n.master_port);
+}
+void put(ByteWriter& w, const JobOptions& o) {
+  w.u32(o.min_nodes), w.u32(o.max_nodes), w.u32(o.max_restarts);
+  for (Millis t :
+       {o.join_timeout, o.last_call_timeout, o.heartbeat_timeout, o.exit_barrier_timeout}) {
+    w.u64(static_cast<uint64_t>(std::max<int64_t>(t.count(), 0)));
+  }
+}
 void put(ByteWriter& w, const Hello& m) {
   w.u8(kHello), w.u32(m.magic), w.u16(m.version), w.str(m.job_id);
 }
 void put(ByteWriter& w, const JoinMsg& m) {
-  w.u8(kJoin), w.u32(m.request_id), w.str(m.node_id), w.u32(m.local_world_size);
-  w.i32(m.node_rank_hint), w.str(m.master_addr), w.u16(m.master_port), w.u32(m.min_nodes);
-  w.u32(m.max_nodes), w.u32(m.max_restarts), w.u64(m.join_timeout_ms);
-  w.u64(m.last_call_timeout_ms), w.u64(m.heartbeat_timeout_ms), w.u64(m.exit_barrier_timeout_ms);
+  w.u8(kJoin), w.u32(m.request_id), put(w, m.node), put(w, m.job);
 }
 void put(ByteWriter& w, const ResumeMsg& m) {
   w.u8(kResume), w.u32(m.request_id), w.str(m.node_id), w.u64(m.token);
 }
 void put(ByteWriter& w, const HeartbeatMsg&) { w.u8(kHeartbeat); }
 void put(ByteWriter& w, const ReportFailureMsg& m) {
-  w.u8(kReportFailure), w.u32(m.request_id), w.u64(m.round), w.str(m.report), w.i32(m.exit_code);
+  w.u8(kReportFailure), w.u32(m.request_id), w.u64(m.round), w.str(m.failure_report);
+  w.i32(m.exit_code);
 }
 void put(ByteWriter& w, const ReportSuccessMsg& m) {
   w.u8(kReportSuccess), w.u32(m.request_id), w.u64(m.round);
 }
 void put(ByteWriter& w, const LeaveMsg& m) { w.u8(kLeave), w.u32(m.request_id); }
-void put(ByteWriter& w, const KvMsg& m) {
-  w.u8(static_cast<uint8_t>(kKvBase + static_cast<uint8_t>(m.op)));
-  w.u32(m.request_id), w.u8(static_cast<uint8_t>(m.scope));
-  w.u32(static_cast<uint32_t>(m.keys.size()));
-  for (const auto& k : m.keys) w.str(k);
-  w.str(m.value), w.str(m.desired), w.i64(m.delta), w.u64(m.timeout_ms);
-}
 void put(ByteWriter& w, const HelloAck& m) { w.u8(kHelloAck), w.u16(m.version); }
 void put(ByteWriter& w, const Reply& m) {
-  w.u8(kReply), w.u32(m.request_id), w.u8(m.ok ? 1 : 0), w.str(m.error);
-  w.u8(m.found ? 1 : 0), w.str(m.value), w.i64(m.integer);
+  w.u8(kReply), w.u32(m.request_id), w.u8(m.ok ? 1 : 0), w.str(m.error), w.i64(m.integer);
 }
 void put(ByteWriter& w, const RoundAssigned& m) {
   w.u8(kRoundAssigned), w.str(m.job_id), w.u64(m.round), w.u32(m.group_rank);
@@ -67,10 +70,12 @@ void put(ByteWriter& w, const RoundAssigned& m) {
   w.str(m.master_addr), w.u16(m.master_port), w.u32(m.restart_count), w.u32(m.max_restarts);
 }
 void put(ByteWriter& w, const RestartRequested& m) {
-  w.u8(kRestartRequested), w.u64(m.round), w.u8(static_cast<uint8_t>(m.reason)), w.str(m.report);
+  w.u8(kRestartRequested), w.u64(m.round), w.u8(static_cast<uint8_t>(m.reason));
+  w.str(m.message), w.str(m.failure_report);
 }
 void put(ByteWriter& w, const JobFailed& m) {
-  w.u8(kJobFailed), w.str(m.reason), w.str(m.report), w.i32(m.exit_code);
+  w.u8(kJobFailed), w.u8(static_cast<uint8_t>(m.reason)), w.str(m.message);
+  w.str(m.failure_report), w.i32(m.exit_code);
 }
 void put(ByteWriter& w, const JobSucceeded& m) { w.u8(kJobSucceeded), w.u64(m.round); }
 void put(ByteWriter& w, const HeartbeatAck&) { w.u8(kHeartbeatAck); }
@@ -92,45 +97,45 @@ std::string encode_variant(const Variant& message) {
 bool get(ByteReader& r, const CodecLimits& l, Hello& m) {
   return r.u32(m.magic) && r.u16(m.version) && r.str(m.job_id, l.max_string_bytes);
 }
+bool get(ByteReader& r, const CodecLimits& l, NodeInfo& n) {
+  int32_t hint = -1;
+  bool good = r.str(n.node_id, l.max_string_bytes) && r.u32(n.local_world_size) && r.i32(hint) &&
+              r.str(n.master_addr, l.max_string_bytes) && r.u16(n.master_port);
+  if (hint >= 0) n.node_rank_hint = static_cast<uint32_t>(hint);
+  return good && hint >= -1;
+}
+bool get(ByteReader& r, const CodecLimits&, JobOptions& o) {
+  if (!r.u32(o.min_nodes) || !r.u32(o.max_nodes) || !r.u32(o.max_restarts)) return false;
+  for (Millis* t :
+       {&o.join_timeout, &o.last_call_timeout, &o.heartbeat_timeout, &o.exit_barrier_timeout}) {
+    uint64_t ms = 0;
+    // Bounded so that no deadline arithmetic on a peer's value can overflow: 10 years.
+    if (!r.u64(ms) || ms > kMaxTimeoutMs) return false;
+    *t = Millis(static_cast<int64_t>(ms));
+  }
+  return true;
+}
 bool get(ByteReader& r, const CodecLimits& l, JoinMsg& m) {
-  return r.u32(m.request_id) && r.str(m.node_id, l.max_string_bytes) && r.u32(m.local_world_size) &&
-         r.i32(m.node_rank_hint) && r.str(m.master_addr, l.max_string_bytes) &&
-         r.u16(m.master_port) && r.u32(m.min_nodes) && r.u32(m.max_nodes) &&
-         r.u32(m.max_restarts) && r.u64(m.join_timeout_ms) && r.u64(m.last_call_timeout_ms) &&
-         r.u64(m.heartbeat_timeout_ms) && r.u64(m.exit_barrier_timeout_ms);
+  return r.u32(m.request_id) && get(r, l, m.node) && get(r, l, m.job);
 }
 bool get(ByteReader& r, const CodecLimits& l, ResumeMsg& m) {
   return r.u32(m.request_id) && r.str(m.node_id, l.max_string_bytes) && r.u64(m.token);
 }
 bool get(ByteReader& r, const CodecLimits& l, ReportFailureMsg& m) {
-  return r.u32(m.request_id) && r.u64(m.round) && r.str(m.report, l.max_string_bytes) &&
+  return r.u32(m.request_id) && r.u64(m.round) && r.str(m.failure_report, l.max_string_bytes) &&
          r.i32(m.exit_code);
 }
 bool get(ByteReader& r, const CodecLimits&, ReportSuccessMsg& m) {
   return r.u32(m.request_id) && r.u64(m.round);
 }
 bool get(ByteReader& r, const CodecLimits&, LeaveMsg& m) { return r.u32(m.request_id); }
-bool get(ByteReader& r, const CodecLimits& l, KvMsg& m) {
-  uint8_t scope = 0;
-  uint32_t count = 0;
-  if (!r.u32(m.request_id) || !r.u8(scope) || !r.u32(count)) return false;
-  if (scope > 1 || count > l.max_wait_keys || !r.count_fits(count, 4)) return false;
-  m.scope = static_cast<KvScope>(scope);
-  m.keys.resize(count);
-  for (auto& k : m.keys) {
-    if (!r.str(k, l.max_string_bytes)) return false;
-  }
-  return r.str(m.value, l.max_string_bytes) && r.str(m.desired, l.max_string_bytes) &&
-         r.i64(m.delta) && r.u64(m.timeout_ms);
-}
 bool get(ByteReader& r, const CodecLimits&, HelloAck& m) { return r.u16(m.version); }
 bool get(ByteReader& r, const CodecLimits& l, Reply& m) {
-  uint8_t ok = 0, found = 0;
-  bool good = r.u32(m.request_id) && r.u8(ok) && r.str(m.error, l.max_string_bytes) &&
-              r.u8(found) && r.str(m.value, l.max_string_bytes) && r.i64(m.integer);
+  uint8_t ok = 0;
+  bool good =
+      r.u32(m.request_id) && r.u8(ok) && r.str(m.error, l.max_string_bytes) && r.i64(m.integer);
   m.ok = ok != 0;
-  m.found = found != 0;
-  return good && ok <= 1 && found <= 1;
+  return good && ok <= 1;
 }
 bool get(ByteReader& r, const CodecLimits& l, RoundAssigned& m) {
   return r.str(m.job_id, l.max_string_bytes) && r.u64(m.round) && r.u32(m.group_rank) &&
@@ -140,13 +145,17 @@ bool get(ByteReader& r, const CodecLimits& l, RoundAssigned& m) {
 }
 bool get(ByteReader& r, const CodecLimits& l, RestartRequested& m) {
   uint8_t reason = 0;
-  bool good = r.u64(m.round) && r.u8(reason) && r.str(m.report, l.max_string_bytes);
+  bool good = r.u64(m.round) && r.u8(reason) && r.str(m.message, l.max_string_bytes) &&
+              r.str(m.failure_report, l.max_string_bytes);
   m.reason = static_cast<RestartReason>(reason);
   return good && reason >= 1 && reason <= 3;
 }
 bool get(ByteReader& r, const CodecLimits& l, JobFailed& m) {
-  return r.str(m.reason, l.max_string_bytes) && r.str(m.report, l.max_string_bytes) &&
-         r.i32(m.exit_code);
+  uint8_t reason = 0;
+  bool good = r.u8(reason) && r.str(m.message, l.max_string_bytes) &&
+              r.str(m.failure_report, l.max_string_bytes) && r.i32(m.exit_code);
+  m.reason = static_cast<JobFailureReason>(reason);
+  return good && reason >= 1 && reason <= 3;
 }
 bool get(ByteReader& r, const CodecLimits&, JobSucceeded& m) { return r.u64(m.round); }
 bool get(ByteReader& r, const CodecLimits& l, ErrorMsg& m) {
@@ -159,12 +168,24 @@ bool get(ByteReader&, const CodecLimits&, M&) {  // empty messages
 
 template <class Variant, class M>
 Result<Variant> finish(ByteReader& r, const CodecLimits& l, M m, const char* name) {
-  if (!get(r, l, m)) return Status::error(fmt::format("malformed {} frame", name));
-  if (!r.at_end()) return Status::error(fmt::format("{} frame has trailing bytes", name));
+  if (!get(r, l, m)) return Status::malformed(fmt::format("malformed {} frame", name));
+  if (!r.at_end()) return Status::malformed(fmt::format("{} frame has trailing bytes", name));
   return Variant(std::move(m));
 }
 
 }  // namespace
+
+const char* to_string(JobFailureReason reason) {
+  switch (reason) {
+    case JobFailureReason::kRestartsExhausted:
+      return "restarts_exhausted";
+    case JobFailureReason::kTooFewNodes:
+      return "too_few_nodes";
+    case JobFailureReason::kExitBarrierTimeout:
+      return "exit_barrier_timeout";
+  }
+  return "unknown";
+}
 
 const char* to_string(RestartReason reason) {
   switch (reason) {
@@ -182,10 +203,10 @@ Result<uint32_t> decode_frame_length(std::span<const uint8_t, kFrameHeaderBytes>
                                      const CodecLimits& limits) {
   uint32_t len = 0;
   ByteReader(header).u32(len);
-  if (len == 0) return Status::error("empty frame");
+  if (len == 0) return Status::malformed("empty frame");
   if (len > limits.max_frame_bytes) {
-    return Status::error(fmt::format("frame of {} bytes exceeds the limit of {} bytes", len,
-                                     limits.max_frame_bytes));
+    return Status::malformed(fmt::format("frame of {} bytes exceeds the limit of {} bytes", len,
+                                         limits.max_frame_bytes));
   }
   return len;
 }
@@ -197,7 +218,7 @@ Result<ClientMessage> decode_client_message(std::span<const uint8_t> body,
                                             const CodecLimits& limits) {
   ByteReader r(body);
   uint8_t type = 0;
-  if (!r.u8(type)) return Status::error("empty frame");
+  if (!r.u8(type)) return Status::malformed("empty frame");
   using V = ClientMessage;
   switch (type) {
     case kHello:
@@ -217,19 +238,14 @@ Result<ClientMessage> decode_client_message(std::span<const uint8_t> body,
     default:
       break;
   }
-  if (type >= kKvBase && type <= kKvBase + kMaxKvOp) {
-    KvMsg kv;
-    kv.op = static_cast<KvOp>(type - kKvBase);
-    return finish<V>(r, limits, std::move(kv), "Kv");
-  }
-  return Status::error(fmt::format("unknown client frame type 0x{:02x}", type));
+  return Status::malformed(fmt::format("unknown client frame type 0x{:02x}", type));
 }
 
 Result<ServerMessage> decode_server_message(std::span<const uint8_t> body,
                                             const CodecLimits& limits) {
   ByteReader r(body);
   uint8_t type = 0;
-  if (!r.u8(type)) return Status::error("empty frame");
+  if (!r.u8(type)) return Status::malformed("empty frame");
   using V = ServerMessage;
   switch (type) {
     case kHelloAck:
@@ -251,19 +267,19 @@ Result<ServerMessage> decode_server_message(std::span<const uint8_t> body,
     default:
       break;
   }
-  return Status::error(fmt::format("unknown server frame type 0x{:02x}", type));
+  return Status::malformed(fmt::format("unknown server frame type 0x{:02x}", type));
 }
 
 namespace {
 template <class R, class F>
 R decode_whole(std::string_view frame, const CodecLimits& limits, F decode_body) {
-  if (frame.size() < kFrameHeaderBytes) return Status::error("truncated frame header");
+  if (frame.size() < kFrameHeaderBytes) return Status::malformed("truncated frame header");
   const auto* p = reinterpret_cast<const uint8_t*>(frame.data());
   auto len = decode_frame_length(std::span<const uint8_t, kFrameHeaderBytes>(p, 4), limits);
   if (!len) return len.status();
   if (frame.size() - kFrameHeaderBytes != *len) {
-    return Status::error(fmt::format("frame length {} does not match the {} bytes present", *len,
-                                     frame.size() - kFrameHeaderBytes));
+    return Status::malformed(fmt::format("frame length {} does not match the {} bytes present",
+                                         *len, frame.size() - kFrameHeaderBytes));
   }
   return decode_body(std::span<const uint8_t>(p + kFrameHeaderBytes, *len), limits);
 }
@@ -279,7 +295,7 @@ Result<ServerMessage> decode_server_frame(std::string_view frame, const CodecLim
 
 const char* message_name(const ClientMessage& message) {
   static constexpr const char* kNames[] = {"Hello",         "Join",          "Resume", "Heartbeat",
-                                           "ReportFailure", "ReportSuccess", "Leave",  "Kv"};
+                                           "ReportFailure", "ReportSuccess", "Leave"};
   return kNames[message.index()];
 }
 

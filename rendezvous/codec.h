@@ -21,10 +21,8 @@ struct CodecLimits {
   // Largest frame body (type byte + payload) accepted; larger length prefixes are rejected
   // before reading the body. Default 1 MiB.
   uint32_t max_frame_bytes = 1u << 20;
-  // Longest string field (ids, keys, values, reports). Default 512 KiB.
+  // Longest string field (ids, addresses, messages, reports). Default 512 KiB.
   uint32_t max_string_bytes = 512u << 10;
-  // Most keys in one KvWait. Default 1024.
-  uint32_t max_wait_keys = 1024;
 };
 
 // A frame is a 4-byte big-endian body length, then the body: one type byte and the payload.
@@ -48,7 +46,7 @@ Result<ServerMessage> decode_server_message(std::span<const uint8_t> body,
 Result<ClientMessage> decode_client_frame(std::string_view frame, const CodecLimits& limits);
 Result<ServerMessage> decode_server_frame(std::string_view frame, const CodecLimits& limits);
 
-// The message's name for logs ("Join", "KvWait", ...).
+// The message's name for logs ("Join", "Resume", ...).
 const char* message_name(const ClientMessage& message);
 
 }  // namespace ddprun::rdzv

@@ -123,7 +123,7 @@ asio::awaitable<Result<tcp::socket>> connect_with_backoff(asio::any_io_executor 
   Millis backoff = o.initial_backoff;
   asio::steady_timer sleep(ex);
   for (;;) {
-    if (stop && *stop) co_return Status::error("connect cancelled: the client was closed");
+    if (stop && *stop) co_return Status::closed("connect cancelled: the client was closed");
     const auto left =
         std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
     bool permanent = false;
@@ -135,10 +135,12 @@ asio::awaitable<Result<tcp::socket>> connect_with_backoff(asio::any_io_executor 
     std::uniform_real_distribution<double> jitter(1.0 - o.jitter, 1.0 + o.jitter);
     const auto wait = Millis(static_cast<int64_t>(backoff.count() * jitter(rng)));
     if (permanent || now + wait >= deadline) {
-      co_return Status::error(fmt::format(
-          "could not reach the rendezvous server at {}:{} within {} ms ({} attempts): {}", o.host,
-          o.port, std::chrono::duration_cast<Millis>(now - start).count(), errors.size(),
-          summarize(errors)));
+      co_return Status::error(
+          permanent ? ErrorKind::kRefused : ErrorKind::kUnavailable,
+          fmt::format(
+              "could not reach the rendezvous server at {}:{} within {} ms ({} attempts): {}",
+              o.host, o.port, std::chrono::duration_cast<Millis>(now - start).count(),
+              errors.size(), summarize(errors)));
     }
     sleep.expires_after(wait);
     boost::system::error_code ec;

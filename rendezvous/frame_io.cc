@@ -17,15 +17,15 @@ asio::awaitable<Status> read_frame(tcp::socket& socket, const CodecLimits& limit
   std::array<uint8_t, kFrameHeaderBytes> header{};
   co_await asio::async_read(socket, asio::buffer(header),
                             asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return Status::error(ec == asio::error::eof ? "connection closed" : ec.message());
+  if (ec) co_return Status::closed(ec == asio::error::eof ? "connection closed" : ec.message());
   auto len = decode_frame_length(header, limits);
   if (!len) co_return len.status().with_context("bad frame header");
   body.resize(*len);  // bounded by limits.max_frame_bytes above
   co_await asio::async_read(socket, asio::buffer(body),
                             asio::redirect_error(asio::use_awaitable, ec));
   if (ec) {
-    co_return Status::error(ec == asio::error::eof ? "connection closed in the middle of a frame"
-                                                   : ec.message());
+    co_return Status::closed(ec == asio::error::eof ? "connection closed in the middle of a frame"
+                                                    : ec.message());
   }
   co_return Status();
 }

@@ -22,7 +22,9 @@ namespace ddprun::rdzv {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
-// Reads one frame body (type byte + payload) into `body`, reusing its capacity.
+// Reads one frame body (type byte + payload) into `body`, reusing its capacity. Errors: kind
+// kMalformed for a header the limits refuse (the peer deserves an Error frame), kClosed when
+// the connection ended or the read was cancelled.
 asio::awaitable<Status> read_frame(tcp::socket& socket, const CodecLimits& limits,
                                    std::vector<uint8_t>& body);
 

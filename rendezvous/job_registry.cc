@@ -8,25 +8,6 @@ namespace {
 
 constexpr size_t kMaxUndelivered = 64;  // more pushes than a disconnected node can miss
 
-Result<JobOptions> job_options(const JoinMsg& m) {
-  if (m.min_nodes == 0 || m.max_nodes < m.min_nodes) {
-    return Status::error(
-        fmt::format("invalid nnodes {}:{} (need 0 < MIN <= MAX)", m.min_nodes, m.max_nodes));
-  }
-  if (m.join_timeout_ms == 0 || m.heartbeat_timeout_ms == 0 || m.exit_barrier_timeout_ms == 0) {
-    return Status::error("join, heartbeat and exit-barrier timeouts must be positive");
-  }
-  JobOptions o;
-  o.min_nodes = m.min_nodes;
-  o.max_nodes = m.max_nodes;
-  o.max_restarts = m.max_restarts;
-  o.join_timeout = Millis(m.join_timeout_ms);
-  o.last_call_timeout = Millis(m.last_call_timeout_ms);
-  o.heartbeat_timeout = Millis(m.heartbeat_timeout_ms);
-  o.exit_barrier_timeout = Millis(m.exit_barrier_timeout_ms);
-  return o;
-}
-
 ServerMessage to_message(const Push& push) {
   return std::visit([](const auto& p) { return ServerMessage(p); }, push);
 }
@@ -69,33 +50,31 @@ void JobRegistry::close_connection(Job& job, Peer& peer, const std::string& node
 
 void JobRegistry::join(Job& job, Peer& peer, const JoinMsg& msg, std::string& node_id) {
   auto fail = [&](std::string why) { peer.send(error_reply(msg.request_id, std::move(why))); };
-  if (msg.node_id.empty()) return fail("join without a node id");
-  if (!node_id.empty() && node_id != msg.node_id) {
+  const std::string& joining = msg.node.node_id;
+  if (joining.empty()) return fail("join without a node id");
+  if (!node_id.empty() && node_id != joining) {
     return fail(fmt::format("this connection already joined as node '{}'", node_id));
   }
-  auto link = job.links.find(msg.node_id);
+  auto link = job.links.find(joining);
   if (link != job.links.end() && link->second.peer && link->second.peer != &peer) {
     return fail(
         fmt::format("node id '{}' is already connected to job '{}'; node ids must be "
                     "unique per job",
-                    msg.node_id, job.id));
+                    joining, job.id));
   }
-  auto options = job_options(msg);
-  if (!options) return fail(options.error_message());
+  if (Status valid = validate(msg.job); !valid) return fail(valid.message());
   const SteadyTime now = clock_.steady_now();
-  if (!job.round) job.round.emplace(job.id, *options, now);
-  NodeInfo info{msg.node_id, msg.local_world_size, std::nullopt, msg.master_addr, msg.master_port};
-  if (msg.node_rank_hint >= 0) info.node_rank_hint = static_cast<uint32_t>(msg.node_rank_hint);
-  auto decisions = job.round->join(info, *options, now);
+  if (!job.round) job.round.emplace(job.id, msg.job, now);
+  auto decisions = job.round->join(msg.node, msg.job, now);
   if (!decisions) {
     if (job.round->empty()) job.round.reset();  // a bad first join must not fix the options
     return fail(decisions.error_message());
   }
-  job.round->reattach(msg.node_id);  // a join retried after a lost reply ends any grace
-  auto& l = job.links[msg.node_id];
+  job.round->reattach(joining);  // a join retried after a lost reply ends any grace
+  auto& l = job.links[joining];
   l.peer = &peer;
   if (l.token == 0) l.token = token_rng_() | 1;  // never 0: 0 means "no token"
-  node_id = msg.node_id;
+  node_id = joining;
   Reply ok;
   ok.request_id = msg.request_id;
   ok.integer = static_cast<int64_t>(l.token);
@@ -145,8 +124,8 @@ void JobRegistry::report_failure(Job& job, Peer& peer, const ReportFailureMsg& m
   if (node_id.empty() || !job.round) {
     return peer.send(error_reply(msg.request_id, "report_worker_failure before join"));
   }
-  auto decisions =
-      job.round->report_failure(node_id, msg.round, msg.report, msg.exit_code, clock_.steady_now());
+  auto decisions = job.round->report_failure(node_id, msg.round, msg.failure_report, msg.exit_code,
+                                             clock_.steady_now());
   if (!decisions) return peer.send(error_reply(msg.request_id, decisions.error_message()));
   Reply ok;
   ok.request_id = msg.request_id;
@@ -181,13 +160,9 @@ void JobRegistry::dispatch(Job& job, const Decisions& decisions) {
   }
 }
 
-// Bookkeeping after the round state changed: round-scoped keys of an ended round vanish, links
-// of dropped nodes go (only after drops: it walks every link), and the deadline moves.
+// Bookkeeping after the round state changed: links of dropped nodes go (only after drops: it
+// walks every link), and the deadline moves.
 void JobRegistry::after_change(Job& job, bool prune_links) {
-  if (job.round && job.round->round() != job.kv_round) {
-    job.kv.clear_round();
-    job.kv_round = job.round->round();
-  }
   if (prune_links && job.round) {
     std::erase_if(job.links, [&](const auto& kv) { return !job.round->knows(kv.first); });
   }

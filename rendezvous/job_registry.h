@@ -1,5 +1,5 @@
-// All jobs a server hosts, isolated by job id: each has its own RoundState, KvStore, deadline
-// timer and the links from its nodes to their current connections.
+// All jobs a server hosts, isolated by job id: each has its own RoundState, deadline timer and
+// the links from its nodes to their current connections.
 //
 // The registry is the only place that turns RoundState decisions into frames: it answers the
 // request that caused them first, then pushes every decision to the node's connection — or
@@ -20,7 +20,6 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "common/clock.h"
-#include "rendezvous/kv_store.h"
 #include "rendezvous/messages.h"
 #include "rendezvous/round_state.h"
 
@@ -48,9 +47,7 @@ class JobRegistry {
     };
     const std::string id;
     std::optional<RoundState> round;  // created by the first join (it fixes the options)
-    KvStore kv;
-    uint64_t kv_round = 0;                        // the round whose round-scoped keys kv holds
-    size_t connections = 0;                       // open connections that said Hello for this job
+    size_t connections = 0;           // open connections that said Hello for this job
     std::unordered_map<std::string, Link> links;  // node id → link
     boost::asio::steady_timer timer;              // fires at round->next_deadline()
     std::optional<SteadyTime> timer_at;

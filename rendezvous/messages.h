@@ -3,7 +3,7 @@
 // Client→server messages carry a request id; the server answers each request with exactly one
 // Reply of the same id (a KvWait's Reply may come much later). Pushes (RoundAssigned,
 // RestartRequested, JobFailed, JobSucceeded) carry no request id: they are decisions the server
-// made and sends the moment it makes them.
+// made and sends the moment it makes them; each carries a typed reason and its payload.
 #pragma once
 
 #include <cstdint>
@@ -11,10 +11,13 @@
 #include <variant>
 #include <vector>
 
+#include "rendezvous/job_options.h"
+#include "rendezvous/node_info.h"
+
 namespace ddprun::rdzv {
 
 inline constexpr uint32_t kProtocolMagic = 0x44445052;  // "DDPR"
-inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kProtocolVersion = 2;
 
 // Why the members must stop their workers and join the next round.
 enum class RestartReason : uint8_t {
@@ -24,30 +27,24 @@ enum class RestartReason : uint8_t {
 };
 const char* to_string(RestartReason reason);
 
-// Scope of a key-value operation: the whole job, or the job's current round (round-scoped keys
-// vanish when the next round opens).
-enum class KvScope : uint8_t { kJob = 0, kRound = 1 };
+// Why a job ended in failure.
+enum class JobFailureReason : uint8_t {
+  kRestartsExhausted = 1,   // a member's workers failed with no restart left
+  kTooFewNodes = 2,         // fewer than min_nodes joined within join_timeout
+  kExitBarrierTimeout = 3,  // members that finished waited exit_barrier_timeout for the rest
+};
+const char* to_string(JobFailureReason reason);
 
 // ---- client → server ----
 struct Hello {
   uint32_t magic = kProtocolMagic;
   uint16_t version = kProtocolVersion;
-  std::string job_id;  // the job this connection belongs to (its KV namespace, its rendezvous)
+  std::string job_id;  // the job this connection belongs to
 };
 struct JoinMsg {
   uint32_t request_id = 0;
-  std::string node_id;
-  uint32_t local_world_size = 1;
-  int32_t node_rank_hint = -1;  // -1: none
-  std::string master_addr;
-  uint16_t master_port = 0;
-  uint32_t min_nodes = 1;
-  uint32_t max_nodes = 1;
-  uint32_t max_restarts = 0;
-  uint64_t join_timeout_ms = 0;
-  uint64_t last_call_timeout_ms = 0;
-  uint64_t heartbeat_timeout_ms = 0;
-  uint64_t exit_barrier_timeout_ms = 0;
+  NodeInfo node;
+  JobOptions job;  // must agree with the job's (see same_terms)
 };
 struct ResumeMsg {  // re-attach a membership after a reconnect
   uint32_t request_id = 0;
@@ -58,7 +55,7 @@ struct HeartbeatMsg {};
 struct ReportFailureMsg {
   uint32_t request_id = 0;
   uint64_t round = 0;
-  std::string report;
+  std::string failure_report;  // the agent's report as JSON; opaque to the server
   int32_t exit_code = 1;
 };
 struct ReportSuccessMsg {
@@ -68,34 +65,19 @@ struct ReportSuccessMsg {
 struct LeaveMsg {
   uint32_t request_id = 0;
 };
-enum class KvOp : uint8_t { kSet, kGet, kAdd, kCompareSet, kWait, kDelete, kNumKeys };
-struct KvMsg {
-  KvOp op = KvOp::kGet;
-  uint32_t request_id = 0;
-  KvScope scope = KvScope::kJob;
-  std::vector<std::string> keys;  // one key, except for kWait (one or more) and kNumKeys (none)
-  std::string value;              // kSet: the value; kCompareSet: the expected value
-  std::string desired;            // kCompareSet only
-  int64_t delta = 0;              // kAdd only
-  uint64_t timeout_ms = 0;        // kWait only
-};
-
 using ClientMessage = std::variant<Hello, JoinMsg, ResumeMsg, HeartbeatMsg, ReportFailureMsg,
-                                   ReportSuccessMsg, LeaveMsg, KvMsg>;
+                                   ReportSuccessMsg, LeaveMsg>;
 
 // ---- server → client ----
 struct HelloAck {
   uint16_t version = kProtocolVersion;
 };
-// The answer to one request. Fields other than ok/error are meaningful per request type
-// (see protocol.md): Join → integer = membership token; KvGet → found + value; KvAdd,
-// KvDelete, KvNumKeys → integer; KvCompareSet → value.
+// The answer to one request: ok, or an error sentence. Join's reply carries the membership
+// token in `integer`.
 struct Reply {
   uint32_t request_id = 0;
   bool ok = true;
   std::string error;
-  bool found = false;
-  std::string value;
   int64_t integer = 0;
 };
 struct RoundAssigned {
@@ -114,11 +96,13 @@ struct RoundAssigned {
 struct RestartRequested {
   uint64_t round = 0;  // the round that ends
   RestartReason reason = RestartReason::kMemberLost;
-  std::string report;  // opaque: the worker-failure report, or a sentence for other reasons
+  std::string message;         // one sentence for the log: what happened
+  std::string failure_report;  // kWorkerFailure: the failing node's report (JSON); else empty
 };
 struct JobFailed {
-  std::string reason;  // one sentence for humans
-  std::string report;  // opaque: the job's first worker-failure report, when there is one
+  JobFailureReason reason = JobFailureReason::kRestartsExhausted;
+  std::string message;         // one sentence for humans
+  std::string failure_report;  // kRestartsExhausted: the job's first failure report (JSON)
   int32_t exit_code = 1;
 };
 struct JobSucceeded {

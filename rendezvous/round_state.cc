@@ -13,9 +13,8 @@ RoundState::RoundState(std::string job_id, JobOptions options, SteadyTime now)
     : job_id_(std::move(job_id)), options_(options), round_opened_at_(now) {}
 
 Status RoundState::check_options(const NodeInfo& node, const JobOptions& asked) const {
-  if (asked.min_nodes != options_.min_nodes || asked.max_nodes != options_.max_nodes ||
-      asked.max_restarts != options_.max_restarts) {
-    return Status::error(fmt::format(
+  if (!same_terms(options_, asked)) {
+    return Status::refused(fmt::format(
         "node '{}' asked job '{}' for nnodes={}:{} max_restarts={}, but the job runs with "
         "nnodes={}:{} max_restarts={}; start every node with the same --nnodes and "
         "--max_restarts",
@@ -23,7 +22,7 @@ Status RoundState::check_options(const NodeInfo& node, const JobOptions& asked) 
         options_.min_nodes, options_.max_nodes, options_.max_restarts));
   }
   if (node.local_world_size == 0) {
-    return Status::error(
+    return Status::invalid_argument(
         fmt::format("node '{}' joined with a local world size of 0", node.node_id));
   }
   return Status();
@@ -31,8 +30,8 @@ Status RoundState::check_options(const NodeInfo& node, const JobOptions& asked) 
 
 Result<Decisions> RoundState::join(const NodeInfo& node, const JobOptions& asked, SteadyTime now) {
   if (finished()) {
-    return Status::error(fmt::format("job '{}' has already {}; use a new --rdzv_id", job_id_,
-                                     phase_ == Phase::kSucceeded ? "succeeded" : "failed"));
+    return Status::refused(fmt::format("job '{}' has already {}; use a new --rdzv_id", job_id_,
+                                       phase_ == Phase::kSucceeded ? "succeeded" : "failed"));
   }
   if (Status s = check_options(node, asked); !s) return s;
   Decisions out;
@@ -82,8 +81,8 @@ void RoundState::join_running(NodeRecord& rec, SteadyTime now, Decisions& out) {
 }
 
 void RoundState::open_round(SteadyTime now, RestartReason reason, const std::string& why,
-                            Decisions& out) {
-  const RestartRequested restart{round_, reason, why};
+                            Decisions& out, const std::string& failure_report) {
+  const RestartRequested restart{round_, reason, why, failure_report};
   ++round_;
   phase_ = Phase::kGathering;
   round_opened_at_ = now;
@@ -129,6 +128,7 @@ void RoundState::maybe_close(SteadyTime now, Decisions& out) {
   min_reached_at_.reset();
   if (now >= round_opened_at_ + options_.join_timeout) {
     fail_job(
+        JobFailureReason::kTooFewNodes,
         fmt::format("rendezvous of job '{}' timed out: {} of at least {} nodes joined "
                     "round {} within join_timeout ({} ms); start more nodes or raise "
                     "join_timeout",
@@ -275,11 +275,11 @@ void RoundState::drop(const std::string& node_id, SteadyTime now, const std::str
 }
 
 Result<Decisions> RoundState::report_failure(const std::string& node_id, uint64_t round,
-                                             const std::string& report, int32_t exit_code,
+                                             const std::string& failure_report, int32_t exit_code,
                                              SteadyTime now) {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) {
-    return Status::error(fmt::format("node '{}' is not part of job '{}'", node_id, job_id_));
+    return Status::not_found(fmt::format("node '{}' is not part of job '{}'", node_id, job_id_));
   }
   Decisions out;
   // A second report of the same round arrives after the first already ended it: ignored, the
@@ -289,12 +289,15 @@ Result<Decisions> RoundState::report_failure(const std::string& node_id, uint64_
   }
   if (restart_count_ < options_.max_restarts) {
     ++restart_count_;
-    open_round(now, RestartReason::kWorkerFailure, report, out);
+    open_round(now, RestartReason::kWorkerFailure,
+               fmt::format("workers of node '{}' failed in round {}", node_id, round_), out,
+               failure_report);
   } else {
-    fail_job(fmt::format("workers of node '{}' failed in round {} of job '{}' and no restarts "
+    fail_job(JobFailureReason::kRestartsExhausted,
+             fmt::format("workers of node '{}' failed in round {} of job '{}' and no restarts "
                          "are left (max_restarts={})",
                          node_id, round_, job_id_, options_.max_restarts),
-             report, exit_code, out);
+             failure_report, exit_code, out);
   }
   return out;
 }
@@ -303,7 +306,7 @@ Result<Decisions> RoundState::report_success(const std::string& node_id, uint64_
                                              SteadyTime now) {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) {
-    return Status::error(fmt::format("node '{}' is not part of job '{}'", node_id, job_id_));
+    return Status::not_found(fmt::format("node '{}' is not part of job '{}'", node_id, job_id_));
   }
   Decisions out;
   NodeRecord& rec = it->second;
@@ -340,7 +343,8 @@ Decisions RoundState::advance(SteadyTime now) {
       if (rec.state == NodeState::kMember && !rec.succeeded) missing.push_back(id);
     }
     std::sort(missing.begin(), missing.end());
-    fail_job(fmt::format("exit barrier of job '{}' timed out after {} ms: {} of {} nodes did "
+    fail_job(JobFailureReason::kExitBarrierTimeout,
+             fmt::format("exit barrier of job '{}' timed out after {} ms: {} of {} nodes did "
                          "not finish ({})",
                          job_id_, ms(options_.exit_barrier_timeout), missing.size(), member_count_,
                          fmt::join(missing, ", ")),
@@ -364,10 +368,10 @@ std::optional<SteadyTime> RoundState::next_deadline() const {
   return next;
 }
 
-void RoundState::fail_job(const std::string& reason, const std::string& report, int32_t exit_code,
-                          Decisions& out) {
+void RoundState::fail_job(JobFailureReason reason, const std::string& message,
+                          const std::string& failure_report, int32_t exit_code, Decisions& out) {
   phase_ = Phase::kFailed;
-  push_to_all(JobFailed{reason, report, exit_code}, out);
+  push_to_all(JobFailed{reason, message, failure_report, exit_code}, out);
 }
 
 void RoundState::push_to_all(const Push& push, Decisions& out) const {

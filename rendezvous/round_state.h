@@ -37,34 +37,11 @@
 
 #include "common/clock.h"
 #include "common/result.h"
+#include "rendezvous/job_options.h"
 #include "rendezvous/messages.h"
+#include "rendezvous/node_info.h"
 
 namespace ddprun::rdzv {
-
-// Fixed by the first node that joins a job; later joins must agree on nodes and restarts.
-struct JobOptions {
-  uint32_t min_nodes = 1;
-  uint32_t max_nodes = 1;
-  // Worker-failure restarts the whole job may consume (not per agent). Default 0.
-  uint32_t max_restarts = 0;
-  // Longest a round may stay open with fewer than min_nodes. Default 600 s (torchrun).
-  Millis join_timeout{600'000};
-  // Wait for more nodes after min_nodes joined. Default 30 s (torchrun).
-  Millis last_call_timeout{30'000};
-  // How long a node whose connection dropped keeps its place. Default 15 s.
-  Millis heartbeat_timeout{15'000};
-  // Exit barrier: longest wait, after a member reports success, for all others. Default 300 s.
-  Millis exit_barrier_timeout{300'000};
-};
-
-// What a node brings to a round.
-struct NodeInfo {
-  std::string node_id;
-  uint32_t local_world_size = 1;
-  std::optional<uint32_t> node_rank_hint;
-  std::string master_addr;  // offered for MASTER_ADDR if this node becomes group rank 0
-  uint16_t master_port = 0;
-};
 
 struct Outgoing {
   std::string node_id;
@@ -92,8 +69,11 @@ class RoundState {
   // The node reconnected; false when it is no longer known (already dropped).
   bool reattach(const std::string& node_id);
   // Reports for `round`; reports for a round that already ended are ignored (ok, no decision).
+  // A failure consumes one restart of options().max_restarts, or fails the job; its
+  // `failure_report` (opaque JSON) travels with the push either way.
   Result<Decisions> report_failure(const std::string& node_id, uint64_t round,
-                                   const std::string& report, int32_t exit_code, SteadyTime now);
+                                   const std::string& failure_report, int32_t exit_code,
+                                   SteadyTime now);
   Result<Decisions> report_success(const std::string& node_id, uint64_t round, SteadyTime now);
   // Applies every deadline that has passed at `now`.
   Decisions advance(SteadyTime now);
@@ -130,14 +110,17 @@ class RoundState {
   Status check_options(const NodeInfo& node, const JobOptions& asked) const;
   void join_gathering(NodeRecord& rec, SteadyTime now, Decisions& out);
   void join_running(NodeRecord& rec, SteadyTime now, Decisions& out);
-  void open_round(SteadyTime now, RestartReason reason, const std::string& why, Decisions& out);
+  // Ends the running round (telling its members why) and opens the next one. `failure_report`
+  // travels with a kWorkerFailure restart.
+  void open_round(SteadyTime now, RestartReason reason, const std::string& why, Decisions& out,
+                  const std::string& failure_report = {});
   void maybe_close(SteadyTime now, Decisions& out);
   void close_round(Decisions& out);
   std::vector<std::pair<uint32_t, NodeRecord*>> assign_ranks();
   void drop(const std::string& node_id, SteadyTime now, const std::string& why, Decisions& out);
   void maybe_succeed(Decisions& out);
-  void fail_job(const std::string& reason, const std::string& report, int32_t exit_code,
-                Decisions& out);
+  void fail_job(JobFailureReason reason, const std::string& message,
+                const std::string& failure_report, int32_t exit_code, Decisions& out);
   void push_to_all(const Push& push, Decisions& out) const;
 
   const std::string job_id_;

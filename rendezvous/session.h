@@ -6,13 +6,11 @@
 // the wrong kind ends the connection with an Error frame; no other connection notices.
 //
 // Lifetime: owned by shared_ptr; both coroutines hold one. When the reader ends the session
-// leaves the registry, cancels its KV waits and calls `on_end` (the server forgets it).
+// leaves the registry and calls `on_end` (the server forgets it).
 // Thread-safety: none; runs on the server's io_context.
 #pragma once
 
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <utility>  // before Boost 1.74's awaitable.hpp (see frame_io.h)
@@ -22,6 +20,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "rendezvous/frame_writer.h"
 #include "rendezvous/job_registry.h"
 #include "rendezvous/server_options.h"
 
@@ -50,10 +49,7 @@ class Session final : public Peer, public std::enable_shared_from_this<Session> 
   boost::asio::awaitable<void> drain();
   Status handshake(const ClientMessage& first);
   void handle(ClientMessage&& message);
-  void handle_kv(KvMsg&& kv);
-  void start_wait(const KvMsg& kv);
   void arm_deadline(Millis timeout);
-  void enqueue(std::string frame);
   void finish();
 
   boost::asio::ip::tcp::socket socket_;
@@ -68,17 +64,9 @@ class Session final : public Peer, public std::enable_shared_from_this<Session> 
   Millis member_timeout_{0};         // the job's heartbeat_timeout once joined
 
   boost::asio::steady_timer deadline_;  // closes the socket when a read stalls
-  boost::asio::steady_timer wake_;      // wakes the writer when the outbox fills
-  std::deque<std::string> outbox_;
-  size_t outbox_bytes_ = 0;
-  bool closing_ = false;  // no more frames accepted; the writer closes after flushing
+  FrameWriter writer_;                  // bounded by max_outbox_bytes: a slow reader is dropped
+  bool closing_ = false;                // no more frames accepted; the writer closes after flushing
   bool open_ = true;
-
-  struct PendingWait {
-    KvStore::WaitId id = 0;
-    std::shared_ptr<boost::asio::steady_timer> timer;
-  };
-  std::map<uint32_t, PendingWait> waits_;  // request id → wait
 };
 
 }  // namespace ddprun::rdzv

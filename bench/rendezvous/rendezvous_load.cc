@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
 
   ServerProcess server = spawn_server();
   boost::asio::io_context io;
-  std::vector<std::unique_ptr<RendezvousClient>> clients;
+  std::vector<std::unique_ptr<TcpRendezvousClient>> clients;
   int connected = 0, failed = 0, assigned = 0;
   const auto t_connect = BenchClock::now();
   for (int i = 0; i < nodes; ++i) {
@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
     o.connect_timeout = std::chrono::seconds(60);
     o.heartbeat_timeout = std::chrono::seconds(60);
     o.keep_alive_interval = std::chrono::seconds(10);
-    clients.push_back(std::make_unique<RendezvousClient>(io, o));
+    clients.push_back(std::make_unique<TcpRendezvousClient>(io, o));
     clients.back()->connect([&](Status s) { s.ok() ? ++connected : ++failed; });
   }
   while (connected + failed < nodes) io.run_one();
@@ -117,12 +117,12 @@ int main(int argc, char** argv) {
   const auto t_join = BenchClock::now();
   for (int i = 0; i < nodes; ++i) {
     JoinRequest r;
-    r.node_id = "node-" + std::to_string(i);
-    r.local_world_size = 8;
-    r.master_addr = "127.0.0.1";
-    r.master_port = 29500;
-    r.min_nodes = r.max_nodes = static_cast<uint32_t>(nodes);
-    r.heartbeat_timeout = std::chrono::seconds(60);
+    r.node.node_id = "node-" + std::to_string(i);
+    r.node.local_world_size = 8;
+    r.node.master_addr = "127.0.0.1";
+    r.node.master_port = 29500;
+    r.job.min_nodes = r.job.max_nodes = static_cast<uint32_t>(nodes);
+    r.job.heartbeat_timeout = std::chrono::seconds(60);
     clients[i]->join(r, [&](Result<RoundAssignment> a) {
       if (a.ok())
         ++assigned;

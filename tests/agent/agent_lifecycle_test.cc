@@ -30,11 +30,10 @@ class AgentLifecycleTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(log_dir_); }
 
-  AgentOptions options(int nproc, int max_restarts) {
+  AgentOptions options(int nproc) {
     AgentOptions o;
     o.command = {"/usr/bin/worker", {"worker", "--lr", "1"}, "worker"};
     o.nproc_per_node = nproc;
-    o.max_restarts = max_restarts;
     o.shutdown_timeout = Millis(60'000);  // never reached: the test feeds every exit
     o.run_id = "job";
     o.hostname = "node-a";
@@ -66,7 +65,7 @@ class AgentLifecycleTest : public ::testing::Test {
 
 TEST_F(AgentLifecycleTest, StartsOneWorkerPerLocalRankWithTheContract) {
   LocalCoordinator coordinator(io_, {});
-  start(options(2, 0), coordinator);
+  start(options(2), coordinator);
   ASSERT_EQ(launcher_.spawned.size(), 2u);
   const SpawnRequest& r1 = launcher_.spawned[1];
   EXPECT_EQ(r1.executable, "/usr/bin/worker");
@@ -74,6 +73,7 @@ TEST_F(AgentLifecycleTest, StartsOneWorkerPerLocalRankWithTheContract) {
   EXPECT_EQ(env_of(r1, "RANK"), "1");
   EXPECT_EQ(env_of(r1, "LOCAL_WORLD_SIZE"), "2");
   EXPECT_EQ(env_of(r1, "TORCHELASTIC_RESTART_COUNT"), "0");
+  EXPECT_EQ(env_of(r1, "TORCHELASTIC_MAX_RESTARTS"), "0");
   const std::string error_file = env_of(r1, "TORCHELASTIC_ERROR_FILE");
   EXPECT_EQ(error_file.rfind(log_dir_ + "/job_", 0), 0u) << error_file;
   EXPECT_NE(error_file.find("/attempt_0/1/error.json"), std::string::npos) << error_file;
@@ -83,14 +83,14 @@ TEST_F(AgentLifecycleTest, StartsOneWorkerPerLocalRankWithTheContract) {
 
 TEST_F(AgentLifecycleTest, SuccessEndsWithZero) {
   LocalCoordinator coordinator(io_, {});
-  start(options(2, 0), coordinator);
+  start(options(2), coordinator);
   exit_all_from(0, ExitStatus::exited(0));
   EXPECT_EQ(agent_->exit_code(), 0);
 }
 
 TEST_F(AgentLifecycleTest, FailureStopsSiblingsRestartsWithNewPortAndCountThenSucceeds) {
   LocalCoordinator coordinator(io_, {.max_restarts = 2});
-  start(options(2, 2), coordinator);
+  start(options(2), coordinator);
   const std::string first_port = env_of(launcher_.spawned[0], "MASTER_PORT");
   agent_->on_child_exit(1001, ExitStatus::exited(3));
   io_.poll();
@@ -110,7 +110,7 @@ TEST_F(AgentLifecycleTest, FailureStopsSiblingsRestartsWithNewPortAndCountThenSu
 
 TEST_F(AgentLifecycleTest, RestartsExhaustedEndWithTheRootCausesCode) {
   LocalCoordinator coordinator(io_, {.max_restarts = 1});
-  start(options(1, 1), coordinator);
+  start(options(1), coordinator);
   exit_all_from(0, ExitStatus::exited(7));
   ASSERT_EQ(launcher_.spawned.size(), 2u);  // one restart
   exit_all_from(1, ExitStatus::killed(SIGSEGV));
@@ -121,7 +121,7 @@ TEST_F(AgentLifecycleTest, RestartsExhaustedEndWithTheRootCausesCode) {
 TEST_F(AgentLifecycleTest, WorkerThatCannotStartFailsWith127) {
   LocalCoordinator coordinator(io_, {});
   launcher_.fail_executable = "/usr/bin/worker";
-  start(options(2, 0), coordinator);
+  start(options(2), coordinator);
   EXPECT_EQ(agent_->exit_code(), 127);
 }
 
@@ -154,8 +154,9 @@ class ScriptedCoordinator final : public Coordinator {
   bool closed = false;
 };
 
-RoundAssignment node1_of_2(int restart_count) {
+RoundAssignment node1_of_2(int restart_count, int max_restarts = 3) {
   RoundAssignment a;
+  a.max_restarts = max_restarts;
   a.group_rank = 1;
   a.group_world_size = 2;
   a.rank_offset = 2;
@@ -168,7 +169,7 @@ RoundAssignment node1_of_2(int restart_count) {
 
 TEST_F(AgentLifecycleTest, GlobalRanksComeFromTheRoundAndMembershipChangeRejoinsWithoutARestart) {
   ScriptedCoordinator coordinator;
-  start(options(2, 0), coordinator);
+  start(options(2), coordinator);
   ASSERT_EQ(coordinator.offers.size(), 1u);
   EXPECT_EQ(coordinator.offers[0].local_world_size, 2);
   coordinator.pending_join(node1_of_2(0));
@@ -179,6 +180,8 @@ TEST_F(AgentLifecycleTest, GlobalRanksComeFromTheRoundAndMembershipChangeRejoins
   EXPECT_EQ(env_of(launcher_.spawned[1], "WORLD_SIZE"), "4");
   EXPECT_EQ(env_of(launcher_.spawned[1], "MASTER_ADDR"), "127.0.0.9");
   EXPECT_EQ(env_of(launcher_.spawned[1], "MASTER_PORT"), "4242");
+  // The budget the coordinator agreed on, not one the agent keeps.
+  EXPECT_EQ(env_of(launcher_.spawned[1], "TORCHELASTIC_MAX_RESTARTS"), "3");
 
   coordinator.handler({CoordinatorEvent::Kind::kRejoin, "scale-up", {}, 1});
   EXPECT_EQ(launcher_.signals_to(1000), (std::vector<int>{SIGTERM}));
@@ -197,7 +200,7 @@ TEST_F(AgentLifecycleTest, GlobalRanksComeFromTheRoundAndMembershipChangeRejoins
 
 TEST_F(AgentLifecycleTest, FailureDuringARestartRequestedElsewhereRejoinsWithoutReporting) {
   ScriptedCoordinator coordinator;
-  start(options(2, 3), coordinator);
+  start(options(2), coordinator);
   coordinator.pending_join(node1_of_2(0));
   io_.poll();
   agent_->on_child_exit(1000, ExitStatus::exited(1));  // our worker fails as its peer vanishes
@@ -209,7 +212,7 @@ TEST_F(AgentLifecycleTest, FailureDuringARestartRequestedElsewhereRejoinsWithout
 
 TEST_F(AgentLifecycleTest, JobFailureElsewherePrintsTheJobsReportAndExitsWithItsCode) {
   ScriptedCoordinator coordinator;
-  start(options(1, 0), coordinator);
+  start(options(1), coordinator);
   coordinator.pending_join(node1_of_2(0));
   io_.poll();
   FailureReport elsewhere;
@@ -226,7 +229,7 @@ TEST_F(AgentLifecycleTest, JobFailureElsewherePrintsTheJobsReportAndExitsWithIts
 
 TEST_F(AgentLifecycleTest, OwnFailureIsReportedAndTheCoordinatorDecides) {
   ScriptedCoordinator coordinator;
-  start(options(1, 3), coordinator);
+  start(options(1), coordinator);
   coordinator.pending_join(node1_of_2(0));
   io_.poll();
   exit_all_from(0, ExitStatus::exited(9));

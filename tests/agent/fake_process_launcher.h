@@ -16,6 +16,8 @@ namespace ddprun::agent::testing {
 
 class FakeProcessLauncher final : public ProcessLauncher {
  public:
+  // Tests feed exits to the agent themselves; the handler is kept to check it is set.
+  void set_exit_handler(ExitHandler handler) override { exit_handler = std::move(handler); }
   Result<SpawnedProcess> spawn(const SpawnRequest& request) override {
     if (fail_executable && request.executable == *fail_executable) {
       return Status::error("cannot execute " + request.executable + ": No such file or directory");
@@ -40,6 +42,7 @@ class FakeProcessLauncher final : public ProcessLauncher {
     return out;
   }
 
+  ExitHandler exit_handler;
   std::vector<SpawnRequest> spawned;
   std::vector<std::pair<pid_t, int>> signals;
   std::optional<std::string> fail_executable;  // spawn() itself fails (fork, pipes)

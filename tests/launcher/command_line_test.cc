@@ -56,8 +56,8 @@ TEST_F(CommandLineTest, BothSpellingsOfEveryMultiWordFlag) {
   for (const char* flag : {"--nproc_per_node", "--nproc-per-node"}) {
     EXPECT_EQ(parse_ok({flag, "3", "train.py"}).agent.nproc_per_node, 3);
   }
-  EXPECT_EQ(parse_ok({"--max-restarts=4", "t.py"}).agent.max_restarts, 4);
-  EXPECT_EQ(parse_ok({"--max_restarts", "4", "t.py"}).agent.max_restarts, 4);
+  EXPECT_EQ(parse_ok({"--max-restarts=4", "t.py"}).job.max_restarts, 4u);
+  EXPECT_EQ(parse_ok({"--max_restarts", "4", "t.py"}).job.max_restarts, 4u);
   EXPECT_EQ(parse_ok({"--master-port", "1234", "t.py"}).agent.master_port, 1234);
   EXPECT_EQ(parse_ok({"--log-dir", "/x", "t.py"}).agent.logs.log_dir, "/x");
   EXPECT_EQ(parse_ok({"--shutdown-timeout", "1.5", "t.py"}).agent.shutdown_timeout, Millis(1500));
@@ -96,7 +96,7 @@ TEST_F(CommandLineTest, PetEnvironmentGivesDefaultsAndFlagsWin) {
   ScopedEnv standalone("PET_STANDALONE", "1");
   auto c = parse_ok({"t.py"});
   EXPECT_EQ(c.agent.nproc_per_node, 4);
-  EXPECT_EQ(c.agent.max_restarts, 2);
+  EXPECT_EQ(c.job.max_restarts, 2u);
   EXPECT_TRUE(c.rendezvous.standalone);
   EXPECT_EQ(parse_ok({"--nproc_per_node", "1", "t.py"}).agent.nproc_per_node, 1);
 }
@@ -105,12 +105,12 @@ TEST_F(CommandLineTest, Defaults) {
   auto c = parse_ok({"t.py"});
   EXPECT_EQ(c.agent.nproc_per_node, 1);
   EXPECT_EQ(c.agent.role, "default");
-  EXPECT_EQ(c.agent.max_restarts, 0);
+  EXPECT_EQ(c.job.max_restarts, 0u);
   EXPECT_EQ(c.agent.shutdown_timeout, Millis(30000));
-  EXPECT_EQ(c.agent.master_addr, "127.0.0.1");
+  EXPECT_EQ(c.rendezvous.master_addr, "127.0.0.1");
   EXPECT_FALSE(c.agent.master_port);
   EXPECT_EQ(c.agent.run_id, "none");
-  EXPECT_EQ(c.rendezvous.backend, "static");
+  EXPECT_EQ(c.rendezvous.backend, RendezvousBackend::kStatic);
   EXPECT_TRUE(c.warnings.empty());
   EXPECT_EQ(c.agent.signals_to_handle, (std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT}));
 }
@@ -118,7 +118,7 @@ TEST_F(CommandLineTest, Defaults) {
 TEST_F(CommandLineTest, StandaloneUsesARandomRunId) {
   auto a = parse_ok({"--standalone", "t.py"});
   auto b = parse_ok({"--standalone", "t.py"});
-  EXPECT_EQ(a.rendezvous.backend, "c10d");
+  EXPECT_EQ(a.rendezvous.backend, RendezvousBackend::kC10d);
   EXPECT_EQ(a.agent.run_id.size(), 36u);  // a UUID
   EXPECT_NE(a.agent.run_id, b.agent.run_id);
 }
@@ -166,17 +166,17 @@ TEST_F(CommandLineTest, UsageErrorsNameTheProblem) {
 
 TEST_F(CommandLineTest, StaticMultiNodeNeedsAFixedSizeAndSharesAPort) {
   auto c = parse_ok({"--nnodes", "2", "--node_rank", "1", "--master_addr", "127.0.0.2", "t.py"});
-  EXPECT_EQ(c.rendezvous.max_nodes, 2);
+  EXPECT_EQ(c.job.max_nodes, 2u);
   EXPECT_EQ(c.rendezvous.node_rank, 1);
   EXPECT_EQ(c.agent.master_port, 29500);  // nodes cannot agree on a free port without talking
-  EXPECT_EQ(c.agent.master_addr, "127.0.0.2");
+  EXPECT_EQ(c.rendezvous.master_addr, "127.0.0.2");
   EXPECT_NE(parse_error({"--nnodes", "1:2", "t.py"}).find("fixed number of nodes"),
             std::string::npos);
   EXPECT_NE(parse_error({"--nnodes", "2", "--node_rank", "2", "t.py"}).find("--node_rank=2"),
             std::string::npos);
   EXPECT_NE(parse_error({"--standalone", "--nnodes", "2", "t.py"}).find("--standalone"),
             std::string::npos);
-  EXPECT_EQ(parse_ok({"--nnodes", "1", "t.py"}).rendezvous.max_nodes, 1);
+  EXPECT_EQ(parse_ok({"--nnodes", "1", "t.py"}).job.max_nodes, 1u);
 }
 
 TEST_F(CommandLineTest, HelpExitsZeroWithText) {

@@ -10,42 +10,28 @@ namespace ddprun::rdzv {
 namespace {
 
 std::vector<ClientMessage> sample_client_messages() {
-  JoinMsg join{7, "node-a", 4, 2, "10.0.0.1", 29500, 2, 4, 3, 600000, 30000, 15000, 300000};
-  KvMsg wait;
-  wait.op = KvOp::kWait;
-  wait.request_id = 9;
-  wait.scope = KvScope::kRound;
-  wait.keys = {"a", "b", std::string(300, 'k')};
-  wait.timeout_ms = 1234;
-  KvMsg cas;
-  cas.op = KvOp::kCompareSet;
-  cas.keys = {"k"};
-  cas.value = "old";
-  cas.desired = std::string("new\0bin", 7);
-  KvMsg add;
-  add.op = KvOp::kAdd;
-  add.keys = {"counter"};
-  add.delta = -5;
+  JoinMsg join{7, NodeInfo{"node-a", 4, 2, "10.0.0.1", 29500},
+               JobOptions{2, 4, 3, Millis(600000), Millis(30000), Millis(15000), Millis(300000)}};
+  JoinMsg no_hint = join;
+  no_hint.node.node_rank_hint.reset();
   return {Hello{kProtocolMagic, kProtocolVersion, "job-1"},
           join,
+          no_hint,
           ResumeMsg{3, "node-a", 99},
           HeartbeatMsg{},
           ReportFailureMsg{4, 2, "{\"json\":1}", -9},
           ReportSuccessMsg{5, 2},
-          LeaveMsg{6},
-          wait,
-          cas,
-          add};
+          LeaveMsg{6}};
 }
 
 std::vector<ServerMessage> sample_server_messages() {
-  Reply reply{11, false, "bad", true, "value", -42};
+  Reply reply{11, false, "bad", -42};
   RoundAssigned a{"job", 3, 1, 2, 4, 4, 8, "10.0.0.1", 29500, 1, 3};
   return {HelloAck{},
           reply,
           a,
-          RestartRequested{2, RestartReason::kWorkerFailure, "report"},
-          JobFailed{"no restarts", "report", 3},
+          RestartRequested{2, RestartReason::kWorkerFailure, "node b failed", "report"},
+          JobFailed{JobFailureReason::kRestartsExhausted, "no restarts", "report", 3},
           JobSucceeded{5},
           HeartbeatAck{},
           ErrorMsg{"shutting down"}};
@@ -125,13 +111,24 @@ TEST(CodecTest, StringLongerThanLimitOrFrameIsRejected) {
   EXPECT_FALSE(decode_client_frame(frame, CodecLimits{}).ok());
 }
 
-TEST(CodecTest, KeyCountBeyondLimitIsRejected) {
-  CodecLimits limits;
-  limits.max_wait_keys = 2;
-  KvMsg wait;
-  wait.op = KvOp::kWait;
-  wait.keys = {"a", "b", "c"};
-  EXPECT_FALSE(decode_client_frame(encode_frame(ClientMessage(wait)), limits).ok());
+TEST(CodecTest, JoinValuesTravelWhole) {
+  JoinMsg join{7, NodeInfo{"node-a", 4, 2, "10.0.0.1", 29500},
+               JobOptions{2, 4, 3, Millis(600000), Millis(30000), Millis(15000), Millis(300000)}};
+  auto decoded = decode_client_frame(encode_frame(ClientMessage(join)), CodecLimits{});
+  ASSERT_TRUE(decoded.ok()) << decoded.error_message();
+  const auto& back = std::get<JoinMsg>(*decoded);
+  EXPECT_EQ(back.node, join.node);
+  EXPECT_EQ(back.job, join.job);
+}
+
+TEST(CodecTest, MalformedFramesHaveTheMalformedKind) {
+  auto r = decode_client_frame(std::string("\x00\x00\x00\x01\x7e", 5), CodecLimits{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().is_malformed());
+  const uint8_t zero[4] = {0, 0, 0, 0};
+  EXPECT_TRUE(decode_frame_length(std::span<const uint8_t, 4>(zero), CodecLimits{})
+                  .status()
+                  .is_malformed());
 }
 
 TEST(CodecTest, UnknownTypeTrailingBytesAndBadEnumsAreRejected) {
@@ -145,7 +142,7 @@ TEST(CodecTest, UnknownTypeTrailingBytesAndBadEnumsAreRejected) {
   trailing[3] = static_cast<char>(trailing[3] + 1);
   EXPECT_FALSE(decode_client_frame(trailing, limits).ok());
   std::string bad_reason =
-      encode_frame(ServerMessage(RestartRequested{1, RestartReason::kScaleUp, ""}));
+      encode_frame(ServerMessage(RestartRequested{1, RestartReason::kScaleUp, "", ""}));
   bad_reason[kFrameHeaderBytes + 1 + 8] = 9;
   EXPECT_FALSE(decode_server_frame(bad_reason, limits).ok());
   // A server frame type sent to the server is unknown there.

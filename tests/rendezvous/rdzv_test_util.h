@@ -76,7 +76,7 @@ class ServerThread {
 
 // One simulated node: its client and everything the client told it.
 struct TestNode {
-  std::unique_ptr<RendezvousClient> client;
+  std::unique_ptr<TcpRendezvousClient> client;
   std::optional<Status> connected;
   std::optional<Result<RoundAssignment>> assignment;
   std::vector<RendezvousEvent> events;
@@ -114,24 +114,24 @@ inline ClientOptions node_options(uint16_t port, const std::string& job, int ind
 inline JoinRequest join_request(const std::string& node_id, uint32_t min, uint32_t max,
                                 uint32_t max_restarts = 0) {
   JoinRequest r;
-  r.node_id = node_id;
-  r.local_world_size = 2;
-  r.master_addr = "127.0.0.1";
-  r.master_port = 29500;
-  r.min_nodes = min;
-  r.max_nodes = max;
-  r.max_restarts = max_restarts;
-  r.join_timeout = 2s;
-  r.last_call_timeout = 100ms;
-  r.heartbeat_timeout = 400ms;
-  r.exit_barrier_timeout = 2s;
+  r.node.node_id = node_id;
+  r.node.local_world_size = 2;
+  r.node.master_addr = "127.0.0.1";
+  r.node.master_port = 29500;
+  r.job.min_nodes = min;
+  r.job.max_nodes = max;
+  r.job.max_restarts = max_restarts;
+  r.job.join_timeout = 2s;
+  r.job.last_call_timeout = 100ms;
+  r.job.heartbeat_timeout = 400ms;
+  r.job.exit_barrier_timeout = 2s;
   return r;
 }
 
 // Creates a node and starts connecting it.
 inline std::unique_ptr<TestNode> start_node(boost::asio::io_context& io, ClientOptions options) {
   auto node = std::make_unique<TestNode>();
-  node->client = std::make_unique<RendezvousClient>(io, std::move(options));
+  node->client = std::make_unique<TcpRendezvousClient>(io, std::move(options));
   TestNode* raw = node.get();
   node->client->set_event_handler([raw](const RendezvousEvent& e) { raw->events.push_back(e); });
   node->client->connect([raw](Status s) { raw->connected = s; });

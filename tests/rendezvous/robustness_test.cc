@@ -220,19 +220,20 @@ TEST_F(RobustnessTest, ARequestTheServerNeverAnswersFailsAfterRequestTimeout) {
   ASSERT_TRUE(run_until(io_, [&] { return a->connected.has_value(); }));
   ASSERT_TRUE(a->connected->ok()) << a->connected->message();
 
-  std::optional<Result<std::optional<std::string>>> got;
-  a->client->kv_get(KvScope::kJob, "key", [&](auto r) { got = std::move(r); });
-  std::optional<Status> waited;
-  a->client->kv_wait(KvScope::kJob, {"key"}, 200ms, [&](Status s) { waited = s; });
+  std::optional<Status> reported;
+  a->client->report_success([&](Status s) { reported = s; });
+  start_join(*a, join_request("node-0", 1, 1));
   ASSERT_TRUE(run_until(
-      io_, [&] { return got && waited; }, 5s));
+      io_, [&] { return reported && a->assignment; }, 5s));
 
-  ASSERT_FALSE(got->ok());
-  EXPECT_NE(got->error_message().find("did not answer kv get within 100 ms"), std::string::npos)
-      << got->error_message();
-  ASSERT_FALSE(waited->ok());  // kv_wait's deadline is its own timeout plus request_timeout
-  EXPECT_NE(waited->message().find("did not answer kv wait within 300 ms"), std::string::npos)
-      << waited->message();
+  ASSERT_FALSE(reported->ok());
+  EXPECT_NE(reported->message().find("did not answer the success report within 100 ms"),
+            std::string::npos)
+      << reported->message();
+  ASSERT_FALSE(a->assignment->ok());
+  EXPECT_NE(a->assignment->error_message().find("did not answer join within 100 ms"),
+            std::string::npos)
+      << a->assignment->error_message();
   EXPECT_TRUE(a->client->connected());  // a slow answer is not a lost connection
   EXPECT_EQ(a->count<ConnectionLost>(), 0u);
 }

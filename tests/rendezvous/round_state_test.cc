@@ -86,7 +86,7 @@ TEST_F(RoundStateTest, JoinTimeoutWithTooFewNodesFailsTheJobWithAClearMessage) {
   auto d = advance(milliseconds(1));
   ASSERT_EQ(count<JobFailed>(d), 2u);
   const auto& failed = std::get<JobFailed>(d[0].push);
-  EXPECT_NE(failed.reason.find("2 of at least 3 nodes"), std::string::npos) << failed.reason;
+  EXPECT_NE(failed.message.find("2 of at least 3 nodes"), std::string::npos) << failed.message;
   EXPECT_EQ(failed.exit_code, kRendezvousFailureExitCode);
   EXPECT_TRUE(state_->finished());
   EXPECT_FALSE(state_->join({"c", 1, {}, "", 0}, options_, clock_.steady_now()).ok());
@@ -142,7 +142,7 @@ TEST_F(RoundStateTest, LostConnectionRestartsSurvivorsAtOnceAndKeepsTheirRanks) 
   ASSERT_EQ(count<RestartRequested>(d), 3u);
   const auto& restart = std::get<RestartRequested>(d[0].push);
   EXPECT_EQ(restart.reason, RestartReason::kMemberLost);
-  EXPECT_NE(restart.report.find("node 'a' lost"), std::string::npos);
+  EXPECT_NE(restart.message.find("node 'a' lost"), std::string::npos);
   join("c");
   auto a = assignments(join("b"));  // the survivors are back: no wait for a
   ASSERT_EQ(a.size(), 2u);
@@ -199,7 +199,7 @@ TEST_F(RoundStateTest, WorkerFailuresCountJobWideRestartsThenFailWithTheFirstRep
   join("b");
   auto d = *state_->report_failure("b", 0, "report-1", 3, clock_.steady_now());
   ASSERT_EQ(count<RestartRequested>(d), 2u);  // the reporter too
-  EXPECT_EQ(std::get<RestartRequested>(d[0].push).report, "report-1");
+  EXPECT_EQ(std::get<RestartRequested>(d[0].push).failure_report, "report-1");
   EXPECT_EQ(std::get<RestartRequested>(d[0].push).reason, RestartReason::kWorkerFailure);
   // A late report of the same (ended) round is ignored: one failure, one restart.
   EXPECT_TRUE(state_->report_failure("a", 0, "late", 4, clock_.steady_now())->empty());
@@ -210,9 +210,9 @@ TEST_F(RoundStateTest, WorkerFailuresCountJobWideRestartsThenFailWithTheFirstRep
   ASSERT_EQ(count<JobFailed>(d), 2u);
   for (const auto& o : d) {
     const auto& f = std::get<JobFailed>(o.push);
-    EXPECT_EQ(f.report, "report-2");
+    EXPECT_EQ(f.failure_report, "report-2");
     EXPECT_EQ(f.exit_code, 7);
-    EXPECT_NE(f.reason.find("max_restarts=1"), std::string::npos);
+    EXPECT_NE(f.message.find("max_restarts=1"), std::string::npos);
   }
 }
 
@@ -245,7 +245,7 @@ TEST_F(RoundStateTest, ExitBarrierTimesOutNamingTheMissingNodes) {
   EXPECT_TRUE(advance(milliseconds(499)).empty());
   auto d = advance(milliseconds(1));
   ASSERT_EQ(count<JobFailed>(d), 2u);
-  EXPECT_NE(std::get<JobFailed>(d[0].push).reason.find("(b)"), std::string::npos);
+  EXPECT_NE(std::get<JobFailed>(d[0].push).message.find("(b)"), std::string::npos);
 }
 
 TEST_F(RoundStateTest, FailureAfterSomeSucceededTakesTheFailurePath) {

@@ -1,5 +1,5 @@
 // An in-process server on port 0 with many real clients on loopback (each node its own
-// 127.0.0.N): rounds, pushes, restarts, the exit barrier, KV, and isolation between jobs.
+// 127.0.0.N): rounds, pushes, restarts, the exit barrier, and isolation between jobs.
 #include <set>
 
 #include "rendezvous/round_state.h"
@@ -69,39 +69,6 @@ TEST_F(ServerTest, ManyClientsJoinOneRoundWithConsistentRanks) {
   EXPECT_EQ(*ranks.rbegin(), static_cast<uint32_t>(kNodes - 1));
 }
 
-TEST_F(ServerTest, KeyValueApi) {
-  auto nodes = start_nodes(2);
-  RendezvousClient& a = *nodes[0]->client;
-  RendezvousClient& b = *nodes[1]->client;
-  std::optional<Status> set, waited, timed_out;
-  std::optional<Result<std::optional<std::string>>> got, missing;
-  std::optional<Result<int64_t>> added, count;
-  std::optional<Result<std::string>> swapped;
-  std::optional<Result<bool>> deleted;
-  b.kv_wait(KvScope::kJob, {"x", "y"}, 5s, [&](Status s) { waited = s; });
-  b.kv_wait(KvScope::kJob, {"never"}, 100ms, [&](Status s) { timed_out = s; });
-  a.kv_set(KvScope::kJob, "x", "1", [&](Status s) { set = s; });
-  a.kv_add(KvScope::kJob, "y", 41, [&](Result<int64_t> r) {
-    a.kv_add(KvScope::kJob, "y", 1, [&](Result<int64_t> r2) { added = r2; });
-  });
-  ASSERT_TRUE(run_until(io_, [&] { return waited && added && timed_out; }));
-  EXPECT_TRUE(waited->ok()) << waited->message();
-  EXPECT_EQ(added->value(), 42);
-  ASSERT_FALSE(timed_out->ok());
-  EXPECT_NE(timed_out->message().find("timed out"), std::string::npos);
-  b.kv_get(KvScope::kJob, "x", [&](auto r) { got = r; });
-  b.kv_get(KvScope::kRound, "x", [&](auto r) { missing = r; });
-  b.kv_compare_set(KvScope::kJob, "x", "1", "2", [&](auto r) { swapped = r; });
-  b.kv_delete(KvScope::kJob, "y", [&](auto r) { deleted = r; });
-  b.kv_num_keys(KvScope::kJob, [&](auto r) { count = r; });
-  ASSERT_TRUE(run_until(io_, [&] { return got && missing && swapped && deleted && count; }));
-  EXPECT_EQ(got->value(), std::optional<std::string>("1"));
-  EXPECT_FALSE(missing->value().has_value());
-  EXPECT_EQ(swapped->value(), "2");
-  EXPECT_TRUE(deleted->value());
-  EXPECT_EQ(count->value(), 1);
-}
-
 TEST_F(ServerTest, WorkerFailureRestartsEveryMemberThenFailsWithTheSameReportEverywhere) {
   auto nodes = start_nodes(3);
   join_all(nodes, 3, 3, /*max_restarts=*/1);
@@ -110,7 +77,7 @@ TEST_F(ServerTest, WorkerFailureRestartsEveryMemberThenFailsWithTheSameReportEve
   ASSERT_TRUE(all_got<RestartRequested>(nodes));
   for (auto& n : nodes) {
     EXPECT_EQ(n->last<RestartRequested>()->reason, RestartReason::kWorkerFailure);
-    EXPECT_EQ(n->last<RestartRequested>()->report, "{\"rank\":3}");
+    EXPECT_EQ(n->last<RestartRequested>()->failure_report, "{\"rank\":3}");
   }
   join_all(nodes, 3, 3, 1);
   ASSERT_TRUE(all_assigned(nodes));
@@ -118,7 +85,7 @@ TEST_F(ServerTest, WorkerFailureRestartsEveryMemberThenFailsWithTheSameReportEve
   nodes[2]->client->report_worker_failure("{\"rank\":5}", 7);
   ASSERT_TRUE(all_got<JobFailed>(nodes));
   for (auto& n : nodes) {
-    EXPECT_EQ(n->last<JobFailed>()->report, "{\"rank\":5}");
+    EXPECT_EQ(n->last<JobFailed>()->failure_report, "{\"rank\":5}");
     EXPECT_EQ(n->last<JobFailed>()->exit_code, 7);
   }
 }
@@ -165,7 +132,7 @@ TEST_F(ServerTest, Pytorch111646_NodeThatVanishesIsDroppedAndSurvivorsRestart) {
   survivors.push_back(std::move(nodes[2]));
   ASSERT_TRUE(all_got<RestartRequested>(survivors));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);  // heartbeat_timeout is 400 ms
-  EXPECT_NE(survivors[0]->last<RestartRequested>()->report.find("node-0"), std::string::npos);
+  EXPECT_NE(survivors[0]->last<RestartRequested>()->message.find("node-0"), std::string::npos);
   start_join(*survivors[0], join_request("node-1", 2, 3));
   start_join(*survivors[1], join_request("node-2", 2, 3));
   ASSERT_TRUE(all_assigned(survivors));
@@ -197,7 +164,7 @@ TEST_F(ServerTest, ScaleUpPushesRestartAndTheNextRoundIsBigger) {
 TEST_F(ServerTest, TooFewNodesFailTheJoinWithAClearMessage) {
   auto nodes = start_nodes(1);
   JoinRequest r = join_request("node-0", 2, 2);
-  r.join_timeout = 200ms;
+  r.job.join_timeout = 200ms;
   start_join(*nodes[0], r);
   ASSERT_TRUE(run_until(io_, [&] { return nodes[0]->assignment && nodes[0]->count<JobFailed>(); }));
   ASSERT_FALSE(nodes[0]->assignment->ok());
@@ -215,13 +182,6 @@ TEST_F(ServerTest, TwoJobsOnOneServerAreIsolated) {
   ASSERT_TRUE(all_assigned(b));
   EXPECT_EQ(a[0]->assignment->value().group_world_size, 2u);
   EXPECT_EQ(b[0]->assignment->value().group_world_size, 3u);
-  std::optional<Result<std::optional<std::string>>> seen;
-  a[0]->client->kv_set(KvScope::kJob, "secret", "a", [](Status) {});
-  a[0]->client->kv_wait(KvScope::kJob, {"secret"}, 1s, [&](Status) {
-    b[0]->client->kv_get(KvScope::kJob, "secret", [&](auto r) { seen = r; });
-  });
-  ASSERT_TRUE(run_until(io_, [&] { return seen.has_value(); }));
-  EXPECT_FALSE(seen->value().has_value());
   a[1]->client->report_worker_failure("boom", 1);
   ASSERT_TRUE(all_got<JobFailed>(a));
   EXPECT_EQ(b[0]->events.size(), 0u);

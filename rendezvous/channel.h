@@ -1,0 +1,169 @@
+// The transport under the rendezvous client: one reconnecting request/reply channel to a
+// rendezvous server. It knows frames, request ids and liveness, not rounds or jobs.
+//
+//   connect()   deadline + backoff + jitter, then the Hello handshake (connector.h)
+//   request()   sends a request; its Reply (matched by id) or an error comes back, never both;
+//               a request the server does not answer within request_timeout fails
+//   heartbeats  every keep_alive_interval; a server silent for heartbeat_timeout is lost
+//   reconnect   on a lost connection the owner is asked for the request that re-attaches it
+//               (a Resume); the channel reconnects within heartbeat_timeout, sends that
+//               request ahead of everything queued meanwhile, and carries on; without one, or
+//               when it fails, the channel gives up and tells the owner once
+//   pushes      every other message the server sends goes to the owner's on_message hook
+//
+// Threading: lives on one io_context run by one thread; call every method on that thread.
+// Callbacks run on that thread, never inline from the call that started them, and never after
+// abort() (or close() completing). A callback that throws is logged, never propagated.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <utility>  // before Boost 1.74's awaitable.hpp (see frame_io.h)
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "rendezvous/codec.h"
+#include "rendezvous/connector.h"
+#include "rendezvous/frame_writer.h"
+#include "rendezvous/messages.h"
+#include "rendezvous/rdzv_conf.h"
+
+namespace ddprun::rdzv {
+
+// Where the server is and how patient to be with it.
+struct ClientOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 29400;
+  // The job (torchrun's --rdzv_id) this connection belongs to, sent in Hello.
+  std::string job_id;
+  // Source address to bind ("" = any); tests give each node its own 127.0.0.N.
+  std::string local_address;
+  // The first connect() gives up after this. Default 600 s (join_timeout).
+  Millis connect_timeout{600'000};
+  // One connection attempt (connect + handshake). Default 10 s.
+  Millis attempt_timeout{10'000};
+  // Backoff between attempts: doubles from initial to max, scaled by ±jitter.
+  Millis initial_backoff{100};
+  Millis max_backoff{3'000};
+  double jitter = 0.5;
+  // Heartbeat period. Default 5 s (torchrun's keep_alive_interval).
+  Millis keep_alive_interval{5'000};
+  // A server silent this long is lost; also the window to reconnect and keep membership.
+  // Default 15 s (keep_alive_interval × keep_alive_max_attempt).
+  Millis heartbeat_timeout{15'000};
+  // A request the server has not answered within this fails with an error naming it, even
+  // while the connection stays alive (a stuck server still answering heartbeats). Default
+  // 60 s (torchrun's read_timeout).
+  Millis request_timeout{60'000};
+  CodecLimits limits;
+
+  // Timeouts from --rdzv_conf: connect_timeout = join_timeout, attempt_timeout =
+  // min(read_timeout, 10 s), request_timeout = read_timeout, keep_alive_interval,
+  // heartbeat_timeout.
+  static ClientOptions from_conf(const RendezvousConf& conf, std::string host, uint16_t port,
+                                 std::string job_id);
+};
+
+class Channel : public std::enable_shared_from_this<Channel> {
+ public:
+  using ReplyHandler = std::function<void(const Reply&)>;
+  struct Hooks {
+    // Every message that is not a Reply or an acknowledgement: pushes and Error frames.
+    std::function<void(ServerMessage&&)> on_message;
+    // The connection was lost: the request that re-attaches this client, built with `id`
+    // (sent first on the next connection), or nullopt when there is nothing to keep (then the
+    // channel gives up at once).
+    std::function<std::optional<ClientMessage>(uint32_t id)> resume_request;
+    // The channel gave up (could not reconnect within heartbeat_timeout, or the server
+    // refused to resume). `why` starts with "lost the rendezvous server at <host:port>".
+    std::function<void(const std::string& why)> on_lost;
+  };
+
+  static std::shared_ptr<Channel> create(boost::asio::io_context& io, ClientOptions options,
+                                         Hooks hooks);
+  Channel(boost::asio::io_context& io, ClientOptions options, Hooks hooks);  // use create()
+
+  // Connects with deadline, backoff and jitter and does the handshake. Once only.
+  void connect(std::function<void(Status)> done);
+  uint32_t next_request_id() { return next_request_++; }
+  // Sends `message`, whose request id is `id`. `on_reply` gets the server's Reply, or a failed
+  // Reply when the request cannot be sent, the connection is lost before the answer, or no
+  // answer comes within request_timeout + `extra_time`. While reconnecting, the request waits
+  // behind the resume request.
+  void request(ClientMessage message, uint32_t id, ReplyHandler on_reply,
+               Millis extra_time = Millis(0));
+  // From now on a lost connection is expected (the job is over): it is logged quietly.
+  void expect_close() { quiet_ = true; }
+  // Sends the request `farewell` builds (a Leave) when connected, then closes once it is
+  // answered or after attempt_timeout, and calls `done`. Idempotent.
+  void close(std::function<ClientMessage(uint32_t id)> farewell, std::function<void()> done);
+  // Closes at once; no callback runs afterwards.
+  void abort();
+
+  bool connected() const { return state_ == State::kConnected; }
+  const ClientOptions& options() const { return options_; }
+
+  // Runs `fn` later on the io_context unless the channel has closed by then; never throws.
+  template <class F>
+  void deliver(F fn) {
+    boost::asio::post(executor_, [self = shared_from_this(), fn = std::move(fn)]() mutable {
+      if (self->state_ == State::kClosed) return;
+      self->guarded(fn);
+    });
+  }
+
+ private:
+  enum class State { kIdle, kConnecting, kConnected, kReconnecting, kLost, kClosed };
+  struct PendingRequest {
+    ReplyHandler on_reply;
+    // Destroyed (so cancelled) with the entry, when the answer comes or the connection dies.
+    std::unique_ptr<boost::asio::steady_timer> deadline;
+  };
+
+  ConnectOptions connect_options(Millis deadline) const;
+  void start_connection(boost::asio::ip::tcp::socket socket);
+  boost::asio::awaitable<void> read_loop(uint64_t generation);
+  boost::asio::awaitable<void> write_loop(uint64_t generation);
+  boost::asio::awaitable<void> reconnect(std::optional<ClientMessage> resume, uint32_t resume_id);
+  void tick(uint64_t generation);
+  void on_frame(ServerMessage&& message);
+  void on_connection_lost(const std::string& why);
+  void give_up(const std::string& why);
+  void drop_socket();
+  void fail_all_requests(const std::string& why);
+  // Registers the handler of request `id` and arms its deadline.
+  void track(uint32_t id, std::string what, ReplyHandler on_reply, Millis timeout);
+  void fail_request(uint32_t id, const std::string& why);
+  void guarded(const std::function<void()>& fn) const;
+
+  boost::asio::any_io_executor executor_;
+  const ClientOptions options_;
+  Hooks hooks_;
+  std::mt19937_64 rng_;
+  std::shared_ptr<bool> stop_ = std::make_shared<bool>(false);  // ends connect retries
+  State state_ = State::kIdle;
+  std::optional<boost::asio::ip::tcp::socket> socket_;
+  uint64_t generation_ = 0;  // connection generation: coroutines of an older one do nothing
+  SteadyTime last_rx_;
+  boost::asio::steady_timer ticker_;  // heartbeats, and the silence check
+  boost::asio::steady_timer close_timer_;
+  FrameWriter writer_;
+  std::unordered_map<uint32_t, PendingRequest> requests_;
+  uint32_t next_request_ = 1;
+  uint32_t pending_resume_ = 0;  // id of the resume request of the current reconnect
+  bool closing_ = false;
+  bool quiet_ = false;
+};
+
+}  // namespace ddprun::rdzv
