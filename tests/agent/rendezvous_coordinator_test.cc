@@ -1,0 +1,226 @@
+// The rendezvous coordinator on a scripted client: how it turns the agent's calls into
+// requests (the job's terms travel whole) and the server's replies and pushes into the
+// agent's decisions and events. No sockets, no sleeps.
+#include "agent/rendezvous_coordinator.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/agent/scripted_rendezvous_client.h"
+
+namespace ddprun::agent {
+namespace {
+
+using testing::ScriptedRendezvousClient;
+
+rdzv::JobOptions job_terms() {
+  rdzv::JobOptions job;
+  job.min_nodes = 2;
+  job.max_nodes = 4;
+  job.max_restarts = 3;
+  job.join_timeout = Millis(1234);
+  job.last_call_timeout = Millis(55);
+  job.heartbeat_timeout = Millis(777);
+  job.exit_barrier_timeout = Millis(999);
+  return job;
+}
+
+FailureReport report_of_rank(int rank, int exit_code) {
+  FailureReport report;
+  report.entrypoint = "train.py";
+  WorkerFailure f;
+  f.rank = rank;
+  f.exit = ExitStatus::exited(exit_code);
+  report.failures.push_back(f);
+  return report;
+}
+
+rdzv::RoundAssigned round_of(uint64_t round, uint32_t restart_count) {
+  rdzv::RoundAssigned a;
+  a.job_id = "job";
+  a.round = round;
+  a.group_rank = 1;
+  a.group_world_size = 2;
+  a.local_world_size = 2;
+  a.rank_offset = 2;
+  a.world_size = 4;
+  a.master_addr = "10.0.0.1";
+  a.master_port = 4000;
+  a.restart_count = restart_count;
+  a.max_restarts = 3;
+  return a;
+}
+
+class RendezvousCoordinatorTest : public ::testing::Test {
+ protected:
+  RendezvousCoordinatorTest() : coordinator_(options(), client_) {
+    coordinator_.set_event_handler([this](const CoordinatorEvent& e) { events_.push_back(e); });
+  }
+  static RendezvousCoordinatorOptions options() {
+    RendezvousCoordinatorOptions o;
+    o.job = job_terms();
+    o.node_id = "node-b";
+    o.node_rank_hint = 1;
+    o.server = "head:29400";
+    return o;
+  }
+  // Joins round `round` through the scripted client and returns the agent's assignment.
+  RoundAssignment join_round(uint64_t round, uint32_t restart_count) {
+    std::optional<Result<RoundAssignment>> got;
+    coordinator_.join({2, "10.0.0.2", 5000}, [&](Result<RoundAssignment> a) { got = a; });
+    if (client_.pending_connect) std::exchange(client_.pending_connect, nullptr)(Status());
+    EXPECT_TRUE(client_.pending_join);
+    std::exchange(client_.pending_join, nullptr)(round_of(round, restart_count));
+    EXPECT_TRUE(got && got->ok());
+    return got->value();
+  }
+  // Reports our failure and returns the decision slot (set once the coordinator decides).
+  std::optional<Coordinator::FailureDecision>& report_failure(const FailureReport& report) {
+    coordinator_.report_failure(report, [this](Coordinator::FailureDecision d) { decision_ = d; });
+    return decision_;
+  }
+
+  ScriptedRendezvousClient client_;
+  RendezvousCoordinator coordinator_;
+  std::vector<CoordinatorEvent> events_;
+  std::optional<Coordinator::FailureDecision> decision_;
+};
+
+TEST_F(RendezvousCoordinatorTest, JoinConnectsOnceAndSendsTheJobTermsWholeWithTheNodesOffer) {
+  const RoundAssignment a = join_round(0, 0);
+  ASSERT_EQ(client_.joins.size(), 1u);
+  const rdzv::JoinRequest& sent = client_.joins[0];
+  EXPECT_EQ(sent.job, job_terms());  // the value from the command line, unchanged
+  EXPECT_EQ(sent.node.node_id, "node-b");
+  EXPECT_EQ(sent.node.local_world_size, 2u);
+  EXPECT_EQ(sent.node.node_rank_hint, 1u);
+  EXPECT_EQ(sent.node.master_addr, "10.0.0.2");
+  EXPECT_EQ(sent.node.master_port, 5000);
+  EXPECT_EQ(a.rank_offset, 2);
+  EXPECT_EQ(a.world_size, 4);
+  EXPECT_EQ(a.master_addr, "10.0.0.1");
+  EXPECT_EQ(a.max_restarts, 3);  // what the server agreed on reaches the agent
+  join_round(1, 0);
+  EXPECT_EQ(client_.connects, 1);  // the second join reuses the connection
+}
+
+TEST_F(RendezvousCoordinatorTest, AnUnreachableServerFailsTheJoinNamingIt) {
+  std::optional<Result<RoundAssignment>> got;
+  coordinator_.join({2, "10.0.0.2", 5000}, [&](Result<RoundAssignment> a) { got = a; });
+  client_.pending_connect(Status::unavailable("3x connect: Connection refused"));
+  ASSERT_TRUE(got && !got->ok());
+  EXPECT_NE(got->error_message().find("cannot reach the rendezvous server at head:29400"),
+            std::string::npos)
+      << got->error_message();
+  EXPECT_TRUE(client_.joins.empty());
+}
+
+TEST_F(RendezvousCoordinatorTest, OwnFailureAnsweredByAWorkerFailureRestartIsACountedRestart) {
+  join_round(0, 0);
+  auto& decision = report_failure(report_of_rank(2, 9));
+  ASSERT_EQ(client_.failure_reports.size(), 1u);
+  EXPECT_EQ(client_.failure_reports[0].exit_code, 9);
+  EXPECT_FALSE(decision);  // the answer is a push, not the request's reply
+  client_.failure_reports[0].done(Status());
+  EXPECT_FALSE(decision);
+  // Another node's failure in the same round came first: its report is the job's.
+  const std::string first = nlohmann::json(report_of_rank(0, 4)).dump();
+  client_.push(rdzv::RestartRequested{0, rdzv::RestartReason::kWorkerFailure, "x", first});
+  ASSERT_TRUE(decision);
+  EXPECT_TRUE(decision->restart);
+  EXPECT_TRUE(decision->counted);
+  ASSERT_EQ(decision->report.failures.size(), 1u);
+  EXPECT_EQ(decision->report.root_cause().rank, 0);
+  EXPECT_TRUE(events_.empty());  // an answer, not a separate event
+}
+
+TEST_F(RendezvousCoordinatorTest, OwnFailureOvertakenByANodeLossRejoinsWithoutCountingIt) {
+  join_round(0, 0);
+  auto& decision = report_failure(report_of_rank(2, 9));
+  client_.push(rdzv::RestartRequested{0, rdzv::RestartReason::kMemberLost, "node 'a' lost", ""});
+  ASSERT_TRUE(decision);
+  EXPECT_TRUE(decision->restart);
+  EXPECT_FALSE(decision->counted);
+  EXPECT_TRUE(decision->report.failures.empty());  // the agent shows its own
+}
+
+TEST_F(RendezvousCoordinatorTest, ARestartWithNoReportPendingAsksTheAgentToRejoin) {
+  join_round(0, 0);
+  client_.push(rdzv::RestartRequested{0, rdzv::RestartReason::kScaleUp, "node 'c' waits", ""});
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_EQ(events_[0].kind, CoordinatorEvent::Kind::kRejoin);
+  EXPECT_NE(events_[0].reason.find("scale_up"), std::string::npos) << events_[0].reason;
+  EXPECT_NE(events_[0].reason.find("node 'c' waits"), std::string::npos) << events_[0].reason;
+}
+
+TEST_F(RendezvousCoordinatorTest, RestartsExhaustedAnswerTheReportWithTheJobsReportAndCode) {
+  join_round(0, 3);
+  auto& decision = report_failure(report_of_rank(2, 9));
+  client_.push(rdzv::JobFailed{rdzv::JobFailureReason::kRestartsExhausted, "no restarts left",
+                               nlohmann::json(report_of_rank(0, 4)).dump(), 4});
+  ASSERT_TRUE(decision);
+  EXPECT_FALSE(decision->restart);
+  EXPECT_EQ(decision->exit_code, 4);
+  ASSERT_EQ(decision->report.failures.size(), 1u);
+  EXPECT_EQ(decision->report.root_cause().rank, 0);
+}
+
+TEST_F(RendezvousCoordinatorTest, AJobFailureWhileRunningIsAnEventWithTheJobsReport) {
+  join_round(0, 0);
+  client_.push(rdzv::JobFailed{rdzv::JobFailureReason::kRestartsExhausted, "no restarts left",
+                               nlohmann::json(report_of_rank(0, 4)).dump(), 4});
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_EQ(events_[0].kind, CoordinatorEvent::Kind::kJobFailed);
+  EXPECT_EQ(events_[0].exit_code, 4);
+  EXPECT_EQ(events_[0].report.root_cause().rank, 0);
+}
+
+TEST_F(RendezvousCoordinatorTest, AFailedReportRequestEndsTheJobWithOurOwnReport) {
+  join_round(0, 0);
+  auto& decision = report_failure(report_of_rank(2, 9));
+  client_.failure_reports[0].done(Status::error("did not answer the worker-failure report"));
+  ASSERT_TRUE(decision);
+  EXPECT_FALSE(decision->restart);
+  EXPECT_EQ(decision->exit_code, 9);
+  EXPECT_EQ(decision->report.root_cause().rank, 2);
+}
+
+TEST_F(RendezvousCoordinatorTest, SuccessWaitsForTheWholeJob) {
+  join_round(0, 0);
+  std::optional<Status> done;
+  coordinator_.report_success([&](Status s) { done = s; });
+  EXPECT_EQ(client_.success_reports, 1);
+  client_.pending_success(Status());
+  EXPECT_FALSE(done);  // the exit barrier: only JobSucceeded ends it
+  client_.push(rdzv::JobSucceeded{0});
+  ASSERT_TRUE(done);
+  EXPECT_TRUE(done->ok());
+}
+
+TEST_F(RendezvousCoordinatorTest, ALostServerAtTheExitBarrierFailsTheJob) {
+  join_round(0, 0);
+  std::optional<Status> second;
+  coordinator_.report_success([&](Status s) { second = s; });
+  client_.push(rdzv::ConnectionLost{"lost the rendezvous server at head:29400: gone"});
+  EXPECT_FALSE(second);  // the barrier is abandoned; the agent ends the job from the event
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_EQ(events_[0].kind, CoordinatorEvent::Kind::kJobFailed);
+  EXPECT_EQ(events_[0].exit_code, 1);
+  EXPECT_NE(events_[0].reason.find("lost the rendezvous server"), std::string::npos);
+}
+
+TEST_F(RendezvousCoordinatorTest, NothingReachesTheAgentAfterClose) {
+  join_round(0, 0);
+  auto& decision = report_failure(report_of_rank(2, 9));
+  coordinator_.close();
+  client_.push(rdzv::RestartRequested{0, rdzv::RestartReason::kWorkerFailure, "x", ""});
+  client_.push(rdzv::JobFailed{rdzv::JobFailureReason::kTooFewNodes, "too few", "", 1});
+  EXPECT_FALSE(decision);
+  EXPECT_TRUE(events_.empty());
+  std::optional<bool> closed;
+  coordinator_.close_gracefully([&] { closed = true; });
+  EXPECT_TRUE(client_.closed);
+  EXPECT_TRUE(closed);
+}
+
+}  // namespace
+}  // namespace ddprun::agent

@@ -1,0 +1,64 @@
+// A RendezvousClient that records every call and answers only when the test says so: the
+// coordinator is driven through exact sequences of replies and pushes, with no sockets.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rendezvous/client.h"
+
+namespace ddprun::agent::testing {
+
+class ScriptedRendezvousClient final : public rdzv::RendezvousClient {
+ public:
+  struct FailureReportCall {
+    std::string failure_report;
+    int32_t exit_code = 0;
+    std::function<void(Status)> done;
+  };
+
+  void set_event_handler(std::function<void(const rdzv::RendezvousEvent&)> h) override {
+    handler = std::move(h);
+  }
+  void connect(std::function<void(Status)> done) override {
+    ++connects;
+    pending_connect = std::move(done);
+  }
+  void join(rdzv::JoinRequest request,
+            std::function<void(Result<rdzv::RoundAssignment>)> done) override {
+    joins.push_back(std::move(request));
+    pending_join = std::move(done);
+  }
+  void report_worker_failure(std::string failure_report, int32_t exit_code,
+                             std::function<void(Status)> done) override {
+    failure_reports.push_back({std::move(failure_report), exit_code, std::move(done)});
+  }
+  void report_success(std::function<void(Status)> done) override {
+    ++success_reports;
+    pending_success = std::move(done);
+  }
+  void close(std::function<void()> done) override {
+    closed = true;
+    if (done) done();
+  }
+  bool connected() const override { return connects > 0; }
+
+  // Pushes an event as the server would.
+  void push(const rdzv::RendezvousEvent& event) {
+    if (handler) handler(event);
+  }
+
+  std::function<void(const rdzv::RendezvousEvent&)> handler;
+  int connects = 0;
+  std::function<void(Status)> pending_connect;
+  std::vector<rdzv::JoinRequest> joins;
+  std::function<void(Result<rdzv::RoundAssignment>)> pending_join;
+  std::vector<FailureReportCall> failure_reports;
+  int success_reports = 0;
+  std::function<void(Status)> pending_success;
+  bool closed = false;
+};
+
+}  // namespace ddprun::agent::testing
