@@ -73,8 +73,8 @@ asio::awaitable<void> RendezvousServer::accept_loop() {
       socket.close(ec);
       continue;
     }
-    ++accepted_total_;
-    auto session = std::make_shared<Session>(std::move(socket), registry_, options_,
+    ++counters_->accepted;
+    auto session = std::make_shared<Session>(std::move(socket), registry_, options_, counters_,
                                              [this, alive](Session* s) {
                                                if (*alive) on_session_end(s);
                                              });
@@ -120,7 +120,7 @@ void RendezvousServer::maybe_finish_shutdown() {
 }
 
 ServerStats RendezvousServer::stats() const {
-  return ServerStats{sessions_.size(), registry_->job_count(), accepted_total_};
+  return ServerStats{sessions_.size(), registry_->job_count(), *counters_};
 }
 
 }  // namespace ddprun::rdzv

@@ -28,6 +28,7 @@
 
 #include "common/clock.h"
 #include "common/result.h"
+#include "rendezvous/server_counters.h"
 #include "rendezvous/server_options.h"
 
 namespace ddprun::rdzv {
@@ -36,9 +37,9 @@ class JobRegistry;
 class Session;
 
 struct ServerStats {
-  size_t connections = 0;
-  size_t jobs = 0;
-  uint64_t accepted_total = 0;
+  size_t connections = 0;  // open now
+  size_t jobs = 0;         // known now
+  ServerCounters totals;   // since start
 };
 
 class RendezvousServer {
@@ -77,7 +78,7 @@ class RendezvousServer {
   boost::asio::steady_timer grace_timer_;
   std::unordered_map<Session*, std::shared_ptr<Session>> sessions_;
   uint16_t port_ = 0;
-  uint64_t accepted_total_ = 0;
+  std::shared_ptr<ServerCounters> counters_ = std::make_shared<ServerCounters>();
   bool stopping_ = false;
   std::function<void()> shutdown_done_;
   // Set while the server object lives; callbacks from sessions check it, since a session may

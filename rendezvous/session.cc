@@ -17,11 +17,13 @@ constexpr Millis kLinger{1000};
 }  // namespace
 
 Session::Session(tcp::socket socket, std::shared_ptr<JobRegistry> registry,
-                 const ServerOptions& options, std::function<void(Session*)> on_end)
+                 const ServerOptions& options, std::shared_ptr<ServerCounters> counters,
+                 std::function<void(Session*)> on_end)
     : socket_(std::move(socket)),
       registry_holder_(std::move(registry)),
       registry_(*registry_holder_),
       options_(options),
+      counters_(std::move(counters)),
       on_end_(std::move(on_end)),
       deadline_(socket_.get_executor()),
       writer_(socket_.get_executor(), options.max_outbox_bytes) {
@@ -49,12 +51,14 @@ void Session::arm_deadline(Millis timeout) {
     auto self = weak.lock();
     if (ec || !self || !self->open_) return;
     spdlog::info("rendezvous: dropping {}: silent for {} ms", self->peer_name_, timeout.count());
+    ++self->counters_->deadline_drops;
     self->close_now();
   });
 }
 
 asio::awaitable<void> Session::read_loop() {
   std::vector<uint8_t> body;
+  bool peer_gone = false;  // the peer hung up: there is nothing left to drain
   arm_deadline(options_.handshake_timeout);
   while (open_ && !closing_) {
     Status ok = co_await read_frame(socket_, options_.limits, body);
@@ -62,6 +66,7 @@ asio::awaitable<void> Session::read_loop() {
       spdlog::debug("rendezvous: {} disconnected: {}", peer_name_, ok.message());
       // Only a frame we refused deserves an answer; a vanished peer gets none.
       if (open_ && ok.is_malformed()) close_with_error(ok.message());
+      peer_gone = ok.is_closed();
       break;
     }
     auto message = decode_client_message(body, options_.limits);
@@ -82,8 +87,11 @@ asio::awaitable<void> Session::read_loop() {
     }
   }
   // Only a peer we refused gets time to read our Error; a peer that hung up is gone now, and
-  // its node's loss must reach the round at once.
-  if (closing_) co_await drain();
+  // its node's loss must reach the round at once. (Reading again after end of file would not
+  // even complete: the reactor reported the hang-up once, so the linger deadline would have
+  // to end it. That was the one-second tail at the end of multi-node jobs, when the hosting
+  // agent's server shut down as the other agents hung up.)
+  if (closing_ && !peer_gone) co_await drain();
   finish();
 }
 

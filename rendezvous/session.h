@@ -22,6 +22,7 @@
 
 #include "rendezvous/frame_writer.h"
 #include "rendezvous/job_registry.h"
+#include "rendezvous/server_counters.h"
 #include "rendezvous/server_options.h"
 
 namespace ddprun::rdzv {
@@ -31,7 +32,8 @@ class Session final : public Peer, public std::enable_shared_from_this<Session> 
   // The session shares the registry so that it can leave it cleanly even when it ends after
   // the server object is gone.
   Session(boost::asio::ip::tcp::socket socket, std::shared_ptr<JobRegistry> registry,
-          const ServerOptions& options, std::function<void(Session*)> on_end);
+          const ServerOptions& options, std::shared_ptr<ServerCounters> counters,
+          std::function<void(Session*)> on_end);
   ~Session() override;
 
   void start();
@@ -56,6 +58,7 @@ class Session final : public Peer, public std::enable_shared_from_this<Session> 
   std::shared_ptr<JobRegistry> registry_holder_;
   JobRegistry& registry_;
   const ServerOptions options_;
+  std::shared_ptr<ServerCounters> counters_;  // shared with the server; outlives either
   std::function<void(Session*)> on_end_;
   std::string peer_name_;  // "ip:port" for logs
 

@@ -52,6 +52,10 @@ class ServerThread {
     boost::asio::post(io_, [this] { server_.shutdown([this] { work_.reset(); }); });
     thread_.join();
   }
+  // Starts the two-stage shutdown without waiting; `done` runs on the server's thread.
+  void shutdown_async(std::function<void()> done) {
+    boost::asio::post(io_, [this, done = std::move(done)] { server_.shutdown(done); });
+  }
   uint16_t port() const { return server_.port(); }
   ServerStats stats() {
     std::promise<ServerStats> p;

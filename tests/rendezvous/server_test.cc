@@ -1,5 +1,6 @@
 // An in-process server on port 0 with many real clients on loopback (each node its own
 // 127.0.0.N): rounds, pushes, restarts, the exit barrier, and isolation between jobs.
+#include <atomic>
 #include <set>
 
 #include "rendezvous/round_state.h"
@@ -185,6 +186,33 @@ TEST_F(ServerTest, TwoJobsOnOneServerAreIsolated) {
   a[1]->client->report_worker_failure("boom", 1);
   ASSERT_TRUE(all_got<JobFailed>(a));
   EXPECT_EQ(b[0]->events.size(), 0u);
+}
+
+// A shutdown whose peers hang up when told: every session ends on its peer's hang-up, none on a
+// deadline. (The race that made the hosting agent wait a second at the end of multi-node jobs
+// needs real agents to reproduce: tests/multinode/exit_test.cc.)
+TEST(ServerShutdownTest, PeersThatHangUpDuringShutdownAreNotWaitedFor) {
+  ServerOptions options = ServerThread::test_options();
+  options.shutdown_grace = 5s;  // longer than the linger: only a deadline could end a session
+  ServerThread server(options);
+  boost::asio::io_context io;
+  std::vector<std::unique_ptr<TestNode>> nodes;
+  for (int i = 0; i < 3; ++i) {
+    nodes.push_back(start_node(io, node_options(server.port(), "job", i)));
+    start_join(*nodes.back(), join_request("node-" + std::to_string(i), 3, 3));
+  }
+  ASSERT_TRUE(run_until(io, [&] {
+    for (auto& n : nodes)
+      if (!n->assignment) return false;
+    return true;
+  }));
+  std::atomic<bool> shut_down{false};
+  server.shutdown_async([&] { shut_down = true; });
+  // Each client reads the server's goodbye and end of file, then drops its socket.
+  ASSERT_TRUE(run_until(io, [&] { return shut_down.load(); }, 10s));
+  const ServerStats stats = server.stats();
+  EXPECT_EQ(stats.totals.deadline_drops, 0u);
+  EXPECT_EQ(stats.connections, 0u);
 }
 
 TEST_F(ServerTest, ConnectToNothingReportsEveryAttempt) {

@@ -1,0 +1,54 @@
+// The end of a multi-node job: once the workers are done, every agent exits promptly. Before
+// the fix, the node hosting the rendezvous server exited about one second after the others in
+// about half of the jobs: its server, shutting down as the other agents hung up, sometimes
+// waited out a linger deadline for a peer that was already gone (rendezvous/session.cc).
+#include <filesystem>
+
+#include "tests/multinode/multinode_fixture.h"
+
+namespace ddprun::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class ExitTest : public MultinodeTest {};
+
+TEST_F(ExitTest, EveryAgentOfAFinishedJobExitsPromptly) {
+  // The race needs the server's shutdown to meet the other agents' hang-up, which about every
+  // second job did; four jobs make a regression show up almost surely. The bound is generous
+  // against a busy machine, and far below the one second the bug added.
+  constexpr int kJobs = 4;
+  constexpr int kNodes = 3;
+  for (int job = 0; job < kJobs; ++job) {
+    SCOPED_TRACE("job " + std::to_string(job));
+    const std::string fifo = "release" + std::to_string(job) + ".fifo";
+    make_fifo(out(fifo));
+    const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+    std::vector<std::unique_ptr<ChildProcess>> nodes;
+    for (int n = 1; n <= kNodes; ++n) {
+      NodeSpec spec;
+      spec.node = n;
+      spec.nnodes = std::to_string(kNodes);
+      spec.nproc_per_node = 1;
+      spec.endpoint = endpoint;
+      spec.job = "exit" + std::to_string(job);
+      spec.entry = {mn_worker("hold.py"), "--release", out(fifo)};
+      nodes.push_back(start_node(spec));
+      ASSERT_NE(nodes.back(), nullptr);
+    }
+    ASSERT_TRUE(wait_for_markers("run_n", kNodes, deadline_after(30s)));
+    const auto released = std::chrono::steady_clock::now();
+    release(fifo, kNodes);
+    const auto runs = finish_all(nodes, deadline_after(30s));
+    const auto all_exited = std::chrono::steady_clock::now() - released;
+    for (const auto& run : runs) ASSERT_TRUE(ExitedWith(run, 0));
+    for (const auto& [name, marker] : markers("run_n")) std::filesystem::remove(out(name));
+    EXPECT_LT(all_exited, 700ms)
+        << "the last agent exited "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(all_exited).count()
+        << " ms after the workers were released";
+  }
+}
+
+}  // namespace
+}  // namespace ddprun::testing
