@@ -1,7 +1,11 @@
 #include "agent/agent.h"
 
+#include <fcntl.h>
+
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
@@ -63,7 +67,15 @@ void Agent::start() {
 }
 
 void Agent::on_child_exit(pid_t pid, ExitStatus status) {
-  if (group_) group_->on_child_exit(pid, status);
+  if (!group_) return;
+  if (status.stopped) {
+    if (group_->on_child_stopped(pid, status.signal) && !is_job_control_stop(status.signal)) {
+      spdlog::warn("worker pid {} was stopped by {}; the job waits until it is continued (SIGCONT)",
+                   pid, signal_name(status.signal));
+    }
+    return;
+  }
+  group_->on_child_exit(pid, status);
   // Any other pid is an adopted grandchild: reaping it was all there was to do.
 }
 
@@ -102,6 +114,7 @@ void Agent::start_workers(const RoundAssignment& assignment) {
     finish(1);
     return;
   }
+  open_filtered_logs();
   auto launches = make_launches(assignment);
   spdlog::debug("starting {} workers: attempt {}, restart count {}, master {}:{}", launches.size(),
                 attempt_, assignment.restart_count, assignment.master_addr, assignment.master_port);
@@ -123,6 +136,8 @@ std::vector<WorkerLaunch> Agent::make_launches(const RoundAssignment& a) {
   context.max_restarts = a.max_restarts;
   context.run_id = options_.run_id;
   context.use_agent_store = a.use_agent_store;
+  context.legacy_nccl_env = options_.legacy_nccl_env;
+  context.virtual_local_rank = options_.virtual_local_rank;
   EnvMap base = base_env_;
   for (const auto& [key, value] : options_.extra_env) base[key] = value;
 
@@ -148,17 +163,46 @@ std::vector<WorkerLaunch> Agent::make_launches(const RoundAssignment& a) {
                                                 log_dir_->stdout_log(attempt_, local_rank));
     launch.request.stderr_target = stdio_target(plan_stream(options_.logs, local_rank, kStderr),
                                                 log_dir_->stderr_log(attempt_, local_rank));
+    if (static_cast<std::size_t>(local_rank) < options_.cpu_binding.size()) {
+      launch.request.cpu_affinity = options_.cpu_binding[local_rank];
+    }
     launches.push_back(std::move(launch));
   }
   return launches;
 }
 
+// attempt_<N>/filtered_{stdout,stderr}.log, shared by every rank's tee'd stream, when
+// --duplicate-*-filters asks for them.
+void Agent::open_filtered_logs() {
+  const StdStreams streams[2] = {kStdout, kStderr};
+  for (int i = 0; i < 2; ++i) {
+    const auto& filters =
+        i == 0 ? options_.logs.duplicate_stdout_filters : options_.logs.duplicate_stderr_filters;
+    filtered_logs_[i].reset();
+    if (filters.empty()) continue;
+    const std::string path = log_dir_->filtered_log(attempt_, streams[i]);
+    auto fd = std::make_shared<UniqueFd>(
+        ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_APPEND, 0644));
+    if (!fd->valid()) {
+      spdlog::warn("cannot open {}: {}", path, std::strerror(errno));
+      continue;
+    }
+    filtered_logs_[i] = std::move(fd);
+  }
+}
+
 void Agent::on_worker_started(const WorkerLaunch& launch, SpawnedProcess& process) {
-  const std::string prefix = "[" + options_.role + std::to_string(launch.local_rank) + "]:";
+  const std::string prefix = line_prefix(options_.logs.line_prefix_template, options_.role,
+                                         launch.rank, launch.local_rank, options_.hostname);
   auto route = [&](UniqueFd& pipe, StdStreams stream, int console_fd, const std::string& file) {
     if (!pipe.valid()) return;
     const bool shown = plan_stream(options_.logs, launch.local_rank, stream).to_console;
-    if (Status s = output_.attach(std::move(pipe), shown ? console_fd : -1, prefix, file); !s) {
+    OutputRouter::Duplicate duplicate{filtered_logs_[stream == kStdout ? 0 : 1],
+                                      stream == kStdout ? options_.logs.duplicate_stdout_filters
+                                                        : options_.logs.duplicate_stderr_filters};
+    if (Status s = output_.attach(std::move(pipe), shown ? console_fd : -1, prefix, file,
+                                  std::move(duplicate));
+        !s) {
       spdlog::warn("worker {}: {}", launch.local_rank, s.message());
     }
   };

@@ -77,6 +77,7 @@ class Agent final : private WorkerGroupObserver {
 
   void begin_round();
   void start_workers(const RoundAssignment& assignment);
+  void open_filtered_logs();
   std::vector<WorkerLaunch> make_launches(const RoundAssignment& assignment);
   void on_worker_started(const WorkerLaunch& launch, SpawnedProcess& process) override;
   void on_group_finished(const GroupResult& result) override;
@@ -103,6 +104,7 @@ class Agent final : private WorkerGroupObserver {
   OutputRouter output_;
   std::optional<RunLogDir> log_dir_;
   std::optional<PortReservation> port_;
+  std::shared_ptr<UniqueFd> filtered_logs_[2];  // this attempt's filtered_{stdout,stderr}.log
   std::unique_ptr<WorkerGroup> group_;
   std::optional<RoundAssignment> assignment_;  // of the current (or last) attempt
   int attempt_ = 0;                            // groups started so far; names attempt_<N> dirs

@@ -9,8 +9,13 @@
 namespace ddprun::agent {
 
 ExitStatus ExitStatus::from_wait_status(int wait_status) {
+  if (WIFSTOPPED(wait_status)) return stopped_by(WSTOPSIG(wait_status));
   if (WIFSIGNALED(wait_status)) return killed(WTERMSIG(wait_status));
   return exited(WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 1);
+}
+
+bool is_job_control_stop(int signo) {
+  return signo == SIGTTIN || signo == SIGTTOU || signo == SIGTSTP;
 }
 
 std::string signal_name(int signo) {

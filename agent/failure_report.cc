@@ -1,5 +1,7 @@
 #include "agent/failure_report.h"
 
+#include <csignal>
+
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -71,7 +73,15 @@ std::string FailureReport::render() const {
 }
 
 void load_error_file(WorkerFailure& f) {
-  if (f.exit.signal) {
+  if (f.exit.stopped) {
+    f.traceback = "Signal " + std::to_string(f.exit.signal) + " (" + signal_name(f.exit.signal) +
+                  ") stopped PID " + std::to_string(f.pid) +
+                  (f.exit.signal == SIGTTIN || f.exit.signal == SIGTTOU
+                       ? ": it used the terminal from a background process group; workers get "
+                         "/dev/null as stdin, read input another way"
+                       : "") +
+                  "; ddprun ended it (a stopped worker would hold the job forever)";
+  } else if (f.exit.signal) {
     f.traceback = "Signal " + std::to_string(f.exit.signal) + " (" + signal_name(f.exit.signal) +
                   ") received by PID " + std::to_string(f.pid);
   }
@@ -120,6 +130,7 @@ void to_json(nlohmann::json& j, const WorkerFailure& f) {
        {"pid", f.pid},
        {"exit_code", f.exit.code},
        {"signal", f.exit.signal},
+       {"stopped", f.exit.stopped},
        {"time", f.time},
        {"hostname", f.hostname},
        {"error_file", f.error_file},
@@ -135,6 +146,7 @@ void from_json(const nlohmann::json& j, WorkerFailure& f) {
   f.pid = j.value("pid", -1);
   f.exit.code = j.value("exit_code", 1);
   f.exit.signal = j.value("signal", 0);
+  f.exit.stopped = j.value("stopped", false);
   f.time = j.value("time", std::string());
   f.hostname = j.value("hostname", std::string());
   f.error_file = j.value("error_file", std::string());

@@ -74,4 +74,33 @@ StreamRoute plan_stream(const LogOptions& logs, int local_rank, StdStreams strea
   return route;
 }
 
+std::string RunLogDir::filtered_log(int attempt, StdStreams stream) const {
+  return path_ + "/attempt_" + std::to_string(attempt) +
+         (stream == kStdout ? "/filtered_stdout.log" : "/filtered_stderr.log");
+}
+
+std::string line_prefix(const std::string& templ, const std::string& role, int rank, int local_rank,
+                        const std::string& hostname) {
+  if (templ.empty()) return "[" + role + std::to_string(local_rank) + "]:";
+  const std::pair<const char*, std::string> macros[] = {
+      {"${role_name}", role},
+      {"${rank}", std::to_string(rank)},
+      {"${local_rank}", std::to_string(local_rank)},
+      {"${hostname}", hostname}};
+  std::string out;
+  for (std::size_t i = 0; i < templ.size();) {
+    bool replaced = false;
+    for (const auto& [name, value] : macros) {
+      if (templ.compare(i, std::strlen(name), name) == 0) {
+        out += value;
+        i += std::strlen(name);
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) out += templ[i++];
+  }
+  return out;
+}
+
 }  // namespace ddprun::agent

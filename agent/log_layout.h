@@ -21,6 +21,8 @@ class RunLogDir {
   std::string stdout_log(int attempt, int local_rank) const;
   std::string stderr_log(int attempt, int local_rank) const;
   std::string error_file(int attempt, int local_rank) const;
+  // attempt_<N>/filtered_stdout.log or filtered_stderr.log (--duplicate-*-filters).
+  std::string filtered_log(int attempt, StdStreams stream) const;
   // Creates attempt_<attempt>/<rank>/ for every local rank, with no stale error file in it.
   Status prepare_attempt(int attempt, int local_world_size) const;
   // Deletes the directory when it was made temporary (nothing when the user chose --log_dir).
@@ -44,5 +46,10 @@ struct StreamRoute {
 // file only; tee'd streams go to both; ranks outside --local_ranks_filter do not reach the
 // console, and keep their output in the log file instead.
 StreamRoute plan_stream(const LogOptions& logs, int local_rank, StdStreams stream);
+
+// A console line prefix from torchrun's template (`LogOptions::line_prefix_template`):
+// ${role_name}, ${rank}, ${local_rank} and ${hostname} replaced, anything else kept as is.
+std::string line_prefix(const std::string& templ, const std::string& role, int rank, int local_rank,
+                        const std::string& hostname);
 
 }  // namespace ddprun::agent

@@ -38,6 +38,14 @@ struct LogOptions {
   // Local ranks whose output reaches the console; empty means all. Output of other ranks is
   // still kept in their log files.
   std::vector<int> console_ranks;
+  // Prefix of each tee'd console line: torchrun's template, with ${role_name}, ${rank},
+  // ${local_rank} (and ${hostname}) replaced. Empty: "[${role_name}${local_rank}]:".
+  std::string line_prefix_template;
+  // torchrun's --duplicate-stdout-filters / --duplicate-stderr-filters: lines of tee'd streams
+  // that contain any of these also go to attempt_<N>/filtered_stdout.log (filtered_stderr.log),
+  // one file for all ranks, each line with its prefix. Empty: no such file.
+  std::vector<std::string> duplicate_stdout_filters;
+  std::vector<std::string> duplicate_stderr_filters;
 };
 
 // The program every worker runs.
@@ -64,6 +72,13 @@ struct AgentOptions {
   LogOptions logs;
   // Extra environment for workers, applied over the agent's own (tests, OMP_NUM_THREADS).
   std::map<std::string, std::string> extra_env;
+  // torchrun's --virtual-local-rank: LOCAL_RANK=0 and only its own GPU visible to each worker.
+  bool virtual_local_rank = false;
+  // The workers' torch reads NCCL_ASYNC_ERROR_HANDLING (torch 1.x; the launcher finds out):
+  // set it as well as TORCH_NCCL_ASYNC_ERROR_HANDLING. Default off (torch 2.x warns about it).
+  bool legacy_nccl_env = false;
+  // --numa-binding: the CPUs of each local rank (index = local rank). Empty: no binding.
+  std::vector<std::vector<int>> cpu_binding;
 };
 
 }  // namespace ddprun::agent

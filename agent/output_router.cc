@@ -33,7 +33,7 @@ OutputRouter::~OutputRouter() {
 }
 
 Status OutputRouter::attach(UniqueFd pipe, int console_fd, std::string prefix,
-                            const std::string& file_path) {
+                            const std::string& file_path, Duplicate duplicate) {
   auto stream = std::make_shared<Stream>(io_);
   if (!file_path.empty()) {
     int fd = ::open(file_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -43,6 +43,9 @@ Status OutputRouter::attach(UniqueFd pipe, int console_fd, std::string prefix,
   }
   stream->console_fd = console_fd;
   stream->prefix = std::move(prefix);
+  if (duplicate.file && duplicate.file->valid() && !duplicate.filters.empty()) {
+    stream->duplicate = std::move(duplicate);
+  }
   boost::system::error_code ec;
   stream->pipe.assign(pipe.release(), ec);
   if (ec) return Status::error("cannot watch a worker's output pipe: " + ec.message());
@@ -65,23 +68,29 @@ void OutputRouter::read_more(const std::shared_ptr<Stream>& stream) {
 
 void OutputRouter::deliver(Stream& stream, const char* data, std::size_t size) {
   if (stream.file.valid()) write_all(stream.file.get(), data, size);
-  if (stream.console_fd < 0) return;
-  for (const std::string& line : stream.lines.feed({data, size})) {
-    // One write per prefixed line keeps lines of different workers from interleaving.
-    std::string out = stream.prefix + line;
-    write_all(stream.console_fd, out.data(), out.size());
+  if (stream.console_fd < 0 && !stream.duplicate.file) return;
+  for (const std::string& line : stream.lines.feed({data, size})) emit_line(stream, line);
+}
+
+void OutputRouter::emit_line(Stream& stream, const std::string& line) {
+  // One write per prefixed line keeps lines of different workers from interleaving.
+  const std::string out = stream.prefix + line;
+  if (stream.console_fd >= 0) write_all(stream.console_fd, out.data(), out.size());
+  if (!stream.duplicate.file) return;
+  for (const auto& filter : stream.duplicate.filters) {
+    if (line.find(filter) != std::string::npos) {
+      write_all(stream.duplicate.file->get(), out.data(), out.size());
+      return;
+    }
   }
 }
 
 void OutputRouter::finish(Stream& stream) {
   if (!stream.open && !stream.pipe.is_open()) return;
   stream.open = false;
-  if (stream.console_fd >= 0) {
-    std::string rest = stream.lines.flush();
-    if (!rest.empty()) {
-      rest.insert(0, stream.prefix);
-      write_all(stream.console_fd, rest.data(), rest.size());
-    }
+  if (stream.console_fd >= 0 || stream.duplicate.file) {
+    const std::string rest = stream.lines.flush();
+    if (!rest.empty()) emit_line(stream, rest);
   }
   boost::system::error_code ignored;
   stream.pipe.close(ignored);

@@ -23,9 +23,18 @@ class OutputRouter {
   explicit OutputRouter(boost::asio::io_context& io) : io_(io) {}
   ~OutputRouter();
 
+  // Where a stream's lines that contain one of `filters` are copied as well (prefixed), shared
+  // by the streams of every rank (torchrun's --duplicate-*-filters).
+  struct Duplicate {
+    std::shared_ptr<UniqueFd> file;
+    std::vector<std::string> filters;
+  };
+
   // Routes everything read from `pipe` until EOF. `console_fd` (1 or 2, or -1 for none)
-  // receives each whole line behind `prefix`; `file_path` (or empty) receives the raw bytes.
-  Status attach(UniqueFd pipe, int console_fd, std::string prefix, const std::string& file_path);
+  // receives each whole line behind `prefix`; `file_path` (or empty) receives the raw bytes;
+  // `duplicate` (when it has a file) the matching lines.
+  Status attach(UniqueFd pipe, int console_fd, std::string prefix, const std::string& file_path,
+                Duplicate duplicate = {});
   // Calls `done` once every attached pipe has reached end of file (at once if none is open).
   // Workers' grandchildren can hold a pipe open; close_all() bounds that wait.
   void when_drained(std::function<void()> done);
@@ -39,6 +48,7 @@ class OutputRouter {
     int console_fd = -1;
     std::string prefix;
     UniqueFd file;
+    Duplicate duplicate;
     LineAssembler lines;
     std::vector<char> buffer = std::vector<char>(16 * 1024);
     bool open = true;
@@ -46,6 +56,7 @@ class OutputRouter {
 
   void read_more(const std::shared_ptr<Stream>& stream);
   void deliver(Stream& stream, const char* data, std::size_t size);
+  void emit_line(Stream& stream, const std::string& line);
   void finish(Stream& stream);
   void notify_if_drained();
 

@@ -1,6 +1,7 @@
 #include "agent/process_launcher.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -11,6 +12,7 @@
 #include <climits>
 #include <csignal>
 #include <cstring>
+#include <optional>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
@@ -74,8 +76,9 @@ void close_descriptors_except(int keep) {
   }
 }
 
-[[noreturn]] void exec_child(pid_t agent_pid, int error_fd, int out_fd, int err_fd,
-                             const char* path, char* const argv[], char* const envp[]) {
+[[noreturn]] void exec_child(pid_t agent_pid, int error_fd, int in_fd, int out_fd, int err_fd,
+                             const cpu_set_t* cpus, const char* path, char* const argv[],
+                             char* const envp[]) {
   if (::setpgid(0, 0) != 0) child_fail(error_fd, errno);
   // Die with the agent, even when it is SIGKILLed. Checked after the prctl so that an agent
   // that died before it is noticed too.
@@ -86,6 +89,8 @@ void close_descriptors_except(int keep) {
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);  // ignored dispositions survive exec
+  if (cpus && ::sched_setaffinity(0, sizeof(cpu_set_t), cpus) != 0) child_fail(error_fd, errno);
+  if (::dup2(in_fd, STDIN_FILENO) < 0) child_fail(error_fd, errno);
   if (out_fd >= 0 && ::dup2(out_fd, STDOUT_FILENO) < 0) child_fail(error_fd, errno);
   if (err_fd >= 0 && ::dup2(err_fd, STDERR_FILENO) < 0) child_fail(error_fd, errno);
   close_descriptors_except(error_fd);  // error_fd is close-on-exec
@@ -118,10 +123,10 @@ void PosixProcessLauncher::watch_children() {
 }
 
 void PosixProcessLauncher::reap_children() {
-  // One SIGCHLD may stand for several exits: reap until none is left.
+  // One SIGCHLD may stand for several exits (and stops): reap until none is left.
   for (;;) {
     int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG | WUNTRACED);
     if (pid <= 0) return;
     if (exit_handler_) exit_handler_(pid, ExitStatus::from_wait_status(status));
   }
@@ -150,6 +155,16 @@ Result<SpawnedProcess> PosixProcessLauncher::spawn(const SpawnRequest& request) 
   int error_pipe[2];
   if (::pipe2(error_pipe, O_CLOEXEC) != 0) return Status::error("pipe2: " + errno_text(errno));
   UniqueFd error_read(error_pipe[0]), error_write(error_pipe[1]);
+  UniqueFd null_in(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!null_in.valid()) return Status::error("cannot open /dev/null: " + errno_text(errno));
+  std::optional<cpu_set_t> cpus;
+  if (!request.cpu_affinity.empty()) {
+    cpus.emplace();
+    CPU_ZERO(&*cpus);
+    for (int cpu : request.cpu_affinity) {
+      if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &*cpus);
+    }
+  }
 
   std::vector<char*> argv = to_cstrings(request.argv);
   std::vector<char*> envp = to_cstrings(request.envp);
@@ -157,8 +172,9 @@ Result<SpawnedProcess> PosixProcessLauncher::spawn(const SpawnRequest& request) 
   const pid_t pid = ::fork();
   if (pid < 0) return Status::error("fork: " + errno_text(errno));
   if (pid == 0) {
-    exec_child(agent_pid, error_write.get(), out->child_fd.get(), err->child_fd.get(),
-               request.executable.c_str(), argv.data(), envp.data());
+    exec_child(agent_pid, error_write.get(), null_in.get(), out->child_fd.get(),
+               err->child_fd.get(), cpus ? &*cpus : nullptr, request.executable.c_str(),
+               argv.data(), envp.data());
   }
   // Also from the parent: the group must exist before the agent can signal it.
   ::setpgid(pid, pid);

@@ -36,6 +36,9 @@ struct SpawnRequest {
   std::vector<std::string> envp;  // complete environment, "KEY=VALUE"
   StdioTarget stdout_target;
   StdioTarget stderr_target;
+  // CPUs the process may run on (--numa-binding), set before exec so that every thread it
+  // starts inherits them; empty: the agent's own affinity.
+  std::vector<int> cpu_affinity;
 };
 
 struct SpawnedProcess {
@@ -53,10 +56,13 @@ class ProcessLauncher {
   virtual ~ProcessLauncher() = default;
   // Every child of this process that ends (workers, and grandchildren adopted as a subreaper)
   // is reaped by the launcher and reported to `handler` on the agent's event loop; nothing
-  // blocks. Set before the first spawn; an empty handler stops the reports.
+  // blocks. A child that is stopped is reported too, with ExitStatus::stopped set (it has not
+  // ended). Set before the first spawn; an empty handler stops the reports.
   virtual void set_exit_handler(ExitHandler handler) = 0;
   // Starts a process in a new process group (pgid == pid). The real implementation also makes
-  // it die with the agent (parent-death signal) and gives it no descriptor beyond 0, 1 and 2.
+  // it die with the agent (parent-death signal), gives it /dev/null as stdin (workers never
+  // read the agent's terminal: a stray input() or breakpoint() gets end of file instead of
+  // stopping the worker), and no descriptor beyond 0, 1 and 2.
   // Returns once the child exists, without waiting for its exec, so that siblings start in
   // parallel; confirm_started() then tells whether the program really runs.
   virtual Result<SpawnedProcess> spawn(const SpawnRequest& request) = 0;

@@ -1,5 +1,6 @@
 #include "agent/worker_env.h"
 
+#include <optional>
 #include <string>
 
 extern char** environ;  // NOLINT: POSIX
@@ -17,12 +18,30 @@ EnvMap current_environment() {
   return env;
 }
 
+namespace {
+// The device a worker of `local_rank` owns: the local_rank-th entry of the agent's
+// CUDA_VISIBLE_DEVICES (ids or UUIDs), or the local rank itself when none is set.
+std::string own_device(const std::optional<std::string>& visible, int local_rank) {
+  if (!visible) return std::to_string(local_rank);
+  int index = 0;
+  std::size_t start = 0;
+  while (start <= visible->size()) {
+    const std::size_t comma = visible->find(',', start);
+    const std::size_t end = comma == std::string::npos ? visible->size() : comma;
+    if (index++ == local_rank) return visible->substr(start, end - start);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return std::to_string(local_rank);  // fewer devices listed than workers: the rank's own id
+}
+}  // namespace
+
 EnvMap build_worker_env(const EnvMap& base, const AttemptContext& attempt,
                         const WorkerPlacement& placement, const std::string& error_file) {
   EnvMap env = base;
   auto set = [&env](const char* key, const std::string& value) { env[key] = value; };
   auto num = [](int v) { return std::to_string(v); };
-  set("LOCAL_RANK", num(placement.local_rank));
+  set("LOCAL_RANK", num(attempt.virtual_local_rank ? 0 : placement.local_rank));
   set("RANK", num(placement.rank));
   set("GROUP_RANK", num(placement.group_rank));
   set("ROLE_RANK", num(placement.role_rank));
@@ -38,8 +57,21 @@ EnvMap build_worker_env(const EnvMap& base, const AttemptContext& attempt,
   set("TORCHELASTIC_RUN_ID", attempt.run_id);
   set("TORCHELASTIC_USE_AGENT_STORE", attempt.use_agent_store ? "True" : "False");
   set("TORCHELASTIC_ERROR_FILE", error_file);
-  set("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
-  set("NCCL_ASYNC_ERROR_HANDLING", "1");  // the name torch 1.13 reads
+  // torchrun's rule: the user's value when set, else 1.
+  auto user = [&base](const char* key) -> std::optional<std::string> {
+    auto it = base.find(key);
+    return it == base.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+  const auto async_handling = user("TORCH_NCCL_ASYNC_ERROR_HANDLING");
+  set("TORCH_NCCL_ASYNC_ERROR_HANDLING", async_handling.value_or("1"));
+  if (attempt.legacy_nccl_env) {
+    // What torch 1.x reads; the user's value of either name carries over.
+    set("NCCL_ASYNC_ERROR_HANDLING",
+        user("NCCL_ASYNC_ERROR_HANDLING").value_or(async_handling.value_or("1")));
+  }
+  if (attempt.virtual_local_rank) {
+    set("CUDA_VISIBLE_DEVICES", own_device(user("CUDA_VISIBLE_DEVICES"), placement.local_rank));
+  }
   return env;
 }
 

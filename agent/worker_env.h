@@ -29,6 +29,12 @@ struct AttemptContext {
   int max_restarts = 0;
   std::string run_id;
   bool use_agent_store = false;  // true only when the agent really hosts a TCPStore server
+  // The workers' torch reads NCCL_ASYNC_ERROR_HANDLING (torch 1.x) rather than only
+  // TORCH_NCCL_ASYNC_ERROR_HANDLING (2.x warns about the old name): set the old name too.
+  bool legacy_nccl_env = false;
+  // torchrun's --virtual-local-rank: every worker sees LOCAL_RANK=0, and CUDA_VISIBLE_DEVICES
+  // narrowed to its own GPU (the local_rank-th of the agent's list, or the local rank).
+  bool virtual_local_rank = false;
 };
 
 using EnvMap = std::map<std::string, std::string>;
@@ -37,7 +43,8 @@ using EnvMap = std::map<std::string, std::string>;
 EnvMap current_environment();
 
 // `base` plus the torchrun worker variables for `placement`, with `error_file` as
-// TORCHELASTIC_ERROR_FILE. Pure: no I/O.
+// TORCHELASTIC_ERROR_FILE. What the user set stays: TORCH_NCCL_ASYNC_ERROR_HANDLING (and the
+// legacy name) only get torchrun's default 1 when unset. Pure: no I/O.
 EnvMap build_worker_env(const EnvMap& base, const AttemptContext& attempt,
                         const WorkerPlacement& placement, const std::string& error_file);
 

@@ -75,6 +75,20 @@ bool WorkerGroup::on_child_exit(pid_t pid, ExitStatus status) {
   return false;
 }
 
+bool WorkerGroup::on_child_stopped(pid_t pid, int signo) {
+  for (Worker& worker : workers_) {
+    if (worker.pid != pid || !worker.running) continue;
+    if (!is_job_control_stop(signo)) return true;
+    if (state_ == State::kRunning) {
+      record_failure(worker, ExitStatus::stopped_by(signo));
+      begin_stop(SIGTERM);
+    }
+    launcher_.signal_group(pid, SIGKILL);
+    return true;
+  }
+  return false;
+}
+
 void WorkerGroup::stop(int signo) {
   if (state_ == State::kFinished || state_ == State::kIdle) return;
   if (state_ == State::kStopping) {

@@ -73,6 +73,11 @@ class WorkerGroup {
   void start(std::vector<WorkerLaunch> launches);
   // Feeds a reaped child's exit. Returns false when `pid` is not one of this group's workers.
   bool on_child_exit(pid_t pid, ExitStatus status);
+  // A worker was stopped by `signo` (not ended). A job-control stop (is_job_control_stop) is
+  // its failure: recorded, the worker SIGKILLed (stopped, it cannot act on SIGTERM), the rest
+  // stopped; its exit comes later through on_child_exit. Other stops (SIGSTOP) are left alone.
+  // Returns false when `pid` is not one of this group's running workers.
+  bool on_child_stopped(pid_t pid, int signo);
   // Stops the group: `signo` to every running worker's process group now, SIGKILL after the
   // shutdown timeout. A second call with SIGKILL (or while stopping for a signal) kills at once.
   void stop(int signo);

@@ -4,11 +4,15 @@
 
 #include <cstdlib>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 #include <boost/uuid/random_generator.hpp>
 #include <boost/uuid/uuid_io.hpp>
 
 #include "agent/process_launcher.h"
+#include "agent/worker_env.h"
+#include "launcher/python_torch.h"
 #include "launcher/value_parsers.h"
 #include "rendezvous/rdzv_conf.h"
 
@@ -46,7 +50,51 @@ struct RawFlags {
   double shutdown_timeout = 30;  // seconds
   std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   double exit_barrier_timeout = 300;  // seconds (ddprun's flag; torchrun's is not on its CLI)
+  // torchrun 2.x flags.
+  bool virtual_local_rank = false;
+  std::string duplicate_stdout_filters;  // comma-separated, ",," for a literal comma
+  std::string duplicate_stderr_filters;
+  std::string numa_binding;                // node, socket, exclusive, core-complex
+  std::string logs_specs;                  // accepted: ddprun has no log plugins
+  std::string event_log_handler = "null";  // accepted: ddprun logs events itself
+  std::string log_line_prefix_template;
 };
+
+// Defaults torchrun takes from its own environment variables (below PET_* and the flags).
+Status apply_environment_defaults(RawFlags& f) {
+  if (const char* v = std::getenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT"); v && *v) {
+    char* end = nullptr;
+    const double seconds = std::strtod(v, &end);
+    if (*end != '\0' || seconds < 0) {
+      return Status::invalid_argument(std::string("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=") + v +
+                                      " is not a number of seconds");
+    }
+    f.shutdown_timeout = seconds;
+  }
+  if (const char* v = std::getenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"); v) {
+    f.log_line_prefix_template = v;
+  }
+  return {};
+}
+
+// torchrun's comma_separated_list: "a,b" → {a, b}; ",," is a literal comma; empty → {}.
+std::vector<std::string> comma_separated_list(const std::string& text) {
+  std::vector<std::string> items;
+  if (text.empty()) return items;
+  std::string item;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == ',' && i + 1 < text.size() && text[i + 1] == ',') {
+      item += ',';
+      ++i;
+    } else if (text[i] == ',') {
+      items.push_back(std::exchange(item, {}));
+    } else {
+      item += text[i];
+    }
+  }
+  items.push_back(item);
+  return items;
+}
 
 // "--nproc_per_node,--nproc-per-node" and its environment default PET_NPROC_PER_NODE.
 struct FlagName {
@@ -109,6 +157,21 @@ void declare_flags(CLI::App& app, RawFlags& f) {
   add_option(app, f.local_addr, "local_addr", "Address this node advertises");
   add_option(app, f.shutdown_timeout, "shutdown_timeout", "Seconds between SIGTERM and SIGKILL");
   add_option(app, f.signals_to_handle, "signals_to_handle", "Signals forwarded to workers");
+  add_flag(app, f.virtual_local_rank, "virtual_local_rank",
+           "LOCAL_RANK=0 for every worker, each seeing only its own GPU");
+  add_option(app, f.duplicate_stdout_filters, "duplicate_stdout_filters",
+             "Also copy tee'd stdout lines containing any of these (a,b; ,, for a comma) to "
+             "attempt_<N>/filtered_stdout.log");
+  add_option(app, f.duplicate_stderr_filters, "duplicate_stderr_filters",
+             "Likewise for stderr, to attempt_<N>/filtered_stderr.log");
+  add_option(app, f.numa_binding, "numa_binding",
+             "Bind workers to CPUs near their device: node, socket, exclusive, core-complex");
+  add_option(app, f.logs_specs, "logs_specs",
+             "Accepted for compatibility: ddprun writes torchrun's default log layout");
+  add_option(app, f.event_log_handler, "event_log_handler",
+             "Accepted for compatibility: ddprun logs events itself");
+  add_option(app, f.log_line_prefix_template, "log_line_prefix_template",
+             "Prefix of tee'd lines: ${role_name}, ${rank}, ${local_rank}, ${hostname}");
   add_option(app, f.exit_barrier_timeout, "exit_barrier_timeout",
              "Seconds a finished node waits for the rest of the job");
 }
@@ -126,6 +189,11 @@ std::string local_host_name() {
 ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
   ParsedCommandLine parsed;
   RawFlags flags;
+  if (Status env = apply_environment_defaults(flags); !env) {
+    parsed.exit_code = 2;
+    parsed.output = "ddprun: error: " + env.message();
+    return parsed;
+  }
   CLI::App app{"ddprun: a torchrun-compatible elastic launcher for PyTorch distributed training",
                "ddprun"};
   app.footer("usage: ddprun [options] <script|module|executable> [args...]");
@@ -200,6 +268,13 @@ Status validate_rendezvous(const RawFlags& f, LaunchConfig& config) {
   job.last_call_timeout = conf->last_call_timeout;
   job.heartbeat_timeout = conf->heartbeat_timeout;
   job.exit_barrier_timeout = Millis(static_cast<long long>(f.exit_barrier_timeout * 1000));
+  if (!conf->ignored_keys.empty()) {
+    config.warnings.push_back(
+        fmt::format("--rdzv_conf: ignoring keys ddprun does not know (torchrun ignores them "
+                    "too): {}",
+                    fmt::join(conf->ignored_keys, ", ")));
+  }
+  for (const auto& note : conf->notes) config.warnings.push_back(note);
   r.conf = std::move(conf.value());
   if (f.node_rank >= 0) r.node_rank = f.node_rank;
   r.local_addr = f.local_addr;
@@ -236,7 +311,6 @@ Status validate_values(const RawFlags& f, LaunchConfig& config) {
   if (f.start_method != "spawn" && f.start_method != "fork" && f.start_method != "forkserver") {
     return Status::error("--start_method=" + f.start_method + ": use spawn, fork or forkserver");
   }
-  if (f.role.empty()) return Status::error("--role must not be empty");
   a.nproc_per_node = *nproc;
   a.role = f.role;
   a.shutdown_timeout = Millis(static_cast<long long>(f.shutdown_timeout * 1000));
@@ -253,6 +327,25 @@ Status validate_values(const RawFlags& f, LaunchConfig& config) {
   a.logs.redirects = *redirects;
   a.logs.tee = *tee;
   a.logs.console_ranks = *filter;
+  a.logs.line_prefix_template = f.log_line_prefix_template;
+  a.logs.duplicate_stdout_filters = comma_separated_list(f.duplicate_stdout_filters);
+  a.logs.duplicate_stderr_filters = comma_separated_list(f.duplicate_stderr_filters);
+  a.virtual_local_rank = f.virtual_local_rank;
+  if (!f.numa_binding.empty()) {
+    auto mode = agent::parse_numa_mode(f.numa_binding);
+    if (!mode) return mode.status();
+    config.numa_binding = *mode;
+  }
+  if (!f.logs_specs.empty()) {
+    config.warnings.push_back("--logs-specs " + f.logs_specs +
+                              " has no effect: ddprun has no log plugins; it writes torchrun's "
+                              "default layout (--log-dir, --redirects, --tee)");
+  }
+  if (f.event_log_handler != "null") {
+    config.warnings.push_back("--event-log-handler " + f.event_log_handler +
+                              " has no effect: ddprun logs its events to stderr (and to its "
+                              "metrics endpoint when one is enabled)");
+  }
   if (a.nproc_per_node > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) {
     a.extra_env["OMP_NUM_THREADS"] = "1";
     config.warnings.push_back(
@@ -299,6 +392,10 @@ Status build_command(const RawFlags& f, std::vector<std::string> rest, LaunchCon
   cmd.argv = {python, "-u"};
   if (f.module) cmd.argv.push_back("-m");
   cmd.argv.insert(cmd.argv.end(), rest.begin(), rest.end());
+  // torch 1.x reads only the old name of the NCCL async error handling variable.
+  const auto torch = find_torch_version(cmd.executable, agent::current_environment());
+  const auto major = torch ? torch_major_version(*torch) : std::nullopt;
+  config.agent.legacy_nccl_env = major && *major < 2;
   return {};
 }
 

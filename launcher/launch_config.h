@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/numa_binding.h"
 #include "agent/options.h"
 #include "rendezvous/job_options.h"
 #include "rendezvous/rdzv_conf.h"
@@ -42,6 +43,9 @@ struct LaunchConfig {
   // RoundState).
   rdzv::JobOptions job;
   RendezvousSettings rendezvous;
+  // --numa-binding: resolved into AgentOptions::cpu_binding from the machine's topology when
+  // the job starts (run_job.cc).
+  std::optional<agent::NumaMode> numa_binding;
   std::vector<std::string> warnings;  // printed before the job starts
 };
 

@@ -1,8 +1,10 @@
 #include "launcher/run_job.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <random>
+#include <set>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/io_context.hpp>
@@ -20,6 +22,29 @@ namespace {
 
 // Bound on the graceful end: leaving the rendezvous, and flushing a hosted server's last pushes.
 constexpr Millis kShutdownGrace{3000};
+
+// --numa-binding: each local rank's CPUs from this machine's topology, within the CPUs this
+// process may use.
+Result<std::vector<std::vector<int>>> numa_cpu_binding(agent::NumaMode mode, int nproc) {
+  cpu_set_t own;
+  std::set<int> allowed;
+  if (::sched_getaffinity(0, sizeof own, &own) == 0) {
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &own)) allowed.insert(cpu);
+    }
+  }
+  auto topology = agent::read_cpu_topology("/sys", allowed);
+  if (!topology) return topology.status().with_context("--numa-binding");
+  auto plan = agent::plan_numa_binding(mode, nproc, *topology);
+  if (!plan) return plan.status();
+  std::vector<std::vector<int>> cpus;
+  for (int rank = 0; rank < nproc; ++rank) {
+    cpus.emplace_back((*plan)[rank].begin(), (*plan)[rank].end());
+    spdlog::info("--numa-binding {}: local rank {} runs on CPUs {}", agent::to_string(mode), rank,
+                 agent::format_cpu_list((*plan)[rank]));
+  }
+  return cpus;
+}
 
 // MASTER_ADDR this node offers. Static: --master_addr (every node names node 0's address);
 // --standalone: loopback; c10d: the address this node advertises, offered to the job in case it
@@ -139,8 +164,17 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
 
 }  // namespace
 
-int run_job(const LaunchConfig& config) {
-  for (const auto& warning : config.warnings) spdlog::warn("{}", warning);
+int run_job(const LaunchConfig& input) {
+  for (const auto& warning : input.warnings) spdlog::warn("{}", warning);
+  LaunchConfig config = input;
+  if (config.numa_binding) {
+    auto cpus = numa_cpu_binding(*config.numa_binding, config.agent.nproc_per_node);
+    if (!cpus) {
+      spdlog::error("{}", cpus.error_message());
+      return 2;
+    }
+    config.agent.cpu_binding = std::move(cpus.value());
+  }
   if (config.rendezvous.backend == RendezvousBackend::kStatic) return run_static(config);
   return run_with_rendezvous_server(config);
 }

@@ -6,6 +6,6 @@
 namespace ddprun::launcher {
 
 // Runs the job to its end and returns ddprun's exit code (see README, "Exit codes").
-int run_job(const LaunchConfig& config);
+int run_job(const LaunchConfig& input);
 
 }  // namespace ddprun::launcher

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "common/suggest.h"
+
 namespace ddprun::rdzv {
 namespace {
 
@@ -54,10 +56,22 @@ Result<Millis> parse_duration(std::string_view text) {
   return Millis(static_cast<int64_t>(std::llround(value * scale)));
 }
 
+namespace {
+const std::vector<std::string>& known_keys() {
+  static const std::vector<std::string> keys = {
+      "join_timeout",       "last_call_timeout",      "close_timeout", "heartbeat_timeout",
+      "keep_alive_interval", "keep_alive_max_attempt", "read_timeout",  "is_host",
+      "timeout",            "store_type",             "use_libuv"};
+  return keys;
+}
+}  // namespace
+
 Result<RendezvousConf> parse_rdzv_conf(std::string_view text) {
   RendezvousConf conf;
   std::set<std::string, std::less<>> seen;
   bool heartbeat_set = false;
+  bool join_set = false;
+  std::optional<Millis> legacy_timeout;
   text = trim(text);
   while (!text.empty()) {
     const size_t comma = text.find(',');
@@ -74,16 +88,19 @@ Result<RendezvousConf> parse_rdzv_conf(std::string_view text) {
       return Status::error(fmt::format("--rdzv_conf: key '{}' given twice", key));
     }
     Status bad;
-    auto duration = [&](Millis& field) {
+    auto duration = [&](auto& field) {
       auto d = parse_duration(value);
       if (d)
         field = *d;
       else
         bad = d.status();
     };
-    if (key == "join_timeout")
+    if (key == "join_timeout") {
       duration(conf.join_timeout);
-    else if (key == "last_call_timeout")
+      join_set = true;
+    } else if (key == "timeout") {
+      duration(legacy_timeout);
+    } else if (key == "last_call_timeout")
       duration(conf.last_call_timeout);
     else if (key == "close_timeout")
       duration(conf.close_timeout);
@@ -106,15 +123,23 @@ Result<RendezvousConf> parse_rdzv_conf(std::string_view text) {
         conf.is_host = *b;
       else
         bad = b.status();
+    } else if (key == "store_type") {
+      if (value != "tcp" && value != "file") {
+        bad = Status::invalid_argument(fmt::format("'{}' is not a store type (tcp or file)", value));
+      } else if (value == "file") {
+        conf.notes.push_back(
+            "--rdzv_conf store_type=file has no effect: ddprun's rendezvous is its own server, "
+            "and the job's store is the TCP store the agent hosts");
+      }
+    } else if (key == "use_libuv") {
+      auto b = parse_bool(value);
+      if (!b) bad = b.status();
     } else {
-      return Status::error(fmt::format(
-          "--rdzv_conf: unknown key '{}' (known: join_timeout, last_call_timeout, "
-          "close_timeout, heartbeat_timeout, keep_alive_interval, keep_alive_max_attempt, "
-          "read_timeout, is_host)",
-          key));
+      conf.ignored_keys.push_back(key + did_you_mean(key, known_keys()));
     }
     if (!bad) return bad.with_context(fmt::format("--rdzv_conf: key '{}'", key));
   }
+  if (legacy_timeout && !join_set) conf.join_timeout = *legacy_timeout;
   if (!heartbeat_set)
     conf.heartbeat_timeout = conf.keep_alive_interval * conf.keep_alive_max_attempt;
   if (conf.keep_alive_interval.count() == 0 || conf.heartbeat_timeout <= conf.keep_alive_interval) {

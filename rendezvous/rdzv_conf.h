@@ -3,13 +3,21 @@
 // Keys (torchrun's): join_timeout (600 s), last_call_timeout (30 s), close_timeout (30 s),
 // heartbeat_timeout (keep_alive_interval × keep_alive_max_attempt = 15 s when unset),
 // keep_alive_interval (5 s), keep_alive_max_attempt (3), read_timeout (60 s), is_host (auto).
-// Durations are seconds like torchrun ("30", "0.5"), or carry a unit: "250ms", "2s".
-// Unknown keys, repeated keys and bad values are errors that name the key.
+// Other keys real launch scripts pass take torchrun's meaning where ddprun has one: `timeout`
+// (the etcd backends' rendezvous deadline) is join_timeout unless join_timeout is given;
+// `store_type` (tcp, file) and `use_libuv` are accepted and have no effect (ddprun's rendezvous
+// is its server, and the job's store is the agent's TCP store). Durations are seconds like
+// torchrun ("30", "0.5"), or carry a unit: "250ms", "2s".
+//
+// Like torchrun, keys nobody knows are accepted: they are listed in `ignored_keys` for one
+// warning (with a "did you mean" for a near miss). Repeated keys and bad values of known keys
+// are errors that name the key.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/result.h"
@@ -33,6 +41,11 @@ struct RendezvousConf {
   Millis read_timeout{60'000};
   // Whether this agent hosts the server; nullopt = decide by matching the endpoint's host.
   std::optional<bool> is_host;
+
+  // What the launcher should warn about once: keys it ignored (unknown to ddprun and torchrun,
+  // each with a suggestion when one is close), and known keys that have no effect here.
+  std::vector<std::string> ignored_keys;
+  std::vector<std::string> notes;
 };
 
 // Parses "k=v,k=v" (empty = all defaults). Whitespace around keys and values is ignored.

@@ -89,5 +89,13 @@ TEST(LineAssembler, BoundsAnEndlessLine) {
   EXPECT_EQ(lines[0].size(), LineAssembler::kMaxLine + 1);
 }
 
+TEST(LinePrefix, TorchrunsDefaultAndTemplate) {
+  EXPECT_EQ(line_prefix("", "trainer", 5, 1, "h"), "[trainer1]:");
+  EXPECT_EQ(line_prefix("", "", 5, 1, "h"), "[1]:");  // --role ""
+  EXPECT_EQ(
+      line_prefix("${hostname}:${rank}|${local_rank} ${role_name} ${other}", "r", 5, 1, "node-a"),
+      "node-a:5|1 r ${other}");
+}
+
 }  // namespace
 }  // namespace ddprun::agent

@@ -7,7 +7,7 @@ namespace {
 
 TEST(WorkerEnv, SetsExactlyTorchrunsVariablesOverTheBase) {
   EnvMap base{{"PATH", "/bin"}, {"RANK", "stale"}};
-  AttemptContext attempt{"trainer", "10.0.0.1", 29501, 2, 3, "job-7", false};
+  AttemptContext attempt{"trainer", "10.0.0.1", 29501, 2, 3, "job-7", false, true, false};
   WorkerPlacement p{1, 5, 2, 3, 2, 6, 5, 6};
   EnvMap env = build_worker_env(base, attempt, p, "/logs/err.json");
   const EnvMap expected{
@@ -32,6 +32,39 @@ TEST(WorkerEnv, SetsExactlyTorchrunsVariablesOverTheBase) {
       {"NCCL_ASYNC_ERROR_HANDLING", "1"},
   };
   EXPECT_EQ(env, expected);
+}
+
+TEST(WorkerEnv, TheUsersNcclSettingStaysAndTheLegacyNameOnlyForTorchThatReadsIt) {
+  AttemptContext torch2;
+  EnvMap env = build_worker_env({{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"}}, torch2, {}, "e");
+  EXPECT_EQ(env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING"), "0");
+  EXPECT_EQ(env.count("NCCL_ASYNC_ERROR_HANDLING"), 0u);  // 2.x would warn about it
+  EXPECT_EQ(build_worker_env({}, torch2, {}, "e").at("TORCH_NCCL_ASYNC_ERROR_HANDLING"), "1");
+
+  AttemptContext torch1;
+  torch1.legacy_nccl_env = true;
+  EXPECT_EQ(build_worker_env({}, torch1, {}, "e").at("NCCL_ASYNC_ERROR_HANDLING"), "1");
+  // The user's value under either name reaches what torch 1.x reads.
+  EXPECT_EQ(build_worker_env({{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"}}, torch1, {}, "e")
+                .at("NCCL_ASYNC_ERROR_HANDLING"),
+            "0");
+  EXPECT_EQ(build_worker_env({{"NCCL_ASYNC_ERROR_HANDLING", "2"}}, torch1, {}, "e")
+                .at("NCCL_ASYNC_ERROR_HANDLING"),
+            "2");
+}
+
+TEST(WorkerEnv, VirtualLocalRankShowsEachWorkerOnlyItsOwnGpuAsDeviceZero) {
+  AttemptContext attempt;
+  attempt.virtual_local_rank = true;
+  WorkerPlacement third{2, 6, 1, 2, 4, 8, 6, 8};
+  EnvMap env = build_worker_env({{"CUDA_VISIBLE_DEVICES", "4,5,6,7"}}, attempt, third, "e");
+  EXPECT_EQ(env.at("LOCAL_RANK"), "0");
+  EXPECT_EQ(env.at("RANK"), "6");
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "6");
+  EXPECT_EQ(build_worker_env({}, attempt, third, "e").at("CUDA_VISIBLE_DEVICES"), "2");
+  attempt.virtual_local_rank = false;
+  EXPECT_EQ(build_worker_env({}, attempt, third, "e").at("LOCAL_RANK"), "2");
+  EXPECT_EQ(build_worker_env({}, attempt, third, "e").count("CUDA_VISIBLE_DEVICES"), 0u);
 }
 
 TEST(WorkerEnv, AgentStoreFlagIsPythonBoolean) {

@@ -57,6 +57,33 @@ TEST_F(WorkerGroupTest, StartsEveryWorkerInRankOrder) {
   EXPECT_FALSE(group.finished());
 }
 
+// A worker that reads the terminal from its background process group is stopped by SIGTTIN and
+// would hold the whole job forever: it is a failure like any other.
+TEST_F(WorkerGroupTest, AJobControlStopIsTheWorkersFailure) {
+  group.start(launches(2));
+  EXPECT_TRUE(group.on_child_stopped(1001, SIGTTIN));
+  EXPECT_EQ(launcher.signals_to(1001), (std::vector<int>{SIGTERM, SIGKILL}));
+  EXPECT_EQ(launcher.signals_to(1000), (std::vector<int>{SIGTERM}));
+  group.on_child_exit(1001, ExitStatus::killed(SIGKILL));
+  group.on_child_exit(1000, ExitStatus::killed(SIGTERM));
+  ASSERT_TRUE(observer.result);
+  ASSERT_EQ(observer.result->outcome, GroupResult::Outcome::kFailed);
+  ASSERT_EQ(observer.result->failures.size(), 1u);  // its later SIGKILL is no second failure
+  const WorkerFailure& root = observer.result->failures[0];
+  EXPECT_EQ(root.rank, 11);
+  EXPECT_TRUE(root.exit.stopped);
+  EXPECT_EQ(root.exit.signal, SIGTTIN);
+  EXPECT_EQ(root.exit.shell_code(), 128 + SIGTTIN);
+}
+
+TEST_F(WorkerGroupTest, ASigstopPausesAWorkerWithoutFailingIt) {
+  group.start(launches(2));
+  EXPECT_TRUE(group.on_child_stopped(1000, SIGSTOP));  // a debugger or an operator
+  EXPECT_TRUE(launcher.signals.empty());
+  EXPECT_FALSE(group.finished());
+  EXPECT_FALSE(group.on_child_stopped(4242, SIGTTIN));  // not a worker
+}
+
 TEST_F(WorkerGroupTest, SucceedsWhenEveryWorkerExitsZero) {
   group.start(launches(2));
   EXPECT_TRUE(group.on_child_exit(1001, ExitStatus::exited(0)));

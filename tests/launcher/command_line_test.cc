@@ -155,7 +155,10 @@ TEST_F(CommandLineTest, UsageErrorsNameTheProblem) {
   EXPECT_NE(parse_error({"--max_restarts", "-1", "t.py"}).find("max_restarts"), std::string::npos);
   EXPECT_NE(parse_error({"--nnodes", "3:2", "t.py"}).find("--nnodes=3:2"), std::string::npos);
   EXPECT_NE(parse_error({"--rdzv_backend", "etcd", "t.py"}).find("etcd"), std::string::npos);
-  EXPECT_NE(parse_error({"--rdzv_conf", "bogus=1", "t.py"}).find("bogus"), std::string::npos);
+  EXPECT_NE(parse_error({"--rdzv_conf", "read_timeout=soon", "t.py"}).find("read_timeout"),
+            std::string::npos);
+  EXPECT_NE(parse_error({"--numa-binding", "rack", "t.py"}).find("--numa-binding=rack"),
+            std::string::npos);
   EXPECT_NE(parse_error({"--signals_to_handle", "SIGNOPE", "t.py"}).find("SIGNOPE"),
             std::string::npos);
   EXPECT_NE(parse_error({"--master_port", "70000", "t.py"}).find("70000"), std::string::npos);
@@ -177,6 +180,83 @@ TEST_F(CommandLineTest, StaticMultiNodeNeedsAFixedSizeAndSharesAPort) {
   EXPECT_NE(parse_error({"--standalone", "--nnodes", "2", "t.py"}).find("--standalone"),
             std::string::npos);
   EXPECT_EQ(parse_ok({"--nnodes", "1", "t.py"}).job.max_nodes, 1u);
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+// What real callers hand torchrun (TorchX's dist.ddp, SLURM scripts, the PyTorch tutorials)
+// must parse, with a warning at most.
+TEST_F(CommandLineTest, RealCallersCommandLinesAreAccepted) {
+  // TorchX dist.ddp: an empty role, tee 3, a c10d endpoint on port 0 of the local host.
+  auto torchx =
+      parse_ok({"--rdzv_backend", "c10d", "--rdzv_endpoint", "localhost:0", "--rdzv_id", "app-123",
+                "--nnodes", "1", "--nproc_per_node", "2", "--tee", "3", "--role", "", "t.py"});
+  EXPECT_EQ(torchx.agent.role, "");
+  EXPECT_EQ(torchx.rendezvous.endpoint_port, 0);
+  // Scripts that pass the etcd-era timeout and torchrun 2.x store keys.
+  auto keys = parse_ok({"--rdzv_backend", "c10d", "--rdzv_endpoint", "head:29400", "--rdzv_conf",
+                        "timeout=900,store_type=tcp,use_libuv=1", "t.py"});
+  EXPECT_EQ(keys.job.join_timeout, Millis(900'000));
+  EXPECT_TRUE(keys.warnings.empty()) << joined(keys.warnings);
+  auto unknown = parse_ok({"--rdzv_conf", "bogus=1,joint_timeout=3", "t.py"});
+  ASSERT_EQ(unknown.warnings.size(), 1u);  // one warning naming them all
+  EXPECT_NE(unknown.warnings[0].find("bogus"), std::string::npos);
+  EXPECT_NE(unknown.warnings[0].find("did you mean 'join_timeout'"), std::string::npos);
+  // The PyTorch tutorials' spellings.
+  auto tutorial = parse_ok({"--standalone", "--nnodes=1", "--nproc-per-node=4", "t.py", "50"});
+  EXPECT_EQ(tutorial.agent.nproc_per_node, 4);
+  EXPECT_EQ(tutorial.agent.command.argv.back(), "50");
+}
+
+TEST_F(CommandLineTest, KubeflowStyleEnvironmentOnly) {
+  ScopedEnv nnodes("PET_NNODES", "2");
+  ScopedEnv nproc("PET_NPROC_PER_NODE", "3");
+  ScopedEnv rank("PET_NODE_RANK", "1");
+  ScopedEnv addr("PET_MASTER_ADDR", "127.0.0.7");
+  ScopedEnv port("PET_MASTER_PORT", "23456");
+  ScopedEnv restarts("PET_MAX_RESTARTS", "2");
+  auto c = parse_ok({"t.py"});
+  EXPECT_EQ(c.job.max_nodes, 2u);
+  EXPECT_EQ(c.agent.nproc_per_node, 3);
+  EXPECT_EQ(c.rendezvous.node_rank, 1);
+  EXPECT_EQ(c.rendezvous.master_addr, "127.0.0.7");
+  EXPECT_EQ(c.agent.master_port, 23456);
+  EXPECT_EQ(c.job.max_restarts, 2u);
+  ScopedEnv virtual_rank("PET_VIRTUAL_LOCAL_RANK", "1");
+  EXPECT_TRUE(parse_ok({"t.py"}).agent.virtual_local_rank);
+}
+
+TEST_F(CommandLineTest, Torchrun2FlagsAndEnvironment) {
+  auto c = parse_ok({"--virtual-local-rank", "--duplicate-stdout-filters", "loss,,acc,nan",
+                     "--duplicate_stderr_filters", "NCCL", "--numa-binding", "exclusive",
+                     "--logs-specs", "my_specs", "--event-log-handler", "console",
+                     "--log-line-prefix-template", "${rank}|", "t.py"});
+  EXPECT_TRUE(c.agent.virtual_local_rank);
+  EXPECT_EQ(c.agent.logs.duplicate_stdout_filters, (std::vector<std::string>{"loss,acc", "nan"}));
+  EXPECT_EQ(c.agent.logs.duplicate_stderr_filters, (std::vector<std::string>{"NCCL"}));
+  EXPECT_EQ(c.numa_binding, agent::NumaMode::kExclusive);
+  EXPECT_EQ(c.agent.logs.line_prefix_template, "${rank}|");
+  const std::string warnings = joined(c.warnings);
+  EXPECT_NE(warnings.find("--logs-specs my_specs has no effect"), std::string::npos) << warnings;
+  EXPECT_NE(warnings.find("--event-log-handler console has no effect"), std::string::npos);
+  EXPECT_TRUE(parse_ok({"--event-log-handler", "null", "t.py"}).warnings.empty());
+
+  {
+    ScopedEnv timeout("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120");
+    ScopedEnv templ("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[${role_name}:${rank}]");
+    auto e = parse_ok({"t.py"});
+    EXPECT_EQ(e.agent.shutdown_timeout, Millis(120'000));
+    EXPECT_EQ(e.agent.logs.line_prefix_template, "[${role_name}:${rank}]");
+    auto flag = parse_ok({"--shutdown-timeout", "5", "--log-line-prefix-template", "x", "t.py"});
+    EXPECT_EQ(flag.agent.shutdown_timeout, Millis(5'000));  // the flag wins
+    EXPECT_EQ(flag.agent.logs.line_prefix_template, "x");
+  }
+  ScopedEnv bad("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "soon");
+  EXPECT_NE(parse_error({"t.py"}).find("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=soon"), std::string::npos);
 }
 
 TEST_F(CommandLineTest, HelpExitsZeroWithText) {

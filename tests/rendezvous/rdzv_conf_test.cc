@@ -30,10 +30,34 @@ TEST(RdzvConfTest, ParsesSecondsAndMillisecondsAndBooleans) {
   EXPECT_EQ(conf->is_host, false);
 }
 
-TEST(RdzvConfTest, UnknownRepeatedAndBadValuesAreErrorsNamingTheKey) {
-  auto unknown = parse_rdzv_conf("join_timout=5");
-  ASSERT_FALSE(unknown.ok());
-  EXPECT_NE(unknown.error_message().find("unknown key 'join_timout'"), std::string::npos);
+TEST(RdzvConfTest, UnknownKeysAreAcceptedAndListedWithASuggestion) {
+  auto conf = parse_rdzv_conf("join_timout=5,my_launcher_key=x,read_timeout=7");
+  ASSERT_TRUE(conf.ok()) << conf.error_message();
+  EXPECT_EQ(conf->read_timeout, Millis(7000));
+  EXPECT_EQ(conf->join_timeout, Millis(600'000));  // the typo changed nothing
+  ASSERT_EQ(conf->ignored_keys.size(), 2u);
+  EXPECT_EQ(conf->ignored_keys[0], "join_timout (did you mean 'join_timeout'?)");
+  EXPECT_EQ(conf->ignored_keys[1], "my_launcher_key");
+}
+
+TEST(RdzvConfTest, KeysLaunchScriptsPassTakeTorchrunsMeaning) {
+  auto conf = parse_rdzv_conf("timeout=900,store_type=tcp,use_libuv=1");
+  ASSERT_TRUE(conf.ok()) << conf.error_message();
+  EXPECT_EQ(conf->join_timeout, Millis(900'000));  // the etcd backends' rendezvous deadline
+  EXPECT_TRUE(conf->ignored_keys.empty());
+  EXPECT_TRUE(conf->notes.empty());
+  auto both = parse_rdzv_conf("timeout=900,join_timeout=30");
+  ASSERT_TRUE(both.ok());
+  EXPECT_EQ(both->join_timeout, Millis(30'000));  // the explicit key wins
+  auto file = parse_rdzv_conf("store_type=file");
+  ASSERT_TRUE(file.ok());
+  ASSERT_EQ(file->notes.size(), 1u);
+  EXPECT_NE(file->notes[0].find("no effect"), std::string::npos);
+  EXPECT_FALSE(parse_rdzv_conf("store_type=etcd").ok());
+  EXPECT_FALSE(parse_rdzv_conf("use_libuv=perhaps").ok());
+}
+
+TEST(RdzvConfTest, RepeatedAndBadValuesAreErrorsNamingTheKey) {
   EXPECT_FALSE(parse_rdzv_conf("join_timeout=1,join_timeout=2").ok());
   auto bad = parse_rdzv_conf("last_call_timeout=soon");
   ASSERT_FALSE(bad.ok());

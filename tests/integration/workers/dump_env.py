@@ -2,6 +2,8 @@
 
 --fail-first-attempt: on restart 0, once every rank has written, the last rank exits 1, so that
 a second attempt runs (needs done_<rank>.fifo for all but the last rank).
+--by-rank: names the file env_<restart>_r<RANK>.json (LOCAL_RANK is 0 for every worker under
+--virtual-local-rank).
 --bind-master-port: rank 0 also checks that MASTER_PORT can host a server on 127.0.0.1, the
 way torch's TCPStore binds it (SO_REUSEADDR, then listen), and records "ok" or the error.
 """
@@ -23,6 +25,7 @@ if "--bind-master-port" in sys.argv and local_rank() == 0:
     except OSError as e:
         env["__bind_master_port"] = str(e)
 env["__pid"] = str(os.getpid())
-write_marker(f"env_{restart_count()}_{local_rank()}.json", json.dumps(env))
+name = f"r{os.environ['RANK']}" if "--by-rank" in sys.argv else str(local_rank())
+write_marker(f"env_{restart_count()}_{name}.json", json.dumps(env))
 if "--fail-first-attempt" in sys.argv and restart_count() == 0:
     last_rank_fails_after_the_others(1)
