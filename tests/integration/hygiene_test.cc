@@ -91,6 +91,13 @@ TEST_F(HygieneTest, GrandchildInTheWorkersGroupDiesWhenDdprunIsKilled) {
     EXPECT_TRUE(wait_for_process_exit(grandchild_of(rank), deadline_after(1s)))
         << "grandchild of local rank " << rank << " outlived a killed ddprun";
   }
+  // The workers (parent-death signal) and the sentinel (end of file on its pipe) end on their
+  // own, moments after ddprun; the teardown then checks that none outlived it. Without this
+  // wait, the teardown could look while the sentinel was still killing the groups.
+  for (pid_t pid : children_of(::getpid())) {
+    EXPECT_TRUE(wait_for_process_exit(pid, deadline_after(5s)))
+        << "pid " << pid << ", started by ddprun, did not end after ddprun was killed";
+  }
 }
 
 TEST_F(HygieneTest, WorkersInheritOnlyStandardDescriptors) {
