@@ -225,7 +225,7 @@ void Connection::reply(std::string bytes) {
   if (!open_) return;
   outbox_bytes_ += bytes.size();
   if (outbox_bytes_ > state_->options.max_outbox_bytes) {
-    return drop(fmt::format("it does not read its replies ({} bytes queued, max_outbox_bytes {})",
+    return drop(fmt::format("its unread replies exceed max_outbox_bytes ({} bytes queued, max {})",
                             outbox_bytes_, state_->options.max_outbox_bytes),
                 &StoreStats::slow_readers_dropped);
   }
