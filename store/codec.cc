@@ -10,7 +10,7 @@ namespace {
 
 // Wire type byte → Op, per dialect (the index is the byte). Pinned from PyTorch's sources:
 // legacy = TCPStore.cpp up to 2.0 (1.13 stops at DELETE_KEY), validated = TCPStoreBackend.hpp
-// of 2.x with queues (2.6+; earlier 2.x releases stop at CANCEL_WAIT or PING).
+// of 2.x with the queues (earlier 2.x releases send a prefix of it).
 constexpr std::array kLegacyOps = {Op::kSet,       Op::kCompareSet, Op::kGet,      Op::kAdd,
                                    Op::kCheck,     Op::kWait,       Op::kNumKeys,  Op::kWatchKey,
                                    Op::kDeleteKey, Op::kAppend,     Op::kMultiGet, Op::kMultiSet,

@@ -131,11 +131,32 @@ bool Connection::process_input() {
 
 Status Connection::handle(Request& r) {
   ++state_->counters.operations[static_cast<size_t>(r.op)];
-  StoreEngine& engine = state_->engine;
   // A c10d client waits synchronously, so a new query while its wait is pending means it gave
   // up (torch 1.x times out without telling the server). Dropping the wait keeps a late
   // STOP_WAITING from landing in the reply to this query.
+  StoreEngine& engine = state_->engine;
   if (r.op != Op::kCancelWait && engine.has_pending_wait(*this)) engine.cancel_wait(*this);
+  switch (r.op) {
+    case Op::kValidate:
+    case Op::kPing:
+    case Op::kWait:
+    case Op::kCancelWait:
+    case Op::kWatchKey:
+      return handle_session(r);
+    case Op::kSet:
+    case Op::kAppend:
+    case Op::kMultiSet:
+    case Op::kQueuePush:
+    case Op::kCompareSet:
+    case Op::kAdd:
+      return handle_write(r);
+    default:
+      return handle_read(r);
+  }
+}
+
+Status Connection::handle_session(Request& r) {
+  StoreEngine& engine = state_->engine;
   switch (r.op) {
     case Op::kValidate:
       if (validated_) return Status::malformed("a second VALIDATE on one connection");
@@ -147,12 +168,6 @@ Status Connection::handle(Request& r) {
     case Op::kPing:
       reply(encode_u32(r.number));
       return Status();
-    case Op::kGet:
-      reply(encode_value(engine.get(r.keys[0]).value_or(std::string())));
-      return Status();
-    case Op::kCheck:
-      reply(encode_check(engine.check(r.keys) ? CheckReply::kReady : CheckReply::kNotReady));
-      return Status();
     case Op::kWait:
       if (engine.wait(*this, r.keys)) reply(encode_wait(WaitReply::kStopWaiting));
       return Status();
@@ -160,15 +175,22 @@ Status Connection::handle(Request& r) {
       engine.cancel_wait(*this);
       reply(encode_wait(WaitReply::kWaitCanceled));
       return Status();
-    case Op::kNumKeys:
-      reply(encode_i64(engine.num_keys()));
-      return Status();
     case Op::kWatchKey:
       engine.watch(*this, r.keys[0]);
       reply(encode_watch_registered());
       return Status();
-    case Op::kDeleteKey:
-      reply(encode_i64(engine.erase(r.keys[0]) ? 1 : 0));
+    default:
+      return Status::malformed(fmt::format("{} is not handled", op_name(r.op)));
+  }
+}
+
+// Queries with a reply that write nothing, plus the two that remove (delete, queue_pop): none
+// of them can be refused.
+Status Connection::handle_read(Request& r) {
+  StoreEngine& engine = state_->engine;
+  switch (r.op) {
+    case Op::kGet:
+      reply(encode_value(engine.get(r.keys[0]).value_or(std::string())));
       return Status();
     case Op::kMultiGet: {
       std::string out;
@@ -176,6 +198,15 @@ Status Connection::handle(Request& r) {
       reply(std::move(out));
       return Status();
     }
+    case Op::kCheck:
+      reply(encode_check(engine.check(r.keys) ? CheckReply::kReady : CheckReply::kNotReady));
+      return Status();
+    case Op::kNumKeys:
+      reply(encode_i64(engine.num_keys()));
+      return Status();
+    case Op::kDeleteKey:
+      reply(encode_i64(engine.erase(r.keys[0]) ? 1 : 0));
+      return Status();
     case Op::kQueuePop: {
       StoreEngine::Popped popped = engine.queue_pop(r.keys[0]);
       reply(encode_queue_pop(popped.length_before, popped.value));
@@ -185,10 +216,11 @@ Status Connection::handle(Request& r) {
       reply(encode_i64(engine.queue_len(r.keys[0])));
       return Status();
     default:
-      return handle_write(r);
+      return Status::malformed(fmt::format("{} is not handled", op_name(r.op)));
   }
 }
 
+// Writes, which the store's limits may refuse.
 Status Connection::handle_write(Request& r) {
   StoreEngine& engine = state_->engine;
   switch (r.op) {

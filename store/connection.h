@@ -59,7 +59,9 @@ class Connection final : public StoreEngine::Client,
   boost::asio::awaitable<void> write_loop();
   // Decodes and applies every whole query in the buffer; false when the connection must close.
   bool process_input();
-  Status handle(Request& request);
+  Status handle(Request& request);          // counts it, then one of:
+  Status handle_session(Request& request);  // validate, ping, wait, cancel_wait, watch_key
+  Status handle_read(Request& request);
   Status handle_write(Request& request);
   void reply(std::string bytes);
   void drop(const std::string& why, uint64_t StoreStats::*counter);
