@@ -19,7 +19,7 @@ using tcp = asio::ip::tcp;
 namespace {
 // Reads ask for at least this much, and grow the buffer by at most kMaxGrowth beyond what has
 // arrived, so that memory follows the bytes a client really sends, not the lengths it claims.
-constexpr size_t kReadChunk = 64u << 10;
+constexpr size_t kReadChunk = 16u << 10;
 constexpr size_t kMaxGrowth = 1u << 20;
 
 const char* dialect_label(Dialect d) {
