@@ -1,8 +1,11 @@
 // The store server in-process on port 0 with real loopback clients of both dialects: every
 // query type, many concurrent clients meeting at barriers, bad clients that must not disturb
 // the others, disconnects in the middle of a wait, limits, close() and adopt().
+#include <dirent.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <atomic>
 
@@ -269,6 +272,30 @@ TEST(StoreServerTest, CloseEndsEveryConnectionAndIsIdempotent) {
   EXPECT_TRUE(store.stats_until([](const StoreStats& s) { return s.connections_open == 0; }));
 }
 
+// Workers forked by the agent must never inherit the store's sockets.
+TEST(StoreServerTest, EverySocketIsCloseOnExec) {
+  StoreThread store;
+  auto a = TestClient::connect(store.port(), Dialect::kLegacy);  // SOCK_CLOEXEC themselves
+  auto b = TestClient::connect(store.port(), Dialect::kValidated);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(store.stats_until([](const StoreStats& s) { return s.connections_open == 2; }));
+  int sockets = 0;
+  DIR* dir = ::opendir("/proc/self/fd");
+  ASSERT_NE(dir, nullptr);
+  while (dirent* entry = ::readdir(dir)) {
+    const int fd = std::atoi(entry->d_name);
+    struct stat st {};
+    if (entry->d_name[0] == '.' || fd == ::dirfd(dir) || ::fstat(fd, &st) != 0 ||
+        !S_ISSOCK(st.st_mode)) {
+      continue;
+    }
+    ++sockets;
+    EXPECT_TRUE(::fcntl(fd, F_GETFD) & FD_CLOEXEC) << "socket descriptor " << fd;
+  }
+  ::closedir(dir);
+  EXPECT_GE(sockets, 5);  // the listener, two accepted, two clients
+}
+
 TEST(StoreServerTest, AdoptsABoundSocket) {
   boost::asio::io_context io;
   StoreServer server(io, {});
@@ -282,9 +309,11 @@ TEST(StoreServerTest, AdoptsABoundSocket) {
   socklen_t len = sizeof addr;
   ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
   const uint16_t reserved = ntohs(addr.sin_port);
+  const int raw = fd.get();  // made without SOCK_CLOEXEC, as a reservation might be
   Status s = server.adopt(std::move(fd));
   ASSERT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(server.port(), reserved);
+  EXPECT_TRUE(::fcntl(raw, F_GETFD) & FD_CLOEXEC);
   std::thread loop([&] { io.run(); });
   auto c = TestClient::connect(reserved, Dialect::kLegacy);
   ASSERT_TRUE(c);
