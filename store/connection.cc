@@ -1,0 +1,332 @@
+#include "store/connection.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+#include "store/codec.h"
+
+namespace ddprun::store::detail {
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+namespace {
+// Reads ask for at least this much, and grow the buffer by at most kMaxGrowth beyond what has
+// arrived, so that memory follows the bytes a client really sends, not the lengths it claims.
+constexpr size_t kReadChunk = 16u << 10;
+constexpr size_t kMaxGrowth = 1u << 20;
+
+const char* dialect_label(Dialect d) {
+  switch (d) {
+    case Dialect::kLegacy:
+      return "torch 1.x-2.0 client";
+    case Dialect::kValidated:
+      return "torch 2.x client";
+    default:
+      return "client";
+  }
+}
+
+// The completion handler for our coroutines: they do not throw by design; should one
+// (std::bad_alloc), say so instead of letting it escape the io_context.
+void log_exception(const char* what, std::exception_ptr error) {
+  if (!error) return;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    spdlog::error("store: {} ended with an exception: {}", what, e.what());
+  } catch (...) {
+    spdlog::error("store: {} ended with an unknown exception", what);
+  }
+}
+}  // namespace
+
+Connection::Connection(tcp::socket socket, std::shared_ptr<SharedState> state,
+                       std::function<void(Connection*)> on_end)
+    : socket_(std::move(socket)),
+      state_(std::move(state)),
+      on_end_(std::move(on_end)),
+      wake_(socket_.get_executor()),
+      partial_timer_(socket_.get_executor()) {
+  boost::system::error_code ec;
+  const auto ep = socket_.remote_endpoint(ec);
+  peer_ = ec ? "unknown peer" : fmt::format("{}:{}", ep.address().to_string(), ep.port());
+}
+
+Connection::~Connection() { state_->engine.forget(*this); }
+
+void Connection::start() {
+  auto self = shared_from_this();
+  asio::co_spawn(
+      socket_.get_executor(), [self] { return self->read_loop(); },
+      [](std::exception_ptr e) { log_exception("store connection reader", e); });
+  asio::co_spawn(
+      socket_.get_executor(), [self] { return self->write_loop(); },
+      [](std::exception_ptr e) { log_exception("store connection writer", e); });
+}
+
+asio::awaitable<void> Connection::read_loop() {
+  boost::system::error_code ec;
+  while (open_ && process_input()) {
+    arm_partial_timer();
+    const size_t have = in_.size();
+    const size_t want = need_ > have ? need_ - have : 0;
+    const size_t chunk = std::max(kReadChunk, std::min(want, kMaxGrowth));
+    in_.resize(have + chunk);
+    const size_t n = co_await socket_.async_read_some(
+        asio::buffer(in_.data() + have, chunk), asio::redirect_error(asio::use_awaitable, ec));
+    in_.resize(have + n);
+    if (ec) {
+      if (open_ && ec != asio::error::eof) {
+        spdlog::debug("store: {} disconnected: {}", peer_, ec.message());
+      }
+      break;
+    }
+  }
+  finish();
+}
+
+bool Connection::process_input() {
+  size_t begin = 0;
+  bool ok = true;
+  while (open_) {
+    const std::span<const uint8_t> rest(in_.data() + begin, in_.size() - begin);
+    if (dialect_ == Dialect::kUnknown) {
+      const DialectProbe probe = detect_dialect(rest);
+      if (probe.dialect == Dialect::kUnknown) {
+        need_ = probe.need;
+        break;
+      }
+      dialect_ = probe.dialect;
+      ++(dialect_ == Dialect::kLegacy ? state_->counters.connections_legacy
+                                      : state_->counters.connections_validated);
+    }
+    auto step = decode_request(rest, dialect_, state_->options.codec);
+    if (!step) {
+      drop(step.status().message(), &StoreStats::protocol_errors);
+      ok = false;
+      break;
+    }
+    if (!step->request) {
+      need_ = step->need;
+      break;
+    }
+    begin += step->consumed;
+    if (Status s = handle(*step->request); !s) {
+      drop(fmt::format("{} refused: {}", op_name(step->request->op), s.message()),
+           s.is_malformed() ? &StoreStats::protocol_errors : nullptr);
+      ok = false;
+      break;
+    }
+  }
+  in_.erase(in_.begin(), in_.begin() + static_cast<std::ptrdiff_t>(begin));
+  return ok && open_;
+}
+
+Status Connection::handle(Request& r) {
+  ++state_->counters.operations[static_cast<size_t>(r.op)];
+  // A c10d client waits synchronously, so a new query while its wait is pending means it gave
+  // up (torch 1.x times out without telling the server). Dropping the wait keeps a late
+  // STOP_WAITING from landing in the reply to this query.
+  StoreEngine& engine = state_->engine;
+  if (r.op != Op::kCancelWait && engine.has_pending_wait(*this)) engine.cancel_wait(*this);
+  switch (r.op) {
+    case Op::kValidate:
+    case Op::kPing:
+    case Op::kWait:
+    case Op::kCancelWait:
+    case Op::kWatchKey:
+      return handle_session(r);
+    case Op::kSet:
+    case Op::kAppend:
+    case Op::kMultiSet:
+    case Op::kQueuePush:
+    case Op::kCompareSet:
+    case Op::kAdd:
+      return handle_write(r);
+    default:
+      return handle_read(r);
+  }
+}
+
+Status Connection::handle_session(Request& r) {
+  StoreEngine& engine = state_->engine;
+  switch (r.op) {
+    case Op::kValidate:
+      if (validated_) return Status::malformed("a second VALIDATE on one connection");
+      if (r.number != kValidationMagic) {
+        return Status::malformed(fmt::format("VALIDATE with magic {:#x}", r.number));
+      }
+      validated_ = true;
+      return Status();
+    case Op::kPing:
+      reply(encode_u32(r.number));
+      return Status();
+    case Op::kWait:
+      if (engine.wait(*this, r.keys)) reply(encode_wait(WaitReply::kStopWaiting));
+      return Status();
+    case Op::kCancelWait:
+      engine.cancel_wait(*this);
+      reply(encode_wait(WaitReply::kWaitCanceled));
+      return Status();
+    case Op::kWatchKey:
+      engine.watch(*this, r.keys[0]);
+      reply(encode_watch_registered());
+      return Status();
+    default:
+      return Status::malformed(fmt::format("{} is not handled", op_name(r.op)));
+  }
+}
+
+// Queries with a reply that write nothing, plus the two that remove (delete, queue_pop): none
+// of them can be refused.
+Status Connection::handle_read(Request& r) {
+  StoreEngine& engine = state_->engine;
+  switch (r.op) {
+    case Op::kGet:
+      reply(encode_value(engine.get(r.keys[0]).value_or(std::string())));
+      return Status();
+    case Op::kMultiGet: {
+      std::string out;
+      for (const auto& key : r.keys) out += encode_value(engine.get(key).value_or(std::string()));
+      reply(std::move(out));
+      return Status();
+    }
+    case Op::kCheck:
+      reply(encode_check(engine.check(r.keys) ? CheckReply::kReady : CheckReply::kNotReady));
+      return Status();
+    case Op::kNumKeys:
+      reply(encode_i64(engine.num_keys()));
+      return Status();
+    case Op::kDeleteKey:
+      reply(encode_i64(engine.erase(r.keys[0]) ? 1 : 0));
+      return Status();
+    case Op::kQueuePop: {
+      StoreEngine::Popped popped = engine.queue_pop(r.keys[0]);
+      reply(encode_queue_pop(popped.length_before, popped.value));
+      return Status();
+    }
+    case Op::kQueueLen:
+      reply(encode_i64(engine.queue_len(r.keys[0])));
+      return Status();
+    default:
+      return Status::malformed(fmt::format("{} is not handled", op_name(r.op)));
+  }
+}
+
+// Writes, which the store's limits may refuse.
+Status Connection::handle_write(Request& r) {
+  StoreEngine& engine = state_->engine;
+  switch (r.op) {
+    case Op::kSet:
+      return engine.set(r.keys[0], std::move(r.values[0]));
+    case Op::kAppend:
+      return engine.append(r.keys[0], r.values[0]);
+    case Op::kMultiSet:
+      return engine.multi_set(r.keys, std::move(r.values));
+    case Op::kQueuePush:
+      return engine.queue_push(r.keys[0], std::move(r.values[0]));
+    case Op::kCompareSet: {
+      auto now = engine.compare_set(r.keys[0], r.values[0], std::move(r.values[1]));
+      if (!now) return now.status();
+      reply(encode_value(*now));
+      return Status();
+    }
+    case Op::kAdd: {
+      auto sum = engine.add(r.keys[0], r.delta);
+      if (!sum) return sum.status();
+      reply(encode_i64(*sum));
+      return Status();
+    }
+    default:
+      return Status::malformed(fmt::format("{} is not handled", op_name(r.op)));
+  }
+}
+
+void Connection::wait_done() { reply(encode_wait(WaitReply::kStopWaiting)); }
+
+void Connection::key_changed(const WatchEvent& event) { reply(encode_watch_event(event)); }
+
+void Connection::reply(std::string bytes) {
+  if (!open_) return;
+  outbox_bytes_ += bytes.size();
+  if (outbox_bytes_ > state_->options.max_outbox_bytes) {
+    return drop(fmt::format("its unread replies exceed max_outbox_bytes ({} bytes queued, max {})",
+                            outbox_bytes_, state_->options.max_outbox_bytes),
+                &StoreStats::slow_readers_dropped);
+  }
+  outbox_.push_back(std::move(bytes));
+  wake_.cancel();
+}
+
+asio::awaitable<void> Connection::write_loop() {
+  auto self = shared_from_this();  // the writer may outlive the reader by one write
+  boost::system::error_code ec;
+  std::vector<std::string> batch;
+  std::vector<asio::const_buffer> buffers;
+  while (open_) {
+    if (outbox_.empty()) {
+      wake_.expires_at(asio::steady_timer::time_point::max());
+      co_await wake_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      continue;
+    }
+    batch.assign(std::make_move_iterator(outbox_.begin()), std::make_move_iterator(outbox_.end()));
+    outbox_.clear();
+    outbox_bytes_ = 0;
+    buffers.clear();
+    for (const auto& b : batch) buffers.push_back(asio::buffer(b));
+    co_await asio::async_write(socket_, buffers, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (open_) spdlog::debug("store: writing to {} failed: {}", peer_, ec.message());
+      close();
+    }
+  }
+}
+
+void Connection::drop(const std::string& why, uint64_t StoreStats::*counter) {
+  if (!open_) return;
+  if (counter) ++(state_->counters.*counter);
+  spdlog::warn("store: closing the connection of {} {}: {}", dialect_label(dialect_), peer_, why);
+  close();
+}
+
+void Connection::arm_partial_timer() {
+  const auto timeout = state_->options.partial_query_timeout;
+  if (in_.empty() || timeout.count() <= 0) {
+    partial_timer_.cancel();
+    return;
+  }
+  partial_timer_.expires_after(timeout);
+  partial_timer_.async_wait([weak = weak_from_this(), timeout](boost::system::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self) return;
+    self->drop(fmt::format("it sent part of a query, then nothing for {} ms", timeout.count()),
+               &StoreStats::stalled_dropped);
+  });
+}
+
+void Connection::close() {
+  if (!open_) return;
+  open_ = false;
+  boost::system::error_code ignored;
+  socket_.shutdown(tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  wake_.cancel();
+  partial_timer_.cancel();
+}
+
+void Connection::finish() {
+  if (finished_) return;
+  finished_ = true;
+  close();
+  state_->engine.forget(*this);
+  if (on_end_) std::exchange(on_end_, nullptr)(this);
+}
+
+}  // namespace ddprun::store::detail
