@@ -16,6 +16,20 @@
 // ever signalled, by pid (as torch does: the process, not its group); requests from any
 // other pid are logged and ignored.
 //
+// Where it differs from torch's FileTimerServer (read in torch 1.13 and in PyTorch 2.x main):
+//   * only registered workers are signalled (torch kills any pid a request names);
+//   * torch polls the FIFO (max_interval 0.1 s in LocalElasticAgent); here requests and
+//     deadlines wake the loop, so a kill comes within milliseconds of the expiry;
+//   * after killing a worker, PyTorch 2.x's server also sends the same signal to its own
+//     process (the agent); ddprun does not: the worker's exit is a failure like any other,
+//     handled by the worker group and the restart budget;
+//   * the clients of both versions write the same bytes. 2.x's client retries a failed open
+//     (10 x 0.1 s) while the server is not up yet; here the FIFO exists, with a reader, before
+//     any worker starts, so 1.13's single try (BrokenPipeError) never fails.
+// Note: torch's default scope id for `expires(after=...)` is "<file>#<line>" of the frame
+// above expires(); in torch 1.13 that is contextlib's own frame, so every default scope of a
+// worker has the same id.
+//
 // Nothing polls: the FIFO's read end is an Asio descriptor (each request wakes the loop), and
 // one steady timer is armed at the earliest deadline of any scope held. The server also holds
 // a write end of its own FIFO, so the read end never sees end of file when the last client

@@ -80,7 +80,7 @@ TEST_F(FileTimerScopesTest, AcquiringAgainReplacesTheScope) {
   EXPECT_EQ(expired[0].signal, SIGTERM);
 }
 
-TEST_F(FileTimerScopesTest, SamescopeIdOfTwoWorkersAreTwoTimers) {
+TEST_F(FileTimerScopesTest, SameScopeIdOfTwoWorkersIsTwoTimers) {
   scopes.add_worker(100, 0);
   scopes.add_worker(101, 1);
   ASSERT_TRUE(apply(acquire(100, "step", seconds(1))).ok());
