@@ -1,0 +1,228 @@
+#include "agent/heartbeat_watcher.h"
+
+#include <fcntl.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/posix/stream_descriptor.hpp>
+
+#include "common/posix_fd.h"
+
+namespace ddprun::agent {
+namespace {
+
+constexpr std::uint32_t kContentEvents = IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO;
+constexpr std::uint32_t kWatchMask = kContentEvents | IN_ATTRIB | IN_ONLYDIR;
+
+bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+// The local rank a file name stands for, or -1 when it is not one of ours.
+int rank_of(std::string_view name, int local_world_size) {
+  constexpr std::string_view kPrefix = "rank_";
+  if (name.substr(0, kPrefix.size()) != kPrefix) return -1;
+  const std::string_view digits = name.substr(kPrefix.size());
+  int rank = -1;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return -1;
+  if (rank < 0 || rank >= local_world_size) return -1;
+  return HeartbeatWatcher::file_name(rank) == name ? rank : -1;  // "rank_01" is not rank 1
+}
+
+Status create_rank_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    return Status::error("cannot create heartbeat file " + path + ": " + std::strerror(errno));
+  }
+  UniqueFd owned(fd);
+  // The umask may have taken the owner's write bit; a file left by a former run may be wider.
+  if (::fchmod(fd, 0600) != 0) {
+    return Status::error("cannot set mode 0600 on heartbeat file " + path + ": " +
+                         std::strerror(errno));
+  }
+  return {};
+}
+
+}  // namespace
+
+std::optional<std::int64_t> parse_heartbeat_step(std::string_view content) {
+  const std::size_t newline = content.find('\n');
+  if (newline == std::string_view::npos) return std::nullopt;  // maybe half-written
+  std::string_view line = content.substr(0, newline);
+  while (!line.empty() && is_blank(line.front())) line.remove_prefix(1);
+  while (!line.empty() && is_blank(line.back())) line.remove_suffix(1);
+  if (line.empty() || line.front() < '0' || line.front() > '9') return std::nullopt;
+  std::int64_t step = 0;
+  auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), step);
+  if (ec != std::errc() || end != line.data() + line.size()) return std::nullopt;
+  return step;
+}
+
+struct HeartbeatWatcher::Impl : std::enable_shared_from_this<Impl> {
+  Impl(boost::asio::io_context& io, HeartbeatWatcherOptions opts, Handler handler, const Clock& c,
+       int ranks)
+      : options(opts),
+        on_heartbeat(std::move(handler)),
+        clock(c),
+        local_world_size(ranks),
+        inotify(io) {}
+
+  void wait();
+  void on_ready();
+  // Reads every queued event (bounded); marks the ranks they concern. False when the watch
+  // ended (directory removed) or the descriptor failed.
+  bool drain(std::vector<std::uint8_t>& touched);
+  std::optional<std::int64_t> read_step(int local_rank);
+
+  const HeartbeatWatcherOptions options;
+  const Handler on_heartbeat;
+  const Clock& clock;
+  const int local_world_size;
+  std::string dir;
+  boost::asio::posix::stream_descriptor inotify;
+  HeartbeatWatcherStats stats;
+};
+
+// Per rank, what the wake-up saw.
+enum : std::uint8_t { kUntouched = 0, kAttribOnly = 1, kContentChanged = 2 };
+
+void HeartbeatWatcher::Impl::wait() {
+  std::weak_ptr<Impl> weak = weak_from_this();
+  inotify.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                     [weak](const boost::system::error_code& ec) {
+                       auto self = weak.lock();
+                       if (!self || ec) return;  // gone, or closed by the destructor
+                       self->on_ready();
+                     });
+}
+
+void HeartbeatWatcher::Impl::on_ready() {
+  ++stats.wakeups;
+  std::vector<std::uint8_t> touched(static_cast<std::size_t>(local_world_size), kUntouched);
+  const bool watching = drain(touched);
+  const SteadyTime now = clock.steady_now();
+  for (int rank = 0; rank < local_world_size; ++rank) {
+    const std::uint8_t seen = touched[static_cast<std::size_t>(rank)];
+    if (seen == kUntouched) continue;
+    Heartbeat beat{rank, seen == kContentChanged ? read_step(rank) : std::nullopt, now};
+    ++stats.heartbeats;
+    if (on_heartbeat) on_heartbeat(beat);
+  }
+  if (watching) wait();
+}
+
+bool HeartbeatWatcher::Impl::drain(std::vector<std::uint8_t>& touched) {
+  alignas(inotify_event) std::array<char, 4096> buffer;
+  for (std::size_t reads = 0; reads < options.max_reads_per_wakeup; ++reads) {
+    const ssize_t n = ::read(inotify.native_handle(), buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (n <= 0) {
+      spdlog::error("heartbeat watch on {}: read failed ({}); heartbeats are no longer seen", dir,
+                    n < 0 ? std::strerror(errno) : "end of file");
+      return false;
+    }
+    for (ssize_t at = 0; at < n;) {
+      const auto* event = reinterpret_cast<const inotify_event*>(buffer.data() + at);
+      at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+      if (event->mask & IN_Q_OVERFLOW) {  // events were lost: anyone may have beaten
+        ++stats.overflows;
+        std::fill(touched.begin(), touched.end(), kContentChanged);
+        continue;
+      }
+      if (event->mask & IN_IGNORED) {
+        spdlog::warn(
+            "heartbeat watch on {} ended (directory removed?); heartbeats are no "
+            "longer seen",
+            dir);
+        return false;
+      }
+      if (event->len == 0) continue;  // an event on the directory itself
+      const int rank = rank_of(event->name, local_world_size);
+      if (rank < 0) continue;  // another file (a writer's temp file)
+      auto& seen = touched[static_cast<std::size_t>(rank)];
+      seen = std::max(seen, (event->mask & kContentEvents) ? std::uint8_t{kContentChanged}
+                                                           : std::uint8_t{kAttribOnly});
+    }
+  }
+  return true;  // more may be queued: the descriptor stays readable and wakes the loop again
+}
+
+std::optional<std::int64_t> HeartbeatWatcher::Impl::read_step(int local_rank) {
+  ++stats.file_reads;
+  const std::string path = dir + "/" + file_name(local_rank);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+  if (fd < 0) return std::nullopt;  // renamed away between the event and now: no step
+  UniqueFd owned(fd);
+  std::string content(options.max_read_bytes, '\0');
+  ssize_t n;
+  do {
+    n = ::pread(fd, content.data(), content.size(), 0);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return std::nullopt;
+  content.resize(static_cast<std::size_t>(n));
+  return parse_heartbeat_step(content);
+}
+
+Result<std::unique_ptr<HeartbeatWatcher>> HeartbeatWatcher::create(
+    boost::asio::io_context& io, const std::string& dir, int local_world_size,
+    HeartbeatWatcherOptions options, Handler on_heartbeat, const Clock& clock) {
+  if (local_world_size < 1) {
+    return Status::invalid_argument("heartbeat watcher: local_world_size must be at least 1, not " +
+                                    std::to_string(local_world_size));
+  }
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Status::error("cannot create heartbeat directory " + dir + ": " + std::strerror(errno));
+  }
+  // Files first, watch second: creating them must not count as heartbeats.
+  for (int rank = 0; rank < local_world_size; ++rank) {
+    if (Status s = create_rank_file(dir + "/" + file_name(rank)); !s.ok()) return s;
+  }
+  UniqueFd fd(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (!fd.valid()) {
+    return Status::error(std::string("cannot watch heartbeats: inotify_init1: ") +
+                         std::strerror(errno));
+  }
+  if (::inotify_add_watch(fd.get(), dir.c_str(), kWatchMask) < 0) {
+    return Status::error("cannot watch heartbeat directory " + dir + ": " + std::strerror(errno));
+  }
+  auto impl = std::make_shared<Impl>(io, options, std::move(on_heartbeat), clock, local_world_size);
+  impl->dir = dir;
+  boost::system::error_code ec;
+  impl->inotify.assign(fd.get(), ec);
+  if (ec) return Status::error("cannot watch heartbeat directory " + dir + ": " + ec.message());
+  fd.release();  // the stream descriptor owns it now
+  impl->wait();
+  return std::unique_ptr<HeartbeatWatcher>(new HeartbeatWatcher(std::move(impl)));
+}
+
+HeartbeatWatcher::HeartbeatWatcher(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+HeartbeatWatcher::~HeartbeatWatcher() {
+  boost::system::error_code ignored;
+  impl_->inotify.close(ignored);
+}
+
+std::string HeartbeatWatcher::file_name(int local_rank) {
+  return "rank_" + std::to_string(local_rank);
+}
+
+std::string HeartbeatWatcher::file_for(int local_rank) const {
+  return impl_->dir + "/" + file_name(local_rank);
+}
+
+std::pair<std::string, std::string> HeartbeatWatcher::worker_env(int local_rank) const {
+  return {kHeartbeatFileEnv, file_for(local_rank)};
+}
+
+const HeartbeatWatcherStats& HeartbeatWatcher::stats() const { return impl_->stats; }
+
+}  // namespace ddprun::agent
