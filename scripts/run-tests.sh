@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds, and runs the whole test suite (what CI runs).
-# Then builds the launcher, agent and rendezvous once more with AddressSanitizer and
-# UndefinedBehaviorSanitizer and runs their tests there too.
+# Then builds the launcher, agent, rendezvous and store once more with AddressSanitizer and
+# UndefinedBehaviorSanitizer and runs their in-process tests there too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,8 +13,11 @@ if [ "${DDPRUN_SKIP_SANITIZERS:-0}" != 1 ]; then
   # Unoptimised: quicker to compile, and the sanitizers see every access.
   BUILD_DIR=build-asan BUILD_TYPE=Debug \
     DDPRUN_CMAKE_ARGS="-DDDPRUN_WITH_TORCH=OFF -DDDPRUN_BUILD_BENCH=OFF -DDDPRUN_SANITIZE=ON" \
-    BUILD_TARGETS="agent_unit_tests launcher_unit_tests rendezvous_unit_test rendezvous_server_test ddp-rendezvous" \
+    BUILD_TARGETS="agent_unit_tests agent_hang_tests launcher_unit_tests rendezvous_unit_test rendezvous_server_test ddp-rendezvous store_unit_test store_server_test" \
     scripts/setup.sh
+  # Everything that runs in-process (units, in-process servers); tests that start real
+  # processes with torch are left to the first pass.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    ctest --test-dir build-asan --output-on-failure -j2 --timeout 300 -L "unit|rendezvous"
+    ctest --test-dir build-asan --output-on-failure -j2 --timeout 300 \
+    -L "unit|rendezvous|store" -LE "integration"
 fi
