@@ -37,7 +37,9 @@ Agent::Agent(AgentOptions options, boost::asio::io_context& io, ProcessLauncher&
       handled_signals_(io),
       shutdown_timer_(io),
       drain_timer_(io),
-      output_(io) {
+      output_(io),
+      store_host_(io, StoreHostOptions{
+                          options_.agent_store, options_.master_addr, options_.master_port, {}}) {
   for (int signo : options_.signals_to_handle) handled_signals_.add(signo);
   std::signal(SIGPIPE, SIG_IGN);  // a closed console must not kill the agent (workers reset it)
   watch_signals();
@@ -85,22 +87,22 @@ void Agent::begin_round() {
   JoinOffer offer;
   offer.local_world_size = options_.nproc_per_node;
   offer.master_addr = options_.master_addr;
-  if (options_.master_port) {
-    offer.master_port = *options_.master_port;
-  } else {
-    auto reserved = PortReservation::reserve();
-    if (!reserved) {
-      spdlog::error("choosing MASTER_PORT: {}", reserved.error_message());
-      finish(1);
-      return;
-    }
-    port_ = std::move(reserved.value());
-    offer.master_port = port_->port();
+  auto port = store_host_.offer_port();
+  if (!port) {
+    spdlog::error("{}", port.error_message());
+    finish(1);
+    return;
   }
+  offer.master_port = *port;
   coordinator_.join(offer, [this](Result<RoundAssignment> assignment) {
     if (phase_ != Phase::kJoining) return;
     if (!assignment) {
       spdlog::error("rendezvous failed: {}", assignment.error_message());
+      finish(1);
+      return;
+    }
+    if (Status hosted = store_host_.on_assigned(*assignment); !hosted) {
+      spdlog::error("{}", hosted.message());
       finish(1);
       return;
     }
@@ -219,7 +221,7 @@ void Agent::on_group_finished(const GroupResult& result) {
 }
 
 void Agent::after_group(const GroupResult& result) {
-  if (port_) port_->release();
+  store_host_.end_round();  // every worker has exited: the store has served its round
   drain_timer_.arm(kOutputDrainTimeout, [this] { output_.close_all(); });
   output_.when_drained([this, result] {
     drain_timer_.cancel();

@@ -20,8 +20,8 @@
 #include "agent/log_layout.h"
 #include "agent/options.h"
 #include "agent/output_router.h"
-#include "agent/port_reservation.h"
 #include "agent/process_launcher.h"
+#include "agent/store_host.h"
 #include "agent/worker_env.h"
 #include "agent/worker_group.h"
 #include "common/clock.h"
@@ -103,7 +103,7 @@ class Agent final : private WorkerGroupObserver {
   AsioDeadlineTimer drain_timer_;
   OutputRouter output_;
   std::optional<RunLogDir> log_dir_;
-  std::optional<PortReservation> port_;
+  StoreHost store_host_;                        // the job's store while this node hosts it
   std::shared_ptr<UniqueFd> filtered_logs_[2];  // this attempt's filtered_{stdout,stderr}.log
   std::unique_ptr<WorkerGroup> group_;
   std::optional<RoundAssignment> assignment_;  // of the current (or last) attempt

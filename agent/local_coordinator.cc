@@ -17,6 +17,7 @@ void LocalCoordinator::join(const JoinOffer& offer,
   a.master_port = offer.master_port;
   a.restart_count = restarts_;
   a.max_restarts = static_cast<int>(job_.max_restarts);
+  a.use_agent_store = job_.agent_store;
   boost::asio::post(io_, [this, a, done = std::move(done)] {
     if (!closed_) done(a);
   });

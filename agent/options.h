@@ -65,8 +65,11 @@ struct AgentOptions {
   // MASTER_ADDR this node offers to the job: where workers reach the job's store should this
   // node become group rank 0. The launcher chooses it (run_job.cc). Default loopback.
   std::string master_addr = "127.0.0.1";
-  // MASTER_PORT: fixed by the user, or (unset) a free port reserved anew for every attempt.
+  // MASTER_PORT: fixed by the user, or (unset) a free port anew for every attempt.
   std::optional<int> master_port;
+  // The job's terms say the agent of group rank 0 hosts the job's store (JobOptions::
+  // agent_store; off with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1). Default true.
+  bool agent_store = true;
   std::string run_id = "none";  // TORCHELASTIC_RUN_ID
   std::string hostname;         // reported in failure summaries
   LogOptions logs;

@@ -5,7 +5,7 @@
 namespace ddprun::agent {
 namespace {
 
-RoundAssignment to_assignment(const rdzv::RoundAssignment& a) {
+RoundAssignment to_assignment(const rdzv::RoundAssignment& a, bool agent_store) {
   RoundAssignment out;
   out.round = static_cast<int>(a.round);
   out.group_rank = static_cast<int>(a.group_rank);
@@ -16,7 +16,7 @@ RoundAssignment to_assignment(const rdzv::RoundAssignment& a) {
   out.master_port = a.master_port;
   out.restart_count = static_cast<int>(a.restart_count);
   out.max_restarts = static_cast<int>(a.max_restarts);  // what the server agreed on
-  out.use_agent_store = false;                          // rank 0's worker hosts the TCPStore
+  out.use_agent_store = agent_store;  // the job's agreed terms (same_terms checks it)
   return out;
 }
 
@@ -84,7 +84,7 @@ void RendezvousCoordinator::send_join(const JoinOffer& offer,
       done(a.status());
       return;
     }
-    done(to_assignment(*a));
+    done(to_assignment(*a, options_.job.agent_store));
   });
 }
 

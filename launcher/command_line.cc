@@ -268,6 +268,9 @@ Status validate_rendezvous(const RawFlags& f, LaunchConfig& config) {
   job.last_call_timeout = conf->last_call_timeout;
   job.heartbeat_timeout = conf->heartbeat_timeout;
   job.exit_barrier_timeout = Millis(static_cast<long long>(f.exit_barrier_timeout * 1000));
+  // torchrun's switch for workers that insist on hosting their own store (torch >= 2.4).
+  const char* no_share = std::getenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE");
+  job.agent_store = !(no_share && std::string(no_share) == "1");
   if (!conf->ignored_keys.empty()) {
     config.warnings.push_back(
         fmt::format("--rdzv_conf: ignoring keys ddprun does not know (torchrun ignores them "

@@ -59,6 +59,7 @@ std::string offered_master_addr(const LaunchConfig& config) {
 agent::AgentOptions agent_options(const LaunchConfig& config) {
   agent::AgentOptions options = config.agent;
   options.master_addr = offered_master_addr(config);
+  options.agent_store = config.job.agent_store;
   return options;
 }
 

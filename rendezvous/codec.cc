@@ -41,6 +41,7 @@ void put(ByteWriter& w, const JobOptions& o) {
        {o.join_timeout, o.last_call_timeout, o.heartbeat_timeout, o.exit_barrier_timeout}) {
     w.u64(static_cast<uint64_t>(std::max<int64_t>(t.count(), 0)));
   }
+  w.u8(o.agent_store ? 1 : 0);
 }
 void put(ByteWriter& w, const Hello& m) {
   w.u8(kHello), w.u32(m.magic), w.u16(m.version), w.str(m.job_id);
@@ -113,6 +114,9 @@ bool get(ByteReader& r, const CodecLimits&, JobOptions& o) {
     if (!r.u64(ms) || ms > kMaxTimeoutMs) return false;
     *t = Millis(static_cast<int64_t>(ms));
   }
+  uint8_t agent_store = 0;
+  if (!r.u8(agent_store) || agent_store > 1) return false;
+  o.agent_store = agent_store == 1;
   return true;
 }
 bool get(ByteReader& r, const CodecLimits& l, JoinMsg& m) {

@@ -21,7 +21,7 @@ Status validate(const JobOptions& o) {
 
 bool same_terms(const JobOptions& agreed, const JobOptions& asked) {
   return agreed.min_nodes == asked.min_nodes && agreed.max_nodes == asked.max_nodes &&
-         agreed.max_restarts == asked.max_restarts;
+         agreed.max_restarts == asked.max_restarts && agreed.agent_store == asked.agent_store;
 }
 
 }  // namespace ddprun::rdzv

@@ -26,6 +26,11 @@ struct JobOptions {
   Millis heartbeat_timeout{15'000};
   // Exit barrier: longest wait, after a member reports success, for all others. Default 300 s.
   Millis exit_barrier_timeout{300'000};
+  // The job's store (TCPStore protocol, at MASTER_ADDR:MASTER_PORT) is hosted by the agent of
+  // group rank 0, and every worker is its client (TORCHELASTIC_USE_AGENT_STORE=True), as under
+  // torchrun. false: rank 0's worker hosts it (torchrun's TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1).
+  // Default true.
+  bool agent_store = true;
 
   bool operator==(const JobOptions&) const = default;
 };
@@ -33,8 +38,8 @@ struct JobOptions {
 // Checks values that came from a user or a peer; the error names the value and what to do.
 Status validate(const JobOptions& options);
 
-// Whether a node asking for `asked` may join a job running with `agreed`: the node counts and
-// the restart budget must match (the timeouts are the first node's).
+// Whether a node asking for `asked` may join a job running with `agreed`: the node counts, the
+// restart budget and who hosts the store must match (the timeouts are the first node's).
 bool same_terms(const JobOptions& agreed, const JobOptions& asked);
 
 }  // namespace ddprun::rdzv

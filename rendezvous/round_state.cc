@@ -15,11 +15,12 @@ RoundState::RoundState(std::string job_id, JobOptions options, SteadyTime now)
 Status RoundState::check_options(const NodeInfo& node, const JobOptions& asked) const {
   if (!same_terms(options_, asked)) {
     return Status::refused(fmt::format(
-        "node '{}' asked job '{}' for nnodes={}:{} max_restarts={}, but the job runs with "
-        "nnodes={}:{} max_restarts={}; start every node with the same --nnodes and "
-        "--max_restarts",
+        "node '{}' asked job '{}' for nnodes={}:{} max_restarts={} agent_store={}, but the job "
+        "runs with nnodes={}:{} max_restarts={} agent_store={}; start every node with the same "
+        "--nnodes, --max_restarts and TORCH_DISABLE_SHARE_RDZV_TCP_STORE",
         node.node_id, job_id_, asked.min_nodes, asked.max_nodes, asked.max_restarts,
-        options_.min_nodes, options_.max_nodes, options_.max_restarts));
+        asked.agent_store, options_.min_nodes, options_.max_nodes, options_.max_restarts,
+        options_.agent_store));
   }
   if (node.local_world_size == 0) {
     return Status::invalid_argument(

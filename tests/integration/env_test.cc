@@ -20,6 +20,31 @@ class EnvContractTest : public DdprunTest {
     if (text.empty()) return {};
     return nlohmann::json::parse(text).get<Env>();
   }
+  // Runs two attempts of dump_env.py (the first fails once both workers have written) with
+  // `probe` for rank 0, and checks what both attempts share; returns their MASTER_PORTs.
+  std::set<std::string> run_two_attempts(const std::string& probe) {
+    make_fifo(out("done_0.fifo"));
+    const RunResult run = run_ddprun({"--nproc_per_node", "2", "--max_restarts", "1",
+                                      worker("dump_env.py"), "--fail-first-attempt", probe});
+    EXPECT_TRUE(ExitedWith(run, 0));
+    std::set<std::string> ports;
+    for (int restart = 0; restart < 2; ++restart) {
+      SCOPED_TRACE("restart " + std::to_string(restart));
+      const Env e0 = worker_env(restart, 0), e1 = worker_env(restart, 1);
+      if (e0.empty() || e1.empty()) {
+        ADD_FAILURE() << "attempt " << restart << " wrote no environment";
+        continue;
+      }
+      EXPECT_EQ(e0.at("TORCHELASTIC_RESTART_COUNT"), std::to_string(restart));
+      EXPECT_EQ(e1.at("TORCHELASTIC_RESTART_COUNT"), std::to_string(restart));
+      EXPECT_EQ(e0.at("TORCHELASTIC_MAX_RESTARTS"), "1");
+      EXPECT_EQ(e0.at("MASTER_PORT"), e1.at("MASTER_PORT"));
+      EXPECT_NE(e0.at("TORCHELASTIC_ERROR_FILE").find("/attempt_" + std::to_string(restart) + "/"),
+                std::string::npos);
+      ports.insert(e0.at("MASTER_PORT"));
+    }
+    return ports;
+  }
 };
 
 TEST_F(EnvContractTest, TwoWorkersGetEveryTorchrunVariable) {
@@ -46,7 +71,7 @@ TEST_F(EnvContractTest, TwoWorkersGetEveryTorchrunVariable) {
     EXPECT_EQ(e.at("TORCHELASTIC_RESTART_COUNT"), "0");
     EXPECT_EQ(e.at("TORCHELASTIC_MAX_RESTARTS"), "3");
     EXPECT_EQ(e.at("TORCHELASTIC_RUN_ID"), "job7");
-    EXPECT_EQ(e.at("TORCHELASTIC_USE_AGENT_STORE"), "False");
+    EXPECT_EQ(e.at("TORCHELASTIC_USE_AGENT_STORE"), "True");  // the agent hosts the store
     EXPECT_EQ(e.at("TORCH_NCCL_ASYNC_ERROR_HANDLING"), "1");
     EXPECT_EQ(e.at("NCCL_ASYNC_ERROR_HANDLING"), "1");
     EXPECT_EQ(e.at("OMP_NUM_THREADS"), "1");
@@ -98,30 +123,27 @@ TEST_F(EnvContractTest, PetVariablesSetFlagDefaults) {
   EXPECT_EQ(worker_env(0, 2)["WORLD_SIZE"], "3");
 }
 
-TEST_F(EnvContractTest, MasterPortIsFreeAndFreshOnEveryAttempt) {
-  // The first attempt fails once both workers have written, so there are two to compare.
-  make_fifo(out("done_0.fifo"));
-  const RunResult run =
-      run_ddprun({"--nproc_per_node", "2", "--max_restarts", "1", worker("dump_env.py"),
-                  "--fail-first-attempt", "--bind-master-port"});
-  ASSERT_TRUE(ExitedWith(run, 0));
-  std::set<std::string> ports;
-  for (int restart = 0; restart < 2; ++restart) {
-    SCOPED_TRACE("restart " + std::to_string(restart));
-    const Env e0 = worker_env(restart, 0), e1 = worker_env(restart, 1);
-    ASSERT_FALSE(e0.empty());
-    ASSERT_FALSE(e1.empty());
-    EXPECT_EQ(e0.at("TORCHELASTIC_RESTART_COUNT"), std::to_string(restart));
-    EXPECT_EQ(e1.at("TORCHELASTIC_RESTART_COUNT"), std::to_string(restart));
-    EXPECT_EQ(e0.at("TORCHELASTIC_MAX_RESTARTS"), "1");
-    EXPECT_EQ(e0.at("MASTER_PORT"), e1.at("MASTER_PORT"));
-    // Rank 0 could host a server on it, the way torch's TCPStore does.
-    EXPECT_EQ(e0.at("__bind_master_port"), "ok");
-    EXPECT_NE(e0.at("TORCHELASTIC_ERROR_FILE").find("/attempt_" + std::to_string(restart) + "/"),
-              std::string::npos);
-    ports.insert(e0.at("MASTER_PORT"));
-  }
+TEST_F(EnvContractTest, TheAgentsStoreListensBeforeWorkersStartOnAFreshPortEveryAttempt) {
+  const auto ports = run_two_attempts("--connect-master-port");
   EXPECT_EQ(ports.size(), 2u) << "MASTER_PORT was reused across attempts";
+  for (int restart = 0; restart < 2; ++restart) {
+    Env e0 = worker_env(restart, 0);
+    EXPECT_EQ(e0["TORCHELASTIC_USE_AGENT_STORE"], "True");
+    EXPECT_EQ(e0["__connect_master_port"], "ok") << "restart " << restart;
+  }
+}
+
+// torchrun's escape hatch for workers that insist on hosting their own store.
+TEST_F(EnvContractTest, WithTheStoreNotSharedRankZeroGetsAFreePortEveryAttempt) {
+  env_["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1";
+  const auto ports = run_two_attempts("--bind-master-port");
+  EXPECT_EQ(ports.size(), 2u) << "MASTER_PORT was reused across attempts";
+  for (int restart = 0; restart < 2; ++restart) {
+    Env e0 = worker_env(restart, 0);
+    EXPECT_EQ(e0["TORCHELASTIC_USE_AGENT_STORE"], "False");
+    // Rank 0 could host a server on it, the way torch's TCPStore does.
+    EXPECT_EQ(e0["__bind_master_port"], "ok") << "restart " << restart;
+  }
 }
 
 }  // namespace

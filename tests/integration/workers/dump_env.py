@@ -6,6 +6,8 @@ a second attempt runs (needs done_<rank>.fifo for all but the last rank).
 --virtual-local-rank).
 --bind-master-port: rank 0 also checks that MASTER_PORT can host a server on 127.0.0.1, the
 way torch's TCPStore binds it (SO_REUSEADDR, then listen), and records "ok" or the error.
+--connect-master-port: rank 0 also connects to MASTER_ADDR:MASTER_PORT once, without retrying
+(the agent's store must already listen when a worker starts), and records "ok" or the error.
 """
 import json
 import os
@@ -24,6 +26,13 @@ if "--bind-master-port" in sys.argv and local_rank() == 0:
         env["__bind_master_port"] = "ok"
     except OSError as e:
         env["__bind_master_port"] = str(e)
+if "--connect-master-port" in sys.argv and local_rank() == 0:
+    try:
+        socket.create_connection((os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])),
+                                 timeout=5).close()
+        env["__connect_master_port"] = "ok"
+    except OSError as e:
+        env["__connect_master_port"] = str(e)
 env["__pid"] = str(os.getpid())
 name = f"r{os.environ['RANK']}" if "--by-rank" in sys.argv else str(local_rank())
 write_marker(f"env_{restart_count()}_{name}.json", json.dumps(env))
