@@ -1,0 +1,135 @@
+"""The real-job benchmark: ddprun against torchrun 1.13 on the same 2-rank gloo DDP job
+(ddp_job.py), in one run, alternating launchers between repetitions.
+
+usage: /usr/bin/python3 bench/realjob/run_bench.py <build dir> [--reps N] [--steps S]
+
+Measured per repetition and launcher (medians over the repetitions are printed as a markdown
+table):
+  init        init_process_group duration: per rank (median of the two), and from the moment
+              the last rank calls it until every rank has returned
+  wall        whole job: from just before the launcher is started until it has exited
+  restart     failure to recovery: rank 1 exits 1 at step 20 of the first attempt; from the
+              moment it exits until the restarted group's first all_reduce has completed on
+              every rank
+torchrun is Debian's torch 1.13 through ../shared/tools/torchrun-1.13, static rendezvous on a
+free loopback port, --monitor_interval 0.1 (and the launch alone also with its 1.13 default, 5).
+ddprun runs with its defaults. Both run the workers with /usr/bin/python3.
+"""
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+TORCHRUN = [sys.executable, os.path.join(REPO, "..", "shared", "tools", "torchrun-1.13")]
+PYTHON = "/usr/bin/python3"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launcher_cmd(name, ddprun):
+    if name == "ddprun":
+        return [ddprun, "--nproc_per_node", "2"]
+    interval = "5" if name == "torchrun_default" else "0.1"
+    return TORCHRUN + ["--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port",
+                       str(free_port()), "--monitor_interval", interval]
+
+
+def run_once(name, ddprun, steps, fail):
+    out = tempfile.mkdtemp(prefix="ddprun_realjob_")
+    cmd = launcher_cmd(name, ddprun)
+    if fail:
+        cmd += ["--max_restarts", "1"]
+    cmd += [os.path.join(HERE, "ddp_job.py"), "--out", out, "--steps", str(steps)]
+    if fail:
+        cmd += ["--fail-at-step", "20"]
+    env = dict(os.environ, PYTHON_EXEC=PYTHON, OMP_NUM_THREADS="1")
+    env.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+    start = time.time()
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, timeout=300)
+    wall = time.time() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"{name} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
+    marks = {}
+    for f in os.listdir(out):
+        if f.endswith(".json"):
+            with open(os.path.join(out, f)) as fh:
+                marks[f[:-5]] = json.load(fh)
+    result = {"wall": wall}
+    last = max(int(k.split("_")[0]) for k in marks)
+    ends = [marks[f"{last}_{r}"]["init_end"] for r in range(2)]
+    begins = [marks[f"{last}_{r}"]["init_begin"] for r in range(2)]
+    # Per rank, a rank that enters first also waits for the other to arrive (import skew, and
+    # torch 1.13's store barrier polls every 10 ms); from the last rank in to all done is what
+    # init_process_group itself costs once both ranks call it.
+    result["init"] = statistics.median(e - b for e, b in zip(ends, begins))
+    result["init_joint"] = max(ends) - max(begins)
+    ranks = [marks[f"{last}_{r}"] for r in range(2)]
+    if not fail:
+        result["to_worker"] = max(m["started"] for m in ranks) - start
+        result["import"] = max(m["init_begin"] - m["started"] for m in ranks)
+        result["train"] = max(m["end"] for m in ranks) - min(m["first_reduce"] for m in ranks)
+        result["after_end"] = start + wall - max(m["end"] for m in ranks)
+    if fail:
+        failed = marks["0_1"]["failed"]
+        result["restart"] = max(marks[f"1_{r}"]["first_reduce"] for r in range(2)) - failed
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("build")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=200)
+    args = parser.parse_args()
+    ddprun = os.path.join(os.path.abspath(args.build), "launcher", "ddprun")
+    launchers = ["ddprun", "torchrun_fast"]
+    results = {(n, s): [] for n in launchers + ["torchrun_default"] for s in ("plain", "fail")}
+    for rep in range(args.reps):
+        order = launchers if rep % 2 == 0 else list(reversed(launchers))
+        for name in order:
+            for scenario in ("plain", "fail"):
+                r = run_once(name, ddprun, args.steps, scenario == "fail")
+                results[(name, scenario)].append(r)
+                print(f"rep {rep} {name} {scenario}: " +
+                      ", ".join(f"{k}={v * 1000:.0f}ms" for k, v in r.items()), file=sys.stderr)
+        r = run_once("torchrun_default", ddprun, args.steps, False)
+        results[("torchrun_default", "plain")].append(r)
+        print(f"rep {rep} torchrun_default plain: wall={r['wall'] * 1000:.0f}ms", file=sys.stderr)
+
+    def med(name, scenario, key):
+        values = [r[key] for r in results[(name, scenario)]]
+        return statistics.median(values) * 1000 if values else float("nan")
+
+    print(f"| metric (median of {args.reps}, ms) | ddprun | torchrun 1.13 --monitor_interval 0.1 "
+          "| torchrun 1.13 (its default 5) | torchrun 0.1 / ddprun |")
+    print("|---|---:|---:|---:|---:|")
+    rows = [("init_process_group, median rank", "plain", "init"),
+            ("init_process_group, last rank in → every rank done", "plain", "init_joint"),
+            (f"whole job, {args.steps} steps (wall)", "plain", "wall"),
+            ("worker failure → restarted group's first all_reduce", "fail", "restart"),
+            ("whole job with one restart (wall)", "fail", "wall")]
+    rows += [("  launcher start → last worker's first line", "plain", "to_worker"),
+             ("  worker: python + import torch", "plain", "import"),
+             ("  training: first all_reduce → last step", "plain", "train"),
+             ("  last step → launcher exited", "plain", "after_end")]
+    for label, scenario, key in rows:
+        d, t = med("ddprun", scenario, key), med("torchrun_fast", scenario, key)
+        td = med("torchrun_default", scenario, key) if scenario == "plain" and key == "wall" \
+            else float("nan")
+        print(f"| {label} | {d:.0f} | {t:.0f} | {td:.0f} | {t / d:.2f}× |")
+
+
+if __name__ == "__main__":
+    main()
