@@ -83,6 +83,8 @@ void Agent::on_child_exit(pid_t pid, ExitStatus status) {
 
 void Agent::begin_round() {
   phase_ = Phase::kJoining;
+  join_started_ = clock_.steady_now();
+  notify([&](AgentObserver& o) { o.on_joining(attempt_); });
   interrupt_ = {};  // a rejoin that asked for this round has been served by it
   JoinOffer offer;
   offer.local_world_size = options_.nproc_per_node;
@@ -101,6 +103,10 @@ void Agent::begin_round() {
       finish(1);
       return;
     }
+    notify([&](AgentObserver& o) {
+      o.on_round_assigned(*assignment,
+                          std::chrono::duration_cast<Millis>(clock_.steady_now() - join_started_));
+    });
     if (Status hosted = store_host_.on_assigned(*assignment); !hosted) {
       spdlog::error("{}", hosted.message());
       finish(1);
@@ -127,6 +133,12 @@ void Agent::start_workers(const RoundAssignment& assignment) {
   group_ =
       std::make_unique<WorkerGroup>(group_options, launcher_, shutdown_timer_, clock_, observer);
   group_->start(std::move(launches));
+  if (phase_ == Phase::kSupervising) {
+    notify([&](AgentObserver& o) {
+      o.on_workers_started(assignment, options_.nproc_per_node, failed_at_);
+    });
+    failed_at_.reset();
+  }
 }
 
 std::vector<WorkerLaunch> Agent::make_launches(const RoundAssignment& a) {
@@ -208,13 +220,24 @@ void Agent::on_worker_started(const WorkerLaunch& launch, SpawnedProcess& proces
       spdlog::warn("worker {}: {}", launch.local_rank, s.message());
     }
   };
+  notify([&](AgentObserver& o) { o.on_worker_started(launch.local_rank, process.pid); });
   route(process.stdout_pipe, kStdout, STDOUT_FILENO,
         log_dir_->stdout_log(attempt_, launch.local_rank));
   route(process.stderr_pipe, kStderr, STDERR_FILENO,
         log_dir_->stderr_log(attempt_, launch.local_rank));
 }
 
+void Agent::on_worker_exited(const WorkerLaunch& launch, pid_t pid, const ExitStatus& status) {
+  // Only a worker's own failure counts; workers we stop (a signal, a rejoin) do not.
+  if (!status.success() && !failed_at_ && phase_ == Phase::kSupervising &&
+      interrupt_.kind == Interrupt::Kind::kNone) {
+    failed_at_ = clock_.steady_now();
+  }
+  notify([&](AgentObserver& o) { o.on_worker_exited(launch.local_rank, pid, status); });
+}
+
 void Agent::on_group_finished(const GroupResult& result) {
+  notify([&](AgentObserver& o) { o.on_group_finished(result); });
   if (phase_ == Phase::kSupervising) phase_ = Phase::kDraining;
   // The group is still on the stack: continue from the event loop.
   boost::asio::post(io_, [this, result] { after_group(result); });
@@ -258,6 +281,7 @@ void Agent::handle_failure(const GroupResult& result) {
     // The job's report (identical on every node) when the coordinator has one, else ours.
     const FailureReport& shown = decision.report.failures.empty() ? report : decision.report;
     if (decision.restart) {
+      notify([&](AgentObserver& o) { o.on_restart(decision.counted); });
       const auto& root = shown.root_cause();
       if (decision.counted) {
         spdlog::warn("worker group failed (rank {} exitcode {}); restarting ({} restarts allowed)",
@@ -352,6 +376,7 @@ void Agent::finish(int exit_code) {
   }
   phase_ = Phase::kDone;
   exit_code_ = exit_code;
+  notify([&](AgentObserver& o) { o.on_job_finished(exit_code); });
   coordinator_.close();
   boost::system::error_code ignored;
   handled_signals_.cancel(ignored);

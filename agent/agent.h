@@ -15,6 +15,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include "agent/agent_observer.h"
 #include "agent/coordinator.h"
 #include "agent/deadline_timer.h"
 #include "agent/log_layout.h"
@@ -56,6 +57,8 @@ class Agent final : private WorkerGroupObserver {
   void on_child_exit(pid_t pid, ExitStatus status);
   // The attempt number of the next (or running) worker group's logs.
   int attempt() const { return attempt_; }
+  // Adds an observer of the job's progress (see agent_observer.h); it must outlive the agent.
+  void add_observer(AgentObserver& observer) { observers_.push_back(&observer); }
 
  private:
   enum class Phase {
@@ -80,6 +83,11 @@ class Agent final : private WorkerGroupObserver {
   void open_filtered_logs();
   std::vector<WorkerLaunch> make_launches(const RoundAssignment& assignment);
   void on_worker_started(const WorkerLaunch& launch, SpawnedProcess& process) override;
+  void on_worker_exited(const WorkerLaunch& launch, pid_t pid, const ExitStatus& status) override;
+  template <class F>
+  void notify(F&& event) {
+    for (AgentObserver* o : observers_) event(*o);
+  }
   void on_group_finished(const GroupResult& result) override;
   void after_group(const GroupResult& result);
   void handle_failure(const GroupResult& result);
@@ -111,6 +119,10 @@ class Agent final : private WorkerGroupObserver {
   Phase phase_ = Phase::kIdle;
   Interrupt interrupt_;           // reset when the next round begins
   std::optional<int> exit_code_;  // set exactly when phase_ is kDone
+  std::vector<AgentObserver*> observers_;
+  SteadyTime join_started_;
+  // The first worker failure of the current attempt, until a restarted group runs.
+  std::optional<SteadyTime> failed_at_;
 };
 
 }  // namespace ddprun::agent

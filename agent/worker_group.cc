@@ -62,6 +62,7 @@ bool WorkerGroup::on_child_exit(pid_t pid, ExitStatus status) {
   for (Worker& worker : workers_) {
     if (worker.pid != pid || !worker.running) continue;
     worker.running = false;
+    observer_.on_worker_exited(worker.launch, pid, status);
     // Grandchildren die with their worker; the group id is still ours to use right now.
     launcher_.signal_group(pid, SIGKILL);
     launcher_.release_group(pid);
@@ -79,6 +80,7 @@ bool WorkerGroup::on_child_stopped(pid_t pid, int signo) {
   for (Worker& worker : workers_) {
     if (worker.pid != pid || !worker.running) continue;
     if (!is_job_control_stop(signo)) return true;
+    observer_.on_worker_exited(worker.launch, pid, ExitStatus::stopped_by(signo));
     if (state_ == State::kRunning) {
       record_failure(worker, ExitStatus::stopped_by(signo));
       begin_stop(SIGTERM);

@@ -51,6 +51,8 @@ class WorkerGroupObserver {
   virtual ~WorkerGroupObserver() = default;
   // A worker started; the observer may take its pipes (for tee/filtered output).
   virtual void on_worker_started(const WorkerLaunch& launch, SpawnedProcess& process) {}
+  // A worker ended (or was stopped by job control), before the group acts on it.
+  virtual void on_worker_exited(const WorkerLaunch& launch, pid_t pid, const ExitStatus& status) {}
   // Every worker has exited. Called once, as the group's last act: the observer must not
   // destroy the group from inside this call (post the follow-up to the event loop instead).
   virtual void on_group_finished(const GroupResult& result) = 0;

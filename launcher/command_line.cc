@@ -12,6 +12,7 @@
 
 #include "agent/process_launcher.h"
 #include "agent/worker_env.h"
+#include "launcher/job_config.h"
 #include "launcher/python_torch.h"
 #include "launcher/value_parsers.h"
 #include "rendezvous/rdzv_conf.h"
@@ -186,19 +187,54 @@ std::string local_host_name() {
 
 }  // namespace
 
+namespace {
+
+const char kAbout[] =
+    "ddprun: a torchrun-compatible elastic launcher for PyTorch distributed training";
+
+// The --config file named in `args`, if any. A throwaway parse with every flag declared, so
+// that flags taking a value are skipped correctly; its errors are the real parse's to report.
+std::string find_config_path(const std::vector<std::string>& args) {
+  RawFlags scratch;
+  std::string path;
+  CLI::App app{kAbout, "ddprun"};
+  declare_flags(app, scratch);
+  app.add_option("--config", path);
+  app.prefix_command();
+  app.set_help_flag();
+  try {
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    app.parse(reversed);
+  } catch (const CLI::Error&) {
+  }
+  return path;
+}
+
+}  // namespace
+
 ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
   ParsedCommandLine parsed;
-  RawFlags flags;
-  if (Status env = apply_environment_defaults(flags); !env) {
+  auto usage_error = [&parsed](const std::string& message) {
     parsed.exit_code = 2;
-    parsed.output = "ddprun: error: " + env.message();
+    parsed.output = "ddprun: error: " + message;
     return parsed;
-  }
-  CLI::App app{"ddprun: a torchrun-compatible elastic launcher for PyTorch distributed training",
-               "ddprun"};
-  app.footer("usage: ddprun [options] <script|module|executable> [args...]");
+  };
+  RawFlags flags;
+  if (Status env = apply_environment_defaults(flags); !env) return usage_error(env.message());
+  CLI::App app{kAbout, "ddprun"};
+  app.footer("usage: ddprun [--config job.yaml] [options] <script|module|executable> [args...]");
   declare_flags(app, flags);
+  std::string config_path;
+  app.add_option("--config", config_path,
+                 "YAML file of settings (flag names as keys); the command line and PET_* "
+                 "variables override it");
   app.prefix_command();  // everything from the script on belongs to the script
+  JobConfigExtras from_file;
+  if (std::string path = find_config_path(args); !path.empty()) {
+    auto loaded = apply_job_config(path, app);  // its values become the flags' defaults
+    if (!loaded) return usage_error(loaded.status().message());
+    from_file = std::move(loaded.value());
+  }
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
     app.parse(reversed);
@@ -206,17 +242,20 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
     parsed.output = app.help();
     return parsed;
   } catch (const CLI::ParseError& e) {
-    parsed.exit_code = 2;
-    parsed.output = std::string("ddprun: error: ") + e.what();
-    return parsed;
+    return usage_error(e.what());
   }
   LaunchConfig config;
+  for (const auto& [key, value] : from_file.env) config.agent.extra_env[key] = value;
+  std::vector<std::string> entry = app.remaining();
+  if (entry.empty()) entry = from_file.entry_point;  // the command line's script wins
   Status status = validate_values(flags, config);
-  if (status) status = build_command(flags, app.remaining(), config);
+  if (status) status = build_command(flags, entry, config);
   if (!status) {
-    parsed.exit_code = 2;
-    parsed.output = "ddprun: error: " + status.message();
-    return parsed;
+    if (entry.empty() && !config_path.empty()) {
+      return usage_error("the entry point is missing: give training_script in " + config_path +
+                         " or a script on the command line");
+    }
+    return usage_error(status.message());
   }
   parsed.config = std::move(config);
   return parsed;
@@ -349,7 +388,8 @@ Status validate_values(const RawFlags& f, LaunchConfig& config) {
                               " has no effect: ddprun logs its events to stderr (and to its "
                               "metrics endpoint when one is enabled)");
   }
-  if (a.nproc_per_node > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) {
+  if (a.nproc_per_node > 1 && std::getenv("OMP_NUM_THREADS") == nullptr &&
+      !a.extra_env.count("OMP_NUM_THREADS")) {
     a.extra_env["OMP_NUM_THREADS"] = "1";
     config.warnings.push_back(
         "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to "

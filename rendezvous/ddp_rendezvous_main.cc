@@ -4,6 +4,7 @@
 //
 // Prints "listening on <host>:<port>" as its first stdout line (so --port 0 is usable from
 // scripts and tests). SIGTERM/SIGINT start the two-stage shutdown; a second signal ends it now.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -13,6 +14,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include "common/config_file.h"
 #include "common/logging.h"
 #include "rendezvous/rdzv_conf.h"
 #include "rendezvous/server.h"
@@ -26,6 +28,68 @@ struct DaemonFlags {
   std::string idle_timeout = "60";
   std::string shutdown_grace = "2";
 };
+
+void declare_daemon_flags(CLI::App& app, DaemonFlags& flags) {
+  // A flag given twice takes its last value, as ddprun's (and argparse's) do.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--host", flags.host, "Address to listen on")->capture_default_str();
+  app.add_option("--port", flags.port, "TCP port; 0 picks a free one (printed on stdout)")
+      ->capture_default_str();
+  app.add_option("--log-level", flags.log_level,
+                 "trace|debug|info|warn|error|off (default: $DDPRUN_LOG_LEVEL or info)");
+  app.add_option("--idle-timeout", flags.idle_timeout,
+                 "Drop a connection that has not joined after this long silent (s, or 500ms)")
+      ->capture_default_str();
+  app.add_option("--shutdown-grace", flags.shutdown_grace,
+                 "On SIGTERM, wait this long for clients to hang up before closing them")
+      ->capture_default_str();
+}
+
+// The keys of `ddp-rendezvous --config daemon.yaml`: the flags' names, with underscores.
+const std::vector<ddprun::ConfigKey>& daemon_config_schema() {
+  using T = ddprun::ConfigType;
+  auto duration = [](const std::string& text) -> ddprun::Status {
+    return ddprun::rdzv::parse_duration(text).status();
+  };
+  static const std::vector<ddprun::ConfigKey> schema = {
+      {"host", T::kString, {}},
+      {"port", T::kInteger, ddprun::in_range(0, 65535)},
+      {"log_level", T::kString, ddprun::one_of({"trace", "debug", "info", "warn", "error", "off"})},
+      {"idle_timeout", T::kScalar, duration},
+      {"shutdown_grace", T::kScalar, duration},
+  };
+  return schema;
+}
+
+// Makes the file's settings the defaults of `app`'s options: the command line still wins.
+ddprun::Status apply_daemon_config(const std::string& path, CLI::App& app) {
+  auto values = ddprun::load_config_file(path, daemon_config_schema());
+  if (!values) return values.status();
+  for (const auto& v : *values) {
+    std::string flag = "--" + v.key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    try {
+      app.get_option(flag)->run_callback_for_default(true)->default_val(v.text);
+    } catch (const CLI::Error& e) {
+      return ddprun::Status::invalid_argument(v.where + ": key '" + v.key + "': " + e.what());
+    }
+  }
+  return {};
+}
+
+// The --config path in `argv`, from a throwaway parse that knows every flag's arity.
+std::string find_config_path(int argc, char** argv, DaemonFlags scratch) {
+  CLI::App app;
+  std::string path;
+  declare_daemon_flags(app, scratch);
+  app.add_option("--config", path);
+  app.set_help_flag();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Error&) {
+  }
+  return path;
+}
 
 int run(const DaemonFlags& flags) {
   using namespace ddprun;
@@ -75,17 +139,17 @@ int run(const DaemonFlags& flags) {
 int main(int argc, char** argv) {
   CLI::App app{"ddp-rendezvous: rendezvous server for ddprun jobs (many jobs, one daemon)"};
   DaemonFlags flags;
-  app.add_option("--host", flags.host, "Address to listen on")->capture_default_str();
-  app.add_option("--port", flags.port, "TCP port; 0 picks a free one (printed on stdout)")
-      ->capture_default_str();
-  app.add_option("--log-level", flags.log_level,
-                 "trace|debug|info|warn|error|off (default: $DDPRUN_LOG_LEVEL or info)");
-  app.add_option("--idle-timeout", flags.idle_timeout,
-                 "Drop a connection that has not joined after this long silent (s, or 500ms)")
-      ->capture_default_str();
-  app.add_option("--shutdown-grace", flags.shutdown_grace,
-                 "On SIGTERM, wait this long for clients to hang up before closing them")
-      ->capture_default_str();
+  declare_daemon_flags(app, flags);
+  std::string config_path;
+  app.add_option("--config", config_path,
+                 "YAML file of settings (flag names as keys, with underscores); the command "
+                 "line overrides it");
+  if (const std::string path = find_config_path(argc, argv, flags); !path.empty()) {
+    if (ddprun::Status s = apply_daemon_config(path, app); !s) {
+      std::fprintf(stderr, "ddp-rendezvous: error: %s\n", s.message().c_str());
+      return 2;
+    }
+  }
   CLI11_PARSE(app, argc, argv);
 
   ddprun::init_logging("ddp-rendezvous");

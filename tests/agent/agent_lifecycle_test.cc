@@ -108,6 +108,48 @@ TEST_F(AgentLifecycleTest, FailureStopsSiblingsRestartsWithNewPortAndCountThenSu
   EXPECT_EQ(agent_->exit_code(), 0);
 }
 
+// Records what the agent reports to its observers, as one line per event.
+class RecordingObserver final : public AgentObserver {
+ public:
+  void on_joining(int attempt) override { add("joining " + std::to_string(attempt)); }
+  void on_round_assigned(const RoundAssignment& a, Millis) override {
+    add("assigned restart_count=" + std::to_string(a.restart_count));
+  }
+  void on_workers_started(const RoundAssignment&, int workers,
+                          std::optional<SteadyTime> failed_at) override {
+    add("started " + std::to_string(workers) + (failed_at ? " after a failure" : ""));
+  }
+  void on_worker_exited(int local_rank, pid_t, const ExitStatus& status) override {
+    add("exited " + std::to_string(local_rank) + " code " + std::to_string(status.shell_code()));
+  }
+  void on_group_finished(const GroupResult& r) override {
+    add(r.outcome == GroupResult::Outcome::kFailed ? "group failed" : "group done");
+  }
+  void on_restart(bool counted) override { add(counted ? "restart counted" : "restart free"); }
+  void on_job_finished(int exit_code) override { add("finished " + std::to_string(exit_code)); }
+  void add(std::string line) { events.push_back(std::move(line)); }
+  std::vector<std::string> events;
+};
+
+TEST_F(AgentLifecycleTest, ObserversSeeEveryStepOfARestartedJob) {
+  LocalCoordinator coordinator(io_, {.max_restarts = 1});
+  RecordingObserver observer;
+  agent_.emplace(options(2), io_, launcher_, coordinator, clock_);
+  agent_->add_observer(observer);
+  agent_->start();
+  io_.poll();
+  agent_->on_child_exit(1001, ExitStatus::exited(3));
+  agent_->on_child_exit(1000, ExitStatus::killed(SIGTERM));
+  io_.poll();
+  exit_all_from(2, ExitStatus::exited(0));
+  EXPECT_EQ(observer.events,
+            (std::vector<std::string>{
+                "joining 0", "assigned restart_count=0", "started 2", "exited 1 code 3",
+                "exited 0 code 143", "group failed", "restart counted", "joining 1",
+                "assigned restart_count=1", "started 2 after a failure", "exited 0 code 0",
+                "exited 1 code 0", "group done", "finished 0"}));
+}
+
 TEST_F(AgentLifecycleTest, RestartsExhaustedEndWithTheRootCausesCode) {
   LocalCoordinator coordinator(io_, {.max_restarts = 1});
   start(options(1), coordinator);

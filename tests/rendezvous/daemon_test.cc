@@ -16,17 +16,23 @@ namespace {
 
 class Daemon {
  public:
-  Daemon() {
+  // The daemon on a free loopback port, with `extra` flags after the test's own; stderr goes
+  // with stdout when `merge_stderr`.
+  explicit Daemon(std::vector<std::string> extra = {}, bool merge_stderr = false) {
     int fds[2];
     EXPECT_EQ(::pipe2(fds, O_CLOEXEC), 0);
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-    const char* argv[] = {DDP_RENDEZVOUS_BIN, "--host", "127.0.0.1",        "--port", "0",
-                          "--log-level",      "warn",   "--shutdown-grace", "300ms",  nullptr};
-    EXPECT_EQ(posix_spawn(&pid_, DDP_RENDEZVOUS_BIN, &actions, nullptr, const_cast<char**>(argv),
-                          environ),
-              0);
+    if (merge_stderr) posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
+    std::vector<std::string> args = {
+        DDP_RENDEZVOUS_BIN, "--host", "127.0.0.1",        "--port", "0",
+        "--log-level",      "warn",   "--shutdown-grace", "300ms"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    EXPECT_EQ(posix_spawn(&pid_, DDP_RENDEZVOUS_BIN, &actions, nullptr, argv.data(), environ), 0);
     posix_spawn_file_actions_destroy(&actions);
     ::close(fds[1]);
     out_ = fds[0];
@@ -63,6 +69,16 @@ class Daemon {
     EXPECT_EQ(text_.rfind("listening on 127.0.0.1:", 0), 0u) << text_;
     return static_cast<uint16_t>(std::stoi(text_.substr(colon + 1)));
   }
+  // Waits (bounded) for the daemon to end by itself; its exit code, or -1.
+  int wait_exit(Millis timeout) {
+    read_stdout(timeout, [this](const std::string&) { return eof_; });
+    if (!eof_) return -1;
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  const std::string& text() const { return text_; }
   // SIGTERM, then wait (bounded) for stdout to close; returns the exit status or -1.
   int terminate(Millis timeout) {
     ::kill(pid_, SIGTERM);
@@ -130,6 +146,31 @@ TEST(DaemonTest, RejectsABusyPort) {
   while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
   EXPECT_NE(::pclose(p), 0);
   EXPECT_NE(out.find("bind"), std::string::npos) << out;
+}
+
+// The example file, with the command line's loopback address and port over the file's.
+TEST(DaemonConfigTest, TheExampleConfigLoadsAndTheCommandLineWins) {
+  Daemon daemon(
+      {"--config", DDPRUN_SOURCE_DIR "/configs/daemon.yaml", "--host", "127.0.0.1", "--port", "0"});
+  EXPECT_GT(daemon.port(), 0);
+  EXPECT_EQ(daemon.terminate(5s), 0);
+}
+
+TEST(DaemonConfigTest, ABadFileIsRefusedNamingThePlaceAndKey) {
+  char templ[] = "/tmp/ddprun_daemon_cfg_XXXXXX";
+  const std::string dir = ::mkdtemp(templ);
+  const std::string path = dir + "/daemon.yaml";
+  {
+    FILE* f = std::fopen(path.c_str(), "w");
+    std::fputs("port: 29400\nidle_timeout: soon\n", f);
+    std::fclose(f);
+  }
+  Daemon daemon({"--config", path}, /*merge_stderr=*/true);
+  EXPECT_EQ(daemon.wait_exit(10s), 2);
+  EXPECT_NE(daemon.text().find(path + ":2:15: key 'idle_timeout'"), std::string::npos)
+      << daemon.text();
+  std::remove(path.c_str());
+  ::rmdir(dir.c_str());
 }
 
 }  // namespace

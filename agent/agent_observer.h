@@ -1,0 +1,39 @@
+// What the agent reports as its job goes on, for parts that watch the job without taking part
+// in it: service notification (systemd), metrics, the status line. The agent calls every
+// registered observer in order, on its event loop; an observer must not block, throw, or call
+// back into the agent. The default implementations do nothing.
+#pragma once
+
+#include <sys/types.h>
+
+#include "agent/coordinator.h"
+#include "agent/exit_status.h"
+#include "agent/worker_group.h"
+#include "common/clock.h"
+
+namespace ddprun::agent {
+
+class AgentObserver {
+ public:
+  virtual ~AgentObserver() = default;
+
+  // The agent asks its coordinator for the next round (attempt `attempt`, from 0).
+  virtual void on_joining(int attempt) {}
+  // The round is assigned; `waited` is how long the join took.
+  virtual void on_round_assigned(const RoundAssignment& assignment, Millis waited) {}
+  // Every worker of the attempt has been started (exec confirmed). `failed_at` is set when
+  // this group replaces one that failed: the time of that failure, for "failure → restarted".
+  virtual void on_workers_started(const RoundAssignment& assignment, int workers,
+                                  std::optional<SteadyTime> failed_at) {}
+  // One worker was started / ended (`status`: its exit, or its stop for job control).
+  virtual void on_worker_started(int local_rank, pid_t pid) {}
+  virtual void on_worker_exited(int local_rank, pid_t pid, const ExitStatus& status) {}
+  // The attempt's group has finished (every worker exited) with `result`.
+  virtual void on_group_finished(const GroupResult& result) {}
+  // The group failed and the coordinator decided to restart (`counted`: it used a restart).
+  virtual void on_restart(bool counted) {}
+  // The job is over for this node: ddprun exits with `exit_code`.
+  virtual void on_job_finished(int exit_code) {}
+};
+
+}  // namespace ddprun::agent
