@@ -104,6 +104,9 @@ int run(const DaemonFlags& flags) {
   options.shutdown_grace = *grace;
 
   boost::asio::io_context io;
+  // Caught from before the "listening" line: a SIGTERM right after it must still shut down
+  // gracefully (the handlers run once the loop does).
+  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
   rdzv::RendezvousServer server(io, options);
   if (Status s = server.listen(flags.host, flags.port); !s) {
     spdlog::error("{}", s.message());
@@ -112,7 +115,6 @@ int run(const DaemonFlags& flags) {
   std::printf("listening on %s:%u\n", flags.host.c_str(), static_cast<unsigned>(server.port()));
   std::fflush(stdout);
 
-  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
   int signals_seen = 0;
   std::function<void(const boost::system::error_code&, int)> on_signal =
       [&](const boost::system::error_code& ec, int signo) {
