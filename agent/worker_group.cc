@@ -103,6 +103,19 @@ void WorkerGroup::stop(int signo) {
   finish_if_done();
 }
 
+void WorkerGroup::fail_running(const std::vector<WorkerFailure>& failures, int signo) {
+  if (state_ != State::kRunning) return;
+  for (const WorkerFailure& given : failures) {
+    for (const Worker& worker : workers_) {
+      if (worker.launch.local_rank != given.local_rank || !worker.running) continue;
+      record_failure(worker, ExitStatus::killed(signo));
+      failures_.back().error_message = given.error_message;
+      failures_.back().hung = given.hung;
+    }
+  }
+  begin_stop(signo);
+}
+
 std::vector<pid_t> WorkerGroup::running_pids() const {
   std::vector<pid_t> pids;
   for (const Worker& w : workers_) {
