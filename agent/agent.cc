@@ -48,6 +48,9 @@ Agent::Agent(AgentOptions options, boost::asio::io_context& io, ProcessLauncher&
                    [](const TimerExpiry& e) {
                      spdlog::warn("torch's file timer: scope '{}' of pid {} expired; sent it {}",
                                   e.scope_id, e.pid, signal_name(e.signal));
+                   },
+                   [this](const std::vector<LocalRankProgress>& p) {
+                     if (coordinator_.shares_progress()) coordinator_.share_progress(global(p));
                    }}) {
   for (int signo : options_.signals_to_handle) handled_signals_.add(signo);
   std::signal(SIGPIPE, SIG_IGN);  // a closed console must not kill the agent (workers reset it)
@@ -385,34 +388,56 @@ void Agent::on_coordinator_event(const CoordinatorEvent& event) {
   // Otherwise the group is draining its output; after_group() acts on the interrupt.
 }
 
-// Ranks stopped making progress: the group fails with the rank(s) that stopped first as the
-// root cause, and SIGABRT makes every worker print its stack before it ends.
+// This node's ranks' progress under their global ranks, named by this node.
+std::vector<RankProgress> Agent::global(const std::vector<LocalRankProgress>& local) const {
+  std::vector<RankProgress> ranks;
+  const int offset = assignment_ ? assignment_->rank_offset : 0;
+  for (const LocalRankProgress& p : local) {
+    ranks.push_back(to_rank_progress(p, offset + p.local_rank, options_.hostname));
+  }
+  return ranks;
+}
+
+// Ranks stopped making progress. In a multi-node job the rank that stopped first may be on
+// another node (ours may only wait for it in a collective): ask for every node's progress,
+// then name the culprits across the job.
 void Agent::on_hang(const HangVerdict& verdict) {
   if (phase_ != Phase::kSupervising || !assignment_) return;
-  std::vector<RankProgress> ranks;
-  for (const LocalRankProgress& p : hang_watch_.progress()) {
-    ranks.push_back(
-        to_rank_progress(p, assignment_->rank_offset + p.local_rank, options_.hostname));
-  }
-  const CulpritFinding finding = find_hang_culprits(ranks);
+  std::vector<RankProgress> local = global(hang_watch_.progress());
+  if (!coordinator_.shares_progress()) return fail_hung(local, local);
+  coordinator_.share_progress(local);
+  const int round = assignment_->round;
+  coordinator_.job_progress([this, local, round](Result<std::vector<RankProgress>> job) {
+    if (phase_ != Phase::kSupervising || !assignment_ || assignment_->round != round) return;
+    if (!job)
+      spdlog::warn("hang detection: no progress from the other nodes: {}", job.error_message());
+    // Our own ranks as we see them now; the others' as they last shared them.
+    std::vector<RankProgress> all = local;
+    const int first = assignment_->rank_offset;
+    const int last = first + options_.nproc_per_node;
+    for (const RankProgress& r : job.ok() ? *job : std::vector<RankProgress>{}) {
+      if (r.rank < first || r.rank >= last) all.push_back(r);
+    }
+    fail_hung(all, local);
+  });
+}
+
+// Fails the group naming the culprits among `ranks`: local ones with their stacks (SIGABRT
+// makes every worker print it), others by their node and rank.
+void Agent::fail_hung(const std::vector<RankProgress>& ranks,
+                      const std::vector<RankProgress>& local) {
+  CulpritFinding finding = find_hang_culprits(ranks);
+  if (finding.culprits.empty()) finding.culprits = local;  // nothing stands out: ours hung
   std::vector<WorkerFailure> failures;
   for (const RankProgress& culprit : finding.culprits) {
     WorkerFailure f;
+    f.rank = culprit.rank;
     f.local_rank = culprit.local_rank;
+    f.hostname = culprit.node;
     f.error_message = format_hang_root_cause(culprit);
     f.hung = true;
     spdlog::error("{}", f.error_message);
     failures.push_back(std::move(f));
-  }
-  if (failures.empty()) {  // no culprit stands out: every rank the detector named
-    for (const LocalRankProgress& p : verdict.hung) {
-      WorkerFailure f;
-      f.local_rank = p.local_rank;
-      f.error_message = format_hang_root_cause(
-          to_rank_progress(p, assignment_->rank_offset + p.local_rank, options_.hostname));
-      f.hung = true;
-      failures.push_back(std::move(f));
-    }
   }
   group_->fail_running(failures, SIGABRT);
 }

@@ -96,6 +96,8 @@ class Agent final : private WorkerGroupObserver {
   void on_signal(int signo);
   void on_coordinator_event(const CoordinatorEvent& event);
   void on_hang(const HangVerdict& verdict);
+  void fail_hung(const std::vector<RankProgress>& ranks, const std::vector<RankProgress>& local);
+  std::vector<RankProgress> global(const std::vector<LocalRankProgress>& local) const;
   void interrupt(Interrupt what);
   void watch_signals();
   void end_with_job_failure(const CoordinatorEvent& event);
@@ -114,7 +116,7 @@ class Agent final : private WorkerGroupObserver {
   OutputRouter output_;
   std::optional<RunLogDir> log_dir_;
   StoreHost store_host_;                        // the job's store while this node hosts it
-  HangWatch hang_watch_;  // progress of this attempt's workers
+  HangWatch hang_watch_;                        // progress of this attempt's workers
   std::shared_ptr<UniqueFd> filtered_logs_[2];  // this attempt's filtered_{stdout,stderr}.log
   // The attempt's captured stderr lines by local rank (LogOptions::capture_stderr).
   std::map<int, std::shared_ptr<LineTail>> stderr_tails_;

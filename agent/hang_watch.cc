@@ -1,12 +1,19 @@
 #include "agent/hang_watch.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 namespace ddprun::agent {
 
 HangWatch::HangWatch(boost::asio::io_context& io, HangOptions options, const Clock& clock,
                      Events events)
-    : io_(io), options_(options), clock_(clock), events_(std::move(events)), timer_(io) {}
+    : io_(io),
+      options_(options),
+      clock_(clock),
+      events_(std::move(events)),
+      timer_(io),
+      share_timer_(io) {}
 
 HangWatch::~HangWatch() { end_attempt(); }
 
@@ -62,6 +69,9 @@ void HangWatch::worker_exited(int local_rank, pid_t pid) {
 void HangWatch::end_attempt() {
   timer_.cancel();
   armed_at_.reset();
+  share_timer_.cancel();
+  share_pending_ = false;
+  shared_at_.reset();
   heartbeats_.reset();
   file_timer_.reset();
   detector_.reset();
@@ -72,8 +82,33 @@ std::vector<LocalRankProgress> HangWatch::progress() const {
 }
 
 void HangWatch::on_heartbeat(const Heartbeat& beat) {
-  if (!detector_ || !detector_->heartbeat(beat.local_rank, beat.step, beat.at)) return;
+  if (!detector_) return;
+  const auto before = detector_->progress(beat.at)[static_cast<std::size_t>(beat.local_rank)];
+  if (!detector_->heartbeat(beat.local_rank, beat.step, beat.at)) return;
   arm();
+  // Other nodes only need steps (and first heartbeats): the ages move on their own.
+  if (before.heartbeats == 0 || (beat.step && beat.step != before.last_step)) share_soon();
+}
+
+Millis HangWatch::share_interval() const {
+  return std::clamp(options_.hang_timeout / 4, Millis(100), Millis(5'000));
+}
+
+// At most one share per interval: the first change goes at once, later ones are batched.
+void HangWatch::share_soon() {
+  if (!detecting() || !events_.on_share || share_pending_) return;
+  const SteadyTime now = clock_.steady_now();
+  auto share = [this] {
+    share_pending_ = false;
+    shared_at_ = clock_.steady_now();
+    if (detector_) events_.on_share(detector_->progress(*shared_at_));
+  };
+  if (!shared_at_ || now - *shared_at_ >= share_interval()) return share();
+  share_pending_ = true;
+  share_timer_.expires_at(*shared_at_ + share_interval());
+  share_timer_.async_wait([share](const boost::system::error_code& ec) {
+    if (!ec) share();
+  });
 }
 
 // One timer at the detector's next deadline. A heartbeat that only moves the deadline later

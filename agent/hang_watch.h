@@ -52,6 +52,10 @@ class HangWatch {
   struct Events {
     std::function<void(const HangVerdict& verdict)> on_hang;
     std::function<void(const TimerExpiry& expiry)> on_timer_expired;
+    // The ranks' progress changed (a new step, a first heartbeat): share it with the other
+    // nodes. Called at most once per share interval (hang_timeout / 4, within 100 ms–5 s),
+    // and only while detecting.
+    std::function<void(const std::vector<LocalRankProgress>& progress)> on_share;
   };
 
   HangWatch(boost::asio::io_context& io, HangOptions options, const Clock& clock, Events events);
@@ -76,6 +80,8 @@ class HangWatch {
  private:
   void on_heartbeat(const Heartbeat& beat);
   void arm();
+  void share_soon();
+  Millis share_interval() const;
 
   boost::asio::io_context& io_;
   const HangOptions options_;
@@ -86,6 +92,9 @@ class HangWatch {
   std::unique_ptr<FileTimerServer> file_timer_;
   std::optional<HangDetector> detector_;
   std::optional<SteadyTime> armed_at_;
+  boost::asio::steady_timer share_timer_;
+  bool share_pending_ = false;
+  std::optional<SteadyTime> shared_at_;
 };
 
 }  // namespace ddprun::agent

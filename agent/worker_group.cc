@@ -106,11 +106,20 @@ void WorkerGroup::stop(int signo) {
 void WorkerGroup::fail_running(const std::vector<WorkerFailure>& failures, int signo) {
   if (state_ != State::kRunning) return;
   for (const WorkerFailure& given : failures) {
+    const Worker* local = nullptr;
     for (const Worker& worker : workers_) {
-      if (worker.launch.local_rank != given.local_rank || !worker.running) continue;
-      record_failure(worker, ExitStatus::killed(signo));
+      if (worker.launch.rank == given.rank && worker.running) local = &worker;
+    }
+    if (local) {
+      record_failure(*local, ExitStatus::killed(signo));
       failures_.back().error_message = given.error_message;
       failures_.back().hung = given.hung;
+    } else {
+      // A rank of another node: named as it was given (the stop signal stands for its end).
+      WorkerFailure remote = given;
+      remote.exit = ExitStatus::killed(signo);
+      remote.time = format_report_time(clock_.wall_now());
+      failures_.push_back(std::move(remote));
     }
   }
   begin_stop(signo);
