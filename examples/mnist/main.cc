@@ -85,7 +85,7 @@ int main(int argc, char** argv) try {
 
   examples::MnistCnn net;
   torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(lr).momentum(0.9));
-  ddp::Snapshotter snapshots(group, {snapshot_dir, 2, nullptr});
+  ddp::Snapshotter snapshots(group, {snapshot_dir, 2});
   auto progress = snapshots.load_latest(*net, &optimizer).value_or(ddp::TrainingProgress{});
   nlohmann::json history = progress.user.count("history")
                                ? nlohmann::json::parse(progress.user["history"])

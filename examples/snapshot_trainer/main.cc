@@ -27,7 +27,7 @@ class Trainer {
         batch_size_(batch_size),
         net_(torch::nn::Linear(20, 1)),
         optimizer_(net_->parameters(), torch::optim::SGDOptions(1e-3)),
-        snapshots_(group, {snapshot_dir, 2, nullptr}),
+        snapshots_(group, {snapshot_dir, 2}),
         sampler_(data_.x.size(0), group->size(), group->rank()) {
     if (auto progress = snapshots_.load_latest(*net_, &optimizer_)) {
       epochs_run_ = progress->epoch;
