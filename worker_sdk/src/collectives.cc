@@ -79,9 +79,10 @@ Padded pad_for_gather(GroupState& s, const std::string& name, const at::Tensor& 
   Padded out;
   out.scalar = tensor.dim() == 0;
   at::Tensor t = out.scalar ? tensor.reshape({1}) : tensor;
-  auto local = torch::tensor({t.size(0)}, torch::kLong);
+  const auto meta = torch::TensorOptions(torch::kLong).device(s.device);
+  auto local = torch::full({1}, t.size(0), meta);
   std::vector<std::vector<at::Tensor>> outputs(1);
-  for (int i = 0; i < s.size; ++i) outputs[0].push_back(torch::empty({1}, torch::kLong));
+  for (int i = 0; i < s.size; ++i) outputs[0].push_back(torch::empty({1}, meta));
   auto pg = backend_for(s, name, bytes_of(local));
   guarded(s.global_rank, name + " (exchanging sizes)", [&] {
     std::vector<at::Tensor> inputs{local};
@@ -111,13 +112,14 @@ std::vector<at::Tensor> trim(std::vector<at::Tensor> gathered, const Padded& pad
   return gathered;
 }
 
-at::Tensor bytes_to_tensor(const std::string& bytes) {
+at::Tensor bytes_to_tensor(const std::string& bytes, at::Device device) {
   auto t = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
   std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(t.data_ptr<uint8_t>()));
-  return t;
+  return t.to(device);
 }
 
-std::string tensor_to_bytes(const at::Tensor& t) {
+std::string tensor_to_bytes(const at::Tensor& tensor) {
+  const at::Tensor t = tensor.cpu();
   const auto* data = reinterpret_cast<const char*>(t.data_ptr<uint8_t>());
   return std::string(data, data + t.numel());
 }
@@ -281,13 +283,16 @@ std::vector<at::Tensor> ProcessGroup::all_to_all(const std::vector<at::Tensor>& 
   // Rows each rank sends to each other rank: an all-to-all of counts first.
   auto send_rows = torch::empty({n}, torch::kLong);
   for (int j = 0; j < n; ++j) send_rows[j] = inputs[j].size(0);
-  auto recv_rows = torch::empty({n}, torch::kLong);
+  send_rows = send_rows.to(state_->device);
+  auto recv_rows = torch::empty({n}, send_rows.options());
   std::vector<int64_t> ones(static_cast<std::size_t>(n), 1);
   // c10d moves the split vectors into its work: every call gets copies.
   guarded(state_->global_rank, name + " (exchanging sizes)", [&] {
     std::vector<int64_t> out_ones = ones, in_ones = ones;
     wait_work(pg->alltoall_base(recv_rows, send_rows, out_ones, in_ones, c10d::AllToAllOptions()));
   });
+  send_rows = send_rows.cpu();
+  recv_rows = recv_rows.cpu();
   std::vector<int64_t> in_split(send_rows.data_ptr<int64_t>(), send_rows.data_ptr<int64_t>() + n);
   std::vector<int64_t> out_split(recv_rows.data_ptr<int64_t>(), recv_rows.data_ptr<int64_t>() + n);
   at::Tensor flat_in = torch::cat(inputs, 0).contiguous();
@@ -344,23 +349,29 @@ void ProcessGroup::barrier() {
 // ---------------------------------------------------------------- bytes
 
 std::string ProcessGroup::broadcast_bytes(const std::string& bytes, int root) {
-  auto length = torch::tensor({static_cast<int64_t>(bytes.size())}, torch::kLong);
+  const auto on_device = torch::TensorOptions(torch::kLong).device(state_->device);
+  auto length = torch::full({1}, static_cast<int64_t>(bytes.size()), on_device);
   broadcast(length, root);
-  at::Tensor payload = rank() == root ? bytes_to_tensor(bytes)
-                                      : torch::empty({length.item<int64_t>()}, torch::kUInt8);
+  at::Tensor payload = rank() == root
+                           ? bytes_to_tensor(bytes, state_->device)
+                           : torch::empty({length.item<int64_t>()}, on_device.dtype(torch::kUInt8));
   if (payload.numel() > 0) broadcast(payload, root);
   return tensor_to_bytes(payload);
 }
 
 std::vector<std::string> ProcessGroup::all_gather_bytes(const std::string& bytes) {
   std::vector<std::string> out;
-  for (const auto& t : all_gather(bytes_to_tensor(bytes))) out.push_back(tensor_to_bytes(t));
+  for (const auto& t : all_gather(bytes_to_tensor(bytes, state_->device))) {
+    out.push_back(tensor_to_bytes(t));
+  }
   return out;
 }
 
 std::vector<std::string> ProcessGroup::gather_bytes(const std::string& bytes, int root) {
   std::vector<std::string> out;
-  for (const auto& t : gather(bytes_to_tensor(bytes), root)) out.push_back(tensor_to_bytes(t));
+  for (const auto& t : gather(bytes_to_tensor(bytes, state_->device), root)) {
+    out.push_back(tensor_to_bytes(t));
+  }
   return out;
 }
 

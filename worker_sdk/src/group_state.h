@@ -19,9 +19,10 @@ struct GroupState {
   LaunchEnv env;
   InitOptions options;
   Backend backend = Backend::kGloo;
-  int rank = 0;         // within this group
-  int size = 1;         // of this group
-  int global_rank = 0;  // in the job
+  at::Device device{at::kCPU};  // see ProcessGroup::device()
+  int rank = 0;                 // within this group
+  int size = 1;                 // of this group
+  int global_rank = 0;          // in the job
   std::string name = "default";
   // This process hosts the TCPStore server (rank 0 of the default group under ddprun): at
   // destroy it waits until every other rank has left the store.

@@ -167,6 +167,7 @@ int ProcessGroup::rank() const { return state_->rank; }
 int ProcessGroup::size() const { return state_->size; }
 int ProcessGroup::global_rank() const { return state_->global_rank; }
 Backend ProcessGroup::backend() const { return state_->backend; }
+at::Device ProcessGroup::device() const { return state_->device; }
 const LaunchEnv& ProcessGroup::launch_env() const { return state_->env; }
 
 bool ProcessGroup::destroyed() const {
@@ -194,6 +195,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
   child->env = state_->env;
   child->options = state_->options;
   child->backend = state_->backend;
+  child->device = state_->device;
   child->name = state_->name + "/group_" + std::to_string(id);
   {
     std::lock_guard<std::mutex> lock(state_->lifecycle_mutex);
@@ -237,7 +239,10 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options, con
   state->size = env.world_size;
   state->global_rank = env.rank;
   state->backend = resolve_backend(options, env.rank);
-  if (state->backend == Backend::kNccl) compat::select_cuda_device(env.local_rank);
+  if (state->backend == Backend::kNccl) {
+    compat::select_cuda_device(env.local_rank);
+    state->device = compat::nccl_device(env.local_rank);
+  }
   compat::StorePtr root;
   if (!env.from_launcher) {
     root = compat::make_hash_store();  // a world of one needs no network rendezvous

@@ -239,8 +239,9 @@ at::Tensor Reducer::used_anywhere_this_pass() {
   for (std::size_t i = 0; i < params_.size(); ++i) {
     acc[i] = fired_[i] || params_[i].tensor.grad().defined() ? 1 : 0;
   }
+  used = used.to(group_->device());
   group_->all_reduce(used);
-  return used;
+  return used.cpu();
 }
 
 void Reducer::finalize() {
@@ -343,7 +344,11 @@ void Reducer::rebuild_buckets() {
   const auto local = complete_order(ready_order_, params_.size());
   at::Tensor order = torch::empty({static_cast<int64_t>(local.size())}, torch::kLong);
   for (std::size_t i = 0; i < local.size(); ++i) order[static_cast<int64_t>(i)] = int64_t(local[i]);
-  if (group_->size() > 1) group_->broadcast(order, authoritative_rank_);
+  if (group_->size() > 1) {
+    order = order.to(group_->device());
+    group_->broadcast(order, authoritative_rank_);
+    order = order.cpu();
+  }
   std::vector<std::size_t> agreed(local.size());
   for (std::size_t i = 0; i < agreed.size(); ++i) {
     agreed[i] = static_cast<std::size_t>(order[static_cast<int64_t>(i)].item<int64_t>());

@@ -25,7 +25,9 @@ void Reducer::announce(bool active, bool will_broadcast, bool will_sync,
     flags[n] = will_broadcast ? 1 : 0;
     flags[n + 1] = will_sync ? 1 : 0;
   }
+  flags = flags.to(group_->device());
   group_->all_reduce(flags);
+  flags = flags.cpu();
   auto acc = flags.accessor<int, 1>();
   for (int r = n - 1; r >= 0; --r) {
     if (acc[r] > 0) {
@@ -84,8 +86,10 @@ void Reducer::shadow_backward() {
     pending.push_back(options_.comm_hook->start(*group_, view));
   }
   if (detects_unused()) {
-    at::Tensor none_used = torch::zeros({static_cast<int64_t>(params_.size())}, torch::kInt);
+    at::Tensor none_used = torch::zeros({static_cast<int64_t>(params_.size())},
+                                        torch::TensorOptions(torch::kInt).device(group_->device()));
     group_->all_reduce(none_used);
+    none_used = none_used.cpu();
     if (options_.static_graph && !first_pass_done_) {
       static_used_anywhere_ = none_used;
       statically_unused_.assign(params_.size(), 1);

@@ -117,10 +117,16 @@ void set_rng_state(at::Generator generator, const at::Tensor& state) {
 // The states of every rank's generators, gathered on rank 0 (collective).
 std::vector<std::pair<std::string, at::Tensor>> gather_rng_states(ProcessGroup& group) {
   std::vector<std::pair<std::string, at::Tensor>> out;
-  auto cpu = group.gather(rng_state(at::detail::getDefaultCPUGenerator()), 0);
+  // RNG states are CPU byte tensors; an NCCL group moves them through its device.
+  auto gather = [&](at::Tensor state) {
+    auto all = group.gather(state.to(group.device()), 0);
+    for (auto& t : all) t = t.cpu();
+    return all;
+  };
+  auto cpu = gather(rng_state(at::detail::getDefaultCPUGenerator()));
   for (std::size_t r = 0; r < cpu.size(); ++r) out.emplace_back(rng_key("cpu", r), cpu[r]);
   if (auto device = cuda_rng_device(group)) {
-    auto cuda = group.gather(rng_state(at::globalContext().defaultGenerator(*device)), 0);
+    auto cuda = gather(rng_state(at::globalContext().defaultGenerator(*device)));
     for (std::size_t r = 0; r < cuda.size(); ++r) out.emplace_back(rng_key("cuda", r), cuda[r]);
   }
   return out;
@@ -217,7 +223,7 @@ fs::path Snapshotter::save(const torch::nn::Module& model, const torch::optim::O
     }
   }
   // The broadcast doubles as the barrier: the others return once rank 0 has published.
-  at::Tensor status = torch::tensor({failure.empty() ? 0 : 1}, torch::kInt);
+  at::Tensor status = torch::tensor({failure.empty() ? 0 : 1}, torch::kInt).to(group_->device());
   group_->broadcast(status, 0);
   if (!failure.empty()) {
     throw Error(group_->global_rank(), kSaveOp, "writing " + target.string() + ": " + failure);
@@ -279,7 +285,9 @@ std::optional<TrainingProgress> Snapshotter::load_latest(torch::nn::Module& mode
   std::vector<int64_t> local;
   for (const auto& path : list()) local.push_back(step_of(path));
   std::set<int64_t, std::greater<>> steps;
-  for (const auto& seen : group_->all_gather(torch::tensor(local, torch::kLong))) {
+  const at::Tensor mine = torch::tensor(local, torch::kLong).to(group_->device());
+  for (const auto& seen_on_device : group_->all_gather(mine)) {
+    const at::Tensor seen = seen_on_device.cpu();
     for (int64_t i = 0; i < seen.numel(); ++i) steps.insert(seen[i].item<int64_t>());
   }
   for (int64_t step : steps) {
@@ -287,7 +295,7 @@ std::optional<TrainingProgress> Snapshotter::load_latest(torch::nn::Module& mode
     TrainingProgress progress;
     const std::string problem = load_file(path, model, optimizer, &progress);
     // Loaded only if loaded everywhere.
-    at::Tensor ok = torch::tensor({problem.empty() ? 1 : 0}, torch::kInt);
+    at::Tensor ok = torch::tensor({problem.empty() ? 1 : 0}, torch::kInt).to(group_->device());
     group_->all_reduce(ok, ReduceOp::kMin);
     if (ok.item<int>() == 1) return progress;
     const auto problems = group_->all_gather_bytes(problem);

@@ -102,6 +102,10 @@ class ProcessGroup {
   // True on the group's rank 0: the rank that logs and writes files.
   bool is_primary() const { return rank() == 0; }
   Backend backend() const;
+  // Where this group's collectives run: CUDA device LOCAL_RANK (modulo the visible devices)
+  // for NCCL, the CPU for Gloo. NCCL collectives need tensors there; the SDK's own
+  // bookkeeping tensors (sizes, flags) are made there.
+  at::Device device() const;
   const LaunchEnv& launch_env() const;
   // After destroy_process_group(): every operation then throws.
   bool destroyed() const;

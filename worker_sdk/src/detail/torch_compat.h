@@ -95,6 +95,17 @@ inline void select_cuda_device(int local_rank) {
 #endif
 }
 
+// The device of LOCAL_RANK for an NCCL group (the CPU in a build without NCCL).
+inline at::Device nccl_device(int local_rank) {
+#if defined(DDP_WITH_NCCL)
+  const auto count = static_cast<int>(c10::cuda::device_count());
+  if (count > 0) return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_rank % count));
+#else
+  (void)local_rank;
+#endif
+  return at::Device(at::kCPU);
+}
+
 #if defined(DDP_WITH_NCCL)
 inline c10::intrusive_ptr<BackendBase> make_nccl(const StorePtr& store, int rank, int size,
                                                  std::chrono::milliseconds timeout) {
