@@ -12,10 +12,11 @@ std::string format(int rank, const std::string& operation, const std::string& de
 
 }  // namespace
 
-Error::Error(int rank, std::string operation, const std::string& detail)
+Error::Error(int rank, std::string operation, const std::string& detail, ErrorKind kind)
     : std::runtime_error(format(rank, operation, detail)),
       rank_(rank),
-      operation_(std::move(operation)) {
+      operation_(std::move(operation)),
+      kind_(kind) {
   // Raw addresses only (microseconds); names are looked up when someone asks.
   auto frames = std::make_shared<std::vector<void*>>(detail::kMaxStackFrames);
   frames->resize(static_cast<std::size_t>(

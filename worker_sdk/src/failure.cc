@@ -4,7 +4,11 @@
 #include <cxxabi.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -23,9 +27,14 @@
 namespace ddp {
 namespace {
 
+// How long a rank whose error only says that a peer went away waits for its launcher to stop
+// it, so that the launcher observes the peer's failure first and names it as the root cause.
+constexpr std::chrono::seconds kPeerLostGrace{5};
+
 struct Report {
   std::string message;  // "<Type>: <what>", like Python's "RuntimeError: ..."
   std::string stack;
+  bool peer_lost = false;  // a consequence of another rank's failure
 };
 
 std::string type_name(const std::type_info& type) {
@@ -47,7 +56,8 @@ Report describe(std::exception_ptr error, bool caught_here) {
   } catch (const Error& e) {
     return {"ddp::Error: " + std::string(e.what()),
             "Native backtrace where the ddp::Error was raised (most recent call first):\n" +
-                e.backtrace()};
+                e.backtrace(),
+            e.kind() == ErrorKind::kPeerLost};
   } catch (const c10::Error& e) {
     return {type_name(typeid(e)) + ": " + e.what_without_backtrace(),
             "LibTorch backtrace where the error was raised:\n" + e.backtrace()};
@@ -58,11 +68,27 @@ Report describe(std::exception_ptr error, bool caught_here) {
   }
 }
 
+// Sleeps until the launcher's SIGTERM ends the process, or `grace` passes. The signal is the
+// event waited for: its default action ends the process inside nanosleep.
+void let_the_launcher_stop_us(std::chrono::seconds grace) {
+  timespec left{static_cast<time_t>(grace.count()), 0};
+  while (::nanosleep(&left, &left) != 0 && errno == EINTR) {
+  }
+}
+
 void report(const Report& r) {
   std::cout.flush();
   std::fflush(stdout);
   std::cerr << "\n*** " << r.message << "\n" << r.stack << std::flush;
   const std::string path = detail::error_file_from_env();
+  if (r.peer_lost && !path.empty()) {
+    std::cerr << "ddp: a peer closed its connection, so another rank probably failed first; "
+                 "waiting up to "
+              << kPeerLostGrace.count()
+              << " s for the launcher to stop this rank so that its report names that rank\n"
+              << std::flush;
+    let_the_launcher_stop_us(kPeerLostGrace);
+  }
   if (!path.empty() && !detail::write_error_file(path.c_str(), r.message.c_str(), r.stack.c_str(),
                                                  static_cast<long>(std::time(nullptr)))) {
     std::cerr << "ddp: could not write the error file " << path << "\n" << std::flush;

@@ -59,6 +59,10 @@ struct GroupAccess {
 // c10::Error's what() carries a C++ backtrace; users need the message only.
 std::string describe(const std::exception& e);
 
+// The kind of a backend failure. c10d reports none, so this reads Gloo's message once, here
+// at the boundary: a connection closed or reset by the peer means another rank went away.
+ErrorKind kind_of(const std::string& backend_message);
+
 // Runs one backend call, turning any failure into a ddp::Error naming rank and operation.
 template <class F>
 auto guarded(int rank, const std::string& operation, F&& f) -> decltype(f()) {
@@ -67,7 +71,8 @@ auto guarded(int rank, const std::string& operation, F&& f) -> decltype(f()) {
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw Error(rank, operation, describe(e));
+    const std::string message = describe(e);
+    throw Error(rank, operation, message, kind_of(message));
   }
 }
 

@@ -21,6 +21,14 @@ std::string describe(const std::exception& e) {
   return e.what();
 }
 
+ErrorKind kind_of(const std::string& backend_message) {
+  for (const char* lost :
+       {"Connection closed by peer", "Connection reset by peer", "Broken pipe"}) {
+    if (backend_message.find(lost) != std::string::npos) return ErrorKind::kPeerLost;
+  }
+  return ErrorKind::kFailed;
+}
+
 c10::intrusive_ptr<compat::BackendBase> backend_for(GroupState& s, const std::string& operation,
                                                     std::uint64_t bytes) {
   c10::intrusive_ptr<compat::BackendBase> pg;

@@ -1,6 +1,7 @@
-// Workers that fail on purpose, for the failure-report tests: rank 1 fails, the others wait
-// in a barrier until the launcher stops them. The functions that fail are not inlined, so
-// their names must appear in the native backtrace of the report.
+// Workers that fail on purpose, for the failure-report tests: rank 1 fails; the others wait in
+// a barrier, which fails when rank 1's connections close (a "peer lost" error: the SDK then
+// lets the launcher stop that rank, so that the report's root cause is rank 1). The functions
+// that fail are not inlined, so their names must appear in the native backtrace.
 #include <iostream>
 
 #include "tests/worker_sdk/worker/worker.h"
@@ -21,7 +22,7 @@ namespace {
 }
 
 void wait_for_the_launcher(const Group& g) {
-  g->barrier();  // never completes: rank 1 is gone; the launcher sends SIGTERM
+  g->barrier();  // fails once rank 1 is gone
 }
 
 }  // namespace

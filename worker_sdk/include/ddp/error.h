@@ -14,14 +14,22 @@
 
 namespace ddp {
 
+enum class ErrorKind {
+  kFailed,    // this rank's operation failed
+  kPeerLost,  // a peer closed or reset its connection: usually another rank's failure, seen
+              // from here (ddp::record then lets the launcher stop this rank first)
+};
+
 class Error : public std::runtime_error {
  public:
   // rank: the global rank that raised the error, or -1 before the rank is known.
   // operation: what failed, e.g. "all_reduce", "init_process_group", "snapshot.load".
-  Error(int rank, std::string operation, const std::string& detail);
+  Error(int rank, std::string operation, const std::string& detail,
+        ErrorKind kind = ErrorKind::kFailed);
 
   int rank() const noexcept { return rank_; }
   const std::string& operation() const noexcept { return operation_; }
+  ErrorKind kind() const noexcept { return kind_; }
   // Where the error was constructed: one line per frame, innermost first,
   // "  #<n> 0x<address> <function>". Symbolised on demand (may take milliseconds).
   std::string backtrace() const;
@@ -29,6 +37,7 @@ class Error : public std::runtime_error {
  private:
   int rank_;
   std::string operation_;
+  ErrorKind kind_;
   // Return addresses captured at construction; shared so that copies stay noexcept.
   std::shared_ptr<const std::vector<void*>> frames_;
 };
