@@ -55,7 +55,7 @@ std::shared_ptr<ddp::CommHook> make_hook(const std::string& name, int rank, long
 
 int run(int argc, char** argv) {
   long warmup = 20, steps = 200, batch = 64, powersgd_rank = 1, powersgd_start = 10;
-  bool timed_no_sync = false;
+  bool timed_no_sync = false, gloo_only = false;
   std::string comm_hook = "allreduce";
   ddp::DdpOptions ddp_options;
   double bucket_cap_mb = ddp_options.bucket_cap_bytes / 1048576.0;
@@ -73,6 +73,8 @@ int run(int argc, char** argv) {
   app.add_flag("--gradient_as_bucket_view", ddp_options.gradient_as_bucket_view,
                "Gradients are views of the buckets (no copies)");
   app.add_flag("--static_graph", ddp_options.static_graph, "DdpOptions::static_graph");
+  app.add_flag("--gloo_only", gloo_only,
+               "All-reduce through Gloo even on one node (no shared memory)");
   app.add_option("--comm_hook", comm_hook, "allreduce, fp16, bf16 or powersgd")
       ->capture_default_str();
   app.add_option("--powersgd_rank", powersgd_rank, "PowerSGD matrix approximation rank")
@@ -82,7 +84,9 @@ int run(int argc, char** argv) {
   app.add_option("--data", data, "Fashion-MNIST IDX files (.gz)")->capture_default_str();
   app.add_option("--cache_dir", cache_dir, "Decompressed data")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  auto group = ddp::init_process_group();
+  ddp::InitOptions init;
+  init.shared_memory_all_reduce = !gloo_only;
+  auto group = ddp::init_process_group(init);
   torch::manual_seed(group->rank());
   const auto dir = examples::prepare_fashion_mnist(data, cache_dir);
   const auto train = examples::load_fashion_mnist(dir, true);
@@ -145,6 +149,7 @@ int run(int argc, char** argv) {
       {"impl", "cpp_sdk"},
       {"comm_hook", comm_hook},
       {"gradient_as_bucket_view", ddp_options.gradient_as_bucket_view},
+      {"shared_memory", !gloo_only},
       {"synced", !timed_no_sync},
       {"rank", group->rank()},
       {"world_size", group->size()},

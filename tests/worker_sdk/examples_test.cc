@@ -35,8 +35,7 @@ TEST(ExamplesTest, MnistLearnsOnASubsetAndWritesModelHistoryAndSnapshots) {
   options.deadline = std::chrono::seconds(150);
   auto results = run_ranks(EXAMPLE_MNIST,
                            {"--epochs", "1", "--train_limit", "3000", "--test_limit", "1000",
-                            "--out_dir", out.string(), "--lr", "0.05",
-                            "--progress_interval", "0"},
+                            "--out_dir", out.string(), "--lr", "0.05", "--progress_interval", "0"},
                            2, dir.path(), options);
   for (const auto& r : results) ASSERT_TRUE(r.ok()) << all_output(results);
   const std::string& primary = results[0].output;
@@ -47,7 +46,8 @@ TEST(ExamplesTest, MnistLearnsOnASubsetAndWritesModelHistoryAndSnapshots) {
   EXPECT_EQ(primary.find('\r'), std::string::npos) << "a terminal bar in a log";
   EXPECT_EQ(results[1].output.find("samples/s"), std::string::npos) << "rank 1 printed progress";
   EXPECT_NE(primary.find("accuracy history  " + (out / "accuracy.json").string()),
-            std::string::npos) << primary;
+            std::string::npos)
+      << primary;
   EXPECT_NE(primary.find("snapshots         " + (out / "snapshots").string()), std::string::npos)
       << primary;
   EXPECT_NE(primary.find("same command with a larger --epochs:"), std::string::npos) << primary;

@@ -154,6 +154,11 @@ void ProcessGroup::all_reduce(at::Tensor& tensor, ReduceOp op) {
   const std::string name = "all_reduce";
   check_tensor(*state_, name, tensor);
   check_avg(*state_, name, op, tensor);
+  if ((op == ReduceOp::kSum || op == ReduceOp::kAvg) &&
+      detail::intra_node_eligible(*this, tensor) && detail::intra_node_all_reduce(*this, tensor)) {
+    if (op == ReduceOp::kAvg) tensor.div_(state_->size);
+    return;
+  }
   auto pg = backend_for(*state_, name, bytes_of(tensor));
   guarded(state_->global_rank, name, [&] {
     std::vector<at::Tensor> tensors{tensor};

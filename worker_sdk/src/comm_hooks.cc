@@ -13,6 +13,15 @@ class AllReduceHook final : public CommHook {
  public:
   PendingBucket start(ProcessGroup& group, GradBucket& bucket) override {
     at::Tensor buffer = bucket.buffer;
+    if (detail::intra_node_eligible(group, buffer)) {
+      // Shared memory: nothing to start (no transport thread to hand the work to); the
+      // reduction runs when the result is asked for, in bucket order on every rank.
+      ProcessGroup* g = &group;
+      return [g, buffer]() mutable {
+        if (!detail::intra_node_all_reduce(*g, buffer)) g->all_reduce_async(buffer).wait();
+        return buffer.div_(g->size());
+      };
+    }
     Request request = group.all_reduce_async(buffer);
     const int size = group.size();
     return [request, buffer, size]() mutable {

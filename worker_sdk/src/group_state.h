@@ -11,6 +11,7 @@
 #include "ddp/error.h"
 #include "ddp/process_group.h"
 #include "detail/torch_compat.h"
+#include "shm_all_reduce.h"
 
 namespace ddp::detail {
 
@@ -40,6 +41,9 @@ struct GroupState {
   int subgroups_created = 0;
   std::atomic<std::uint64_t> operations{0};
   std::atomic<std::uint64_t> bytes{0};
+  // Shared-memory all-reduce (intra_node.cc): decided at the first eligible all-reduce.
+  bool shm_decided = false;
+  std::unique_ptr<ShmAllReduce> shm;  // null: use the backend
 };
 
 struct PendingWork {
@@ -87,6 +91,13 @@ inline void wait_work(const compat::WorkPtr& work) { work->wait(); }
 inline std::uint64_t bytes_of(const at::Tensor& t) {
   return static_cast<std::uint64_t>(t.numel()) * t.element_size();
 }
+
+// Whether a sum all-reduce of `t` goes through shared memory in this group (the same answer
+// on every rank for the same call). Not collective.
+bool intra_node_eligible(const ProcessGroup& group, const at::Tensor& t);
+// The sum all-reduce through shared memory, in place; false when the group cannot (then use
+// the backend). Collective: sets the segment up on first use. Throws ddp::Error.
+bool intra_node_all_reduce(ProcessGroup& group, at::Tensor& t);
 
 // For the SDK's communication hooks: an all-to-all of equal byte chunks (in.numel() and
 // out.numel() are multiples of the group size; chunk r goes to rank r), started

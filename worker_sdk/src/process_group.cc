@@ -298,6 +298,7 @@ void destroy_process_group(const std::shared_ptr<ProcessGroup>& group_or_null) {
     s.destroyed = true;
     pg = std::move(s.pg);
     s.store.reset();
+    s.shm.reset();
   }
   pg.reset();  // outside the lock: the backend's destructor joins its threads
 }

@@ -89,21 +89,32 @@ std::shared_ptr<Reducer> Reducer::create(std::shared_ptr<ProcessGroup> group,
   return r;
 }
 
-// Broadcasts tensors from `root`, one flat tensor per dtype/device to keep messages few.
+// Broadcasts tensors from `root` as one message per device: their bytes, whatever their
+// dtypes (BatchNorm's float statistics and int64 counters travel together, one collective
+// per forward instead of one per dtype).
 void Reducer::broadcast_state(const std::vector<at::Tensor>& tensors, int root) {
   if (group_->size() == 1 || tensors.empty()) return;
   torch::NoGradGuard no_grad;
-  std::map<std::string, std::vector<at::Tensor>> by_kind;
-  for (const auto& t : tensors) by_kind[kind_of(t)].push_back(t);
-  for (auto& [kind, list] : by_kind) {
-    std::vector<at::Tensor> flat_views;
-    for (auto& t : list) flat_views.push_back(t.detach().reshape(-1));
-    at::Tensor flat = torch::cat(flat_views);
+  std::map<std::string, std::vector<at::Tensor>> by_device;
+  for (const auto& t : tensors) by_device[t.device().str()].push_back(t);
+  for (auto& [device, list] : by_device) {
+    std::vector<at::Tensor> contiguous;
+    std::vector<at::Tensor> bytes;  // byte views of the contiguous tensors
+    for (auto& t : list) {
+      contiguous.push_back(t.detach().contiguous());
+      const at::Tensor& c = contiguous.back();
+      bytes.push_back(torch::from_blob(
+          c.data_ptr(), {c.numel() * c.element_size()}, [c](void*) {},
+          c.options().dtype(torch::kUInt8)));
+    }
+    at::Tensor flat = torch::cat(bytes);
     group_->broadcast(flat, root);
     int64_t offset = 0;
-    for (auto& t : list) {
-      t.detach().copy_(flat.narrow(0, offset, t.numel()).view_as(t));
-      offset += t.numel();
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      bytes[i].copy_(flat.narrow(0, offset, bytes[i].numel()));
+      offset += bytes[i].numel();
+      // A non-contiguous tensor got a contiguous copy above: write the values back.
+      if (contiguous[i].data_ptr() != list[i].data_ptr()) list[i].detach().copy_(contiguous[i]);
     }
   }
 }

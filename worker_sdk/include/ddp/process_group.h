@@ -57,6 +57,13 @@ struct InitOptions {
   // write the launcher's error file with a native backtrace). Default on, like torch's
   // @record on main.
   bool install_failure_handlers = true;
+  // When every rank of the job runs on this node, sum all-reduces of contiguous float32/64
+  // CPU tensors (all_reduce with kSum/kAvg, and DDP's default hook) go through a shared
+  // memory segment instead of Gloo's loopback TCP: each rank copies its data in once, sums
+  // its share, copies the result out. Set up collectively at the first such all-reduce
+  // (/dev/shm, 4 MiB per rank + 4 MiB); when any rank cannot, the group stays on Gloo.
+  // Results are identical on every rank.
+  bool shared_memory_all_reduce = true;
 };
 
 // What a group has handed to its backend so far (for benchmarks and tests): the number of
