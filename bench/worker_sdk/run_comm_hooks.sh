@@ -40,7 +40,7 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 rounds = int(sys.argv[2])
 for batch in sorted({r["batch_size"] for r in rows}):
     print(f"\nbatch {batch} per rank, 2 ranks, {rows[0]['steps']} timed steps, median of {rounds} rounds\n")
-    print("| hook | steps/s | bytes to Gloo per step and rank | comm wait, ms/step | backward, ms/step | CPU ms/step |")
+    print("| hook | steps/s | bytes into collectives per step and rank | comm wait, ms/step | backward, ms/step | CPU ms/step |")
     print("|---|---|---|---|---|---|")
     for config in dict.fromkeys(r["config"] for r in rows):
         rs = [r for r in rows if r["batch_size"] == batch and r["config"] == config]

@@ -85,7 +85,7 @@ for batch in sorted({r["batch_size"] for r in rows}):
     print(f"| steps/s without gradient sync (no_sync) | {throughput('cpp_sdk', batch, False):.2f} "
           f"| {throughput('python_ddp', batch, False):.2f} |")
     for key, label in [("cpu_ms_per_step", "CPU time per step and rank, ms (all threads)"),
-                       ("comm_bytes_per_step", "bytes handed to Gloo per step and rank"),
+                       ("comm_bytes_per_step", "bytes into collectives per step and rank"),
                        ("peak_rss_mib", "peak RSS per rank, MiB (mean)"),
                        ("comm_wait_ms", "comm wait after backward, ms/step"),
                        ("backward_ms", "backward() with sync, ms/step"),
