@@ -223,6 +223,10 @@ GradBucket Reducer::bucket_view(std::size_t b) const {
 
 void Reducer::launch(std::size_t b) {
   torch::NoGradGuard no_grad;
+  // Entering this step's collectives. A rank stuck before its collective keeps its previous
+  // step while the ranks waiting for it report this one: the launcher names it as the rank
+  // that stopped first (hang detection).
+  if (b == 0) heartbeat(step_offset_ + static_cast<std::int64_t>(stats_.synced_iterations) + 1);
   Bucket& bucket = buckets_[b];
   for (std::size_t k = 0; k < bucket.params.size(); ++k) {
     const Param& p = params_[bucket.params[k]];
@@ -294,7 +298,6 @@ void Reducer::finalize() {
       for (std::size_t i = 0; i < params_.size(); ++i) statically_unused_[i] = !fired_[i];
     }
     end_of_first_pass();
-    heartbeat(step_offset_ + static_cast<std::int64_t>(stats_.synced_iterations));
   } catch (const Error&) {
     finish_pass();
     throw;

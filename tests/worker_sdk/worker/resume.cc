@@ -1,6 +1,7 @@
 // Snapshots across ranks: exact resume after a kill, a writer killed mid-write, and the
 // ranks' agreement on which snapshot to load.
 #include <signal.h>
+#include <unistd.h>
 
 #include <iostream>
 
@@ -23,12 +24,22 @@ struct ResumeNetImpl : torch::nn::Module {
 };
 TORCH_MODULE(ResumeNet);
 
+// Blocks forever, as a rank stuck before its next collective (a deadlock, a dead mount) would:
+// the frame the stack printed on the launcher's SIGABRT must show. Bounded by an alarm so that
+// a test that goes wrong does not hang.
+[[gnu::noinline]] void stuck_before_collective() {
+  ::alarm(120);
+  for (;;) ::pause();
+}
+
 }  // namespace
 
 int resume(Group g, const Args& args) {
   constexpr int kSamples = 96, kBatch = 8, kEpochs = 3, kSaveEvery = 4;
   const int kill_rank = std::stoi(arg(args, "kill_rank", "-1"));
   const int kill_at = std::stoi(arg(args, "kill_at", "-1"));
+  const int hang_rank = std::stoi(arg(args, "hang_rank", "-1"));
+  const int hang_at = std::stoi(arg(args, "hang_at", "-1"));
   const int r = g->rank();
   torch::set_num_threads(1);  // bit-exact results need the same reduction order every run
   torch::manual_seed(7 + r);
@@ -65,6 +76,11 @@ int resume(Group g, const Args& args) {
         ::raise(SIGKILL);
       }
       if (global % kSaveEvery == 0) snapshots.save(*net, &optimizer, {epoch, step, global, {}});
+      if (g->launch_env().restart_count == 0 && r == hang_rank && global == hang_at) {
+        std::cout << "rank " << r << " stops making progress after global step " << global
+                  << std::endl;
+        stuck_before_collective();
+      }
     }
   }
   if (g->is_primary()) torch::save(ddp_test::parameters_of(*net), arg(args, "out"));

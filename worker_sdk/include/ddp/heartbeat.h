@@ -2,7 +2,7 @@
 // a hung worker (stuck in a collective, a deadlock, a dead peer) can be told apart from a
 // slow one.
 //
-//   ddp::heartbeat(step);   // after each optimizer step (DistributedDataParallel does it)
+//   ddp::heartbeat(step);   // each step (DistributedDataParallel does it by itself)
 //   ddp::heartbeat();       // during long phases without steps (evaluation, data loading)
 //
 // Contract (shared with the launcher)
@@ -14,8 +14,11 @@
 //   the file's modification time.
 // - Never throws and never blocks beyond that one write; a no-op when the variable is unset
 //   or the file cannot be opened. Thread-safe.
-// - DistributedDataParallel calls heartbeat(step) after every synchronised backward pass,
-//   with step = its synchronised passes so far plus DistributedDataParallel::set_step_offset.
+// - DistributedDataParallel calls heartbeat(step) when a synchronised backward pass enters its
+//   collectives (its first bucket's all-reduce), with step = the number of that pass (its
+//   synchronised passes so far + 1) plus DistributedDataParallel::set_step_offset. Entering,
+//   not finishing: a rank that hangs before a collective then shows the previous step while
+//   the ranks waiting in that collective show this one, so the launcher can name it.
 #pragma once
 
 #include <cstdint>
