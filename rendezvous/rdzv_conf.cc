@@ -53,6 +53,12 @@ Result<Millis> parse_duration(std::string_view text) {
   if (copy.empty() || end != copy.c_str() + copy.size() || !std::isfinite(value) || value < 0) {
     return Status::error(fmt::format("'{}' is not a duration (e.g. 30, 1.5s, 250ms)", text));
   }
+  // Checked before converting: llround of a value beyond int64 is unspecified (fuzzing found
+  // "6666666666666066666666660" seconds becoming a negative duration).
+  if (value * scale > static_cast<double>(kMaxDuration.count())) {
+    return Status::error(fmt::format("'{}' is too long a duration (at most {} s, about 31 years)",
+                                     text, kMaxDuration.count() / 1000));
+  }
   return Millis(static_cast<int64_t>(std::llround(value * scale)));
 }
 

@@ -67,5 +67,21 @@ TEST(RdzvConfTest, RepeatedAndBadValuesAreErrorsNamingTheKey) {
   EXPECT_FALSE(parse_rdzv_conf("heartbeat_timeout=1,keep_alive_interval=2").ok());
 }
 
+// Found by fuzz/rdzv_conf_fuzzer: a duration beyond int64 milliseconds went through llround,
+// whose result is then unspecified: "6666666666666066666666660" seconds came out negative.
+// Durations above kMaxDuration are now refused by name; the largest one is still read.
+TEST(RdzvConfTest, FuzzDurationTooLongIsAnErrorNotANegativeTimeout) {
+  auto huge = parse_rdzv_conf("join_timeout=6666666666666066666666660");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.error_message().find("join_timeout"), std::string::npos) << huge.error_message();
+  EXPECT_NE(huge.error_message().find("too long"), std::string::npos) << huge.error_message();
+  EXPECT_FALSE(parse_duration("1e300ms").ok());
+  EXPECT_FALSE(parse_duration("1000000001").ok());
+  auto max = parse_duration("1000000000");
+  ASSERT_TRUE(max.ok()) << max.error_message();
+  EXPECT_EQ(*max, kMaxDuration);
+  EXPECT_EQ(*parse_duration("1000000000000ms"), kMaxDuration);
+}
+
 }  // namespace
 }  // namespace ddprun::rdzv
