@@ -154,8 +154,18 @@ Result<RendezvousConf> parse_rdzv_conf(std::string_view text) {
     if (!bad) return bad.with_context(fmt::format("--rdzv_conf: key '{}'", key));
   }
   if (legacy_timeout && !join_set) conf.join_timeout = *legacy_timeout;
-  if (!heartbeat_set)
+  if (!heartbeat_set) {
+    // Checked before multiplying: the product could overflow, and it must stay a duration
+    // parse_duration accepts (fuzzing found keep_alive_max_attempt=492155739 exceeding it).
+    if (conf.keep_alive_interval.count() > kMaxDuration.count() / conf.keep_alive_max_attempt) {
+      return Status::error(fmt::format(
+          "--rdzv_conf: heartbeat_timeout = keep_alive_interval ({} ms) x keep_alive_max_attempt "
+          "({}) is too long a duration (at most {} s)",
+          conf.keep_alive_interval.count(), conf.keep_alive_max_attempt,
+          kMaxDuration.count() / 1000));
+    }
     conf.heartbeat_timeout = conf.keep_alive_interval * conf.keep_alive_max_attempt;
+  }
   if (conf.keep_alive_interval.count() == 0 || conf.heartbeat_timeout <= conf.keep_alive_interval) {
     return Status::error(fmt::format(
         "--rdzv_conf: heartbeat_timeout ({} ms) must exceed keep_alive_interval ({} ms) > 0",

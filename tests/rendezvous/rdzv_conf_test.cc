@@ -81,6 +81,17 @@ TEST(RdzvConfTest, FuzzDurationTooLongIsAnErrorNotANegativeTimeout) {
   ASSERT_TRUE(max.ok()) << max.error_message();
   EXPECT_EQ(*max, kMaxDuration);
   EXPECT_EQ(*parse_duration("1000000000000ms"), kMaxDuration);
+
+  // Found by the long run: the derived heartbeat_timeout (interval x attempts) went past it,
+  // and with a long enough interval would have overflowed int64.
+  auto derived = parse_rdzv_conf("keep_alive_max_attempt=492155739");
+  ASSERT_FALSE(derived.ok());
+  EXPECT_NE(derived.error_message().find("keep_alive_max_attempt"), std::string::npos);
+  EXPECT_FALSE(
+      parse_rdzv_conf("keep_alive_interval=1000000000,keep_alive_max_attempt=2147483647").ok());
+  auto most = parse_rdzv_conf("keep_alive_interval=1000000,keep_alive_max_attempt=1000");
+  ASSERT_TRUE(most.ok()) << most.error_message();
+  EXPECT_EQ(most->heartbeat_timeout, kMaxDuration);
 }
 
 }  // namespace
