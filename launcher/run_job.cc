@@ -83,11 +83,28 @@ bool is_ip_literal(const std::string& text) {
   return !ec;
 }
 
-rdzv::ClientOptions client_options(const RendezvousSettings& r, uint16_t server_port) {
+rdzv::ClientOptions client_options(const RendezvousSettings& r, uint16_t server_port,
+                                   std::shared_ptr<const rdzv::ClientCredentials> credentials) {
   rdzv::ClientOptions o =
       rdzv::ClientOptions::from_conf(r.conf, r.endpoint_host, server_port, r.job_id);
   if (is_ip_literal(r.local_addr)) o.local_address = r.local_addr;
+  o.credentials = std::move(credentials);
   return o;
+}
+
+// The hosted server's options: the agent's own token and TLS files guard it.
+Result<rdzv::ServerOptions> hosted_server_options(const RendezvousSettings& r) {
+  rdzv::ServerOptions options;
+  const rdzv::ServerCredentialFiles files = rdzv::embedded_server_files(r.conf);
+  if (!r.conf.tls_ca_file.empty() && files.tls.cert_file.empty()) {
+    return Status::invalid_argument(
+        "--rdzv_conf: this agent hosts the rendezvous server, which serves TLS: give it "
+        "tls_cert_file and tls_key_file (the server's certificate), or is_host=0");
+  }
+  auto credentials = rdzv::load_server_credentials(files);
+  if (!credentials) return credentials.status().with_context("--rdzv_conf");
+  options.credentials = std::move(*credentials);
+  return options;
 }
 
 agent::RendezvousCoordinatorOptions coordinator_options(const LaunchConfig& config,
@@ -126,10 +143,20 @@ bool may_host(const RendezvousSettings& r) {
 int run_with_rendezvous_server(const LaunchConfig& config) {
   const RendezvousSettings& r = config.rendezvous;
   boost::asio::io_context io(1);
+  auto credentials = rdzv::load_client_credentials(r.conf);
+  if (!credentials) {
+    spdlog::error("{}", credentials.error_message());
+    return 2;
+  }
   std::optional<rdzv::RendezvousServer> server;
   uint16_t port = r.endpoint_port;
   if (may_host(r)) {
-    server.emplace(io, rdzv::ServerOptions{});
+    auto hosted = hosted_server_options(r);
+    if (!hosted) {
+      spdlog::error("{}", hosted.error_message());
+      return 2;
+    }
+    server.emplace(io, std::move(*hosted));
     Status listening = server->listen(r.endpoint_host, r.endpoint_port);
     if (listening) {
       port = server->port();
@@ -142,7 +169,9 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
     }
   }
   agent::PosixProcessLauncher launcher(io);
-  rdzv::TcpRendezvousClient client(io, client_options(r, port));
+  rdzv::TcpRendezvousClient client(
+      io, client_options(r, port,
+                         std::make_shared<const rdzv::ClientCredentials>(std::move(*credentials))));
   agent::RendezvousCoordinator coordinator(coordinator_options(config, port), client);
   int exit_code = 0;
   {

@@ -18,9 +18,22 @@ asio::awaitable<Status> send(Stream& stream, const ClientMessage& message) {
   co_return Status();
 }
 
-asio::awaitable<Result<ServerMessage>> receive(Stream& stream, const CodecLimits& limits) {
+asio::awaitable<Result<ServerMessage>> receive(Stream& stream, const std::string& job_id,
+                                               const CodecLimits& limits) {
   std::vector<uint8_t> body;
   Status read = co_await read_frame(stream, limits, body);
+  if (read.is_refused()) {  // a TLS alert: the server refused this node's certificate
+    co_return Status::refused(fmt::format(
+        "authentication failed for job {}: the server refused this node's TLS certificate "
+        "({}); check --rdzv_conf tls_cert_file and tls_key_file, and that the server trusts "
+        "the CA that signed them",
+        job_id, read.message()));
+  }
+  if (read.is_malformed()) {
+    co_return Status::refused(
+        "handshake: the server's answer is not a rendezvous frame; is this a ddprun "
+        "rendezvous endpoint, and does it serve TLS (then set --rdzv_conf tls_ca_file)?");
+  }
   if (!read) co_return read.with_context("handshake");
   auto reply = decode_server_message(body, limits);
   if (!reply) {
@@ -87,13 +100,13 @@ asio::awaitable<Status> client_handshake(Stream& stream, const std::string& job_
   }
   const ClientMessage hello = Hello{kProtocolMagic, kProtocolVersion, job_id, nonce};
   if (Status s = co_await send(stream, hello); !s) co_return s;
-  auto reply = co_await receive(stream, limits);
+  auto reply = co_await receive(stream, job_id, limits);
   if (!reply) co_return reply.status();
   if (const auto* challenge = std::get_if<AuthChallenge>(&*reply); challenge && has_token) {
     Status answered =
         co_await answer_challenge(stream, *challenge, job_id, credentials.token, nonce);
     if (!answered) co_return answered;
-    reply = co_await receive(stream, limits);
+    reply = co_await receive(stream, job_id, limits);
     if (!reply) co_return reply.status();
   } else if (std::holds_alternative<HelloAck>(*reply) && has_token) {
     co_return unproven_server(job_id);

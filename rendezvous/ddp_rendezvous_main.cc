@@ -16,6 +16,7 @@
 
 #include "common/config_file.h"
 #include "common/logging.h"
+#include "rendezvous/daemon_security.h"
 #include "rendezvous/rdzv_conf.h"
 #include "rendezvous/server.h"
 
@@ -27,6 +28,7 @@ struct DaemonFlags {
   std::string log_level;
   std::string idle_timeout = "60";
   std::string shutdown_grace = "2";
+  ddprun::rdzv::DaemonSecurityFlags security;
 };
 
 void declare_daemon_flags(CLI::App& app, DaemonFlags& flags) {
@@ -43,6 +45,7 @@ void declare_daemon_flags(CLI::App& app, DaemonFlags& flags) {
   app.add_option("--shutdown-grace", flags.shutdown_grace,
                  "On SIGTERM, wait this long for clients to hang up before closing them")
       ->capture_default_str();
+  ddprun::rdzv::declare_security_flags(app, flags.security);
 }
 
 // The keys of `ddp-rendezvous --config daemon.yaml`: the flags' names, with underscores.
@@ -51,21 +54,30 @@ const std::vector<ddprun::ConfigKey>& daemon_config_schema() {
   auto duration = [](const std::string& text) -> ddprun::Status {
     return ddprun::rdzv::parse_duration(text).status();
   };
-  static const std::vector<ddprun::ConfigKey> schema = {
-      {"host", T::kString, {}},
-      {"port", T::kInteger, ddprun::in_range(0, 65535)},
-      {"log_level", T::kString, ddprun::one_of({"trace", "debug", "info", "warn", "error", "off"})},
-      {"idle_timeout", T::kScalar, duration},
-      {"shutdown_grace", T::kScalar, duration},
-  };
+  static const std::vector<ddprun::ConfigKey> schema = [&] {
+    std::vector<ddprun::ConfigKey> keys = {
+        {"host", T::kString, {}},
+        {"port", T::kInteger, ddprun::in_range(0, 65535)},
+        {"log_level", T::kString,
+         ddprun::one_of({"trace", "debug", "info", "warn", "error", "off"})},
+        {"idle_timeout", T::kScalar, duration},
+        {"shutdown_grace", T::kScalar, duration},
+    };
+    for (auto& key : ddprun::rdzv::security_config_keys()) keys.push_back(std::move(key));
+    return keys;
+  }();
   return schema;
 }
 
 // Makes the file's settings the defaults of `app`'s options: the command line still wins.
-ddprun::Status apply_daemon_config(const std::string& path, CLI::App& app) {
+ddprun::Status apply_daemon_config(const std::string& path, CLI::App& app, DaemonFlags& flags) {
   auto values = ddprun::load_config_file(path, daemon_config_schema());
   if (!values) return values.status();
   for (const auto& v : *values) {
+    if (v.key == "tokens") {  // a map of job → token file: no single flag takes it
+      flags.security.file_job_tokens = v.map;
+      continue;
+    }
     std::string flag = "--" + v.key;
     std::replace(flag.begin(), flag.end(), '_', '-');
     try {
@@ -102,6 +114,10 @@ int run(const DaemonFlags& flags) {
   }
   options.idle_timeout = *idle;
   options.shutdown_grace = *grace;
+  if (Status s = rdzv::apply_security(flags.security, flags.host, options); !s) {
+    spdlog::error("{}", s.message());
+    return 2;
+  }
 
   boost::asio::io_context io;
   // Caught from before the "listening" line: a SIGTERM right after it must still shut down
@@ -147,7 +163,7 @@ int main(int argc, char** argv) {
                  "YAML file of settings (flag names as keys, with underscores); the command "
                  "line overrides it");
   if (const std::string path = find_config_path(argc, argv, flags); !path.empty()) {
-    if (ddprun::Status s = apply_daemon_config(path, app); !s) {
+    if (ddprun::Status s = apply_daemon_config(path, app, flags); !s) {
       std::fprintf(stderr, "ddp-rendezvous: error: %s\n", s.message().c_str());
       return 2;
     }

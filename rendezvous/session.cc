@@ -7,6 +7,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 
 #include "rendezvous/frame_io.h"
 
@@ -85,12 +86,43 @@ void Session::refuse(Limit limit, const std::string& why) {
 // authentication failure: the peer has no or a bad certificate, or does not speak TLS).
 asio::awaitable<bool> Session::open_tls() {
   if (!stream_.is_tls()) co_return true;
+  if (!co_await speaks_tls()) co_return false;
   Status tls = co_await stream_.handshake(Stream::Role::kServer);
   if (tls) co_return true;
   if (open_) {  // not the deadline closing a silent peer (counted as such)
     ++counters_->rejected_auth;
     log_refusal(fmt::format("authentication failed from {} (before it named a job): {}", peer_name_,
                             tls.message()));
+  }
+  co_return false;
+}
+
+// A client speaking plain TCP to a TLS server opens with a frame, whose first byte is the high
+// byte of its length, where TLS opens with a handshake record (0x16). It is told in its own
+// language, so that its agent can say what to fix instead of retrying a closed connection.
+asio::awaitable<bool> Session::speaks_tls() {
+  constexpr uint8_t kTlsHandshakeRecord = 0x16;
+  uint8_t first = 0;
+  boost::system::error_code ec;
+  co_await stream_.tcp().async_receive(asio::buffer(&first, 1), tcp::socket::message_peek,
+                                       asio::redirect_error(asio::use_awaitable, ec));
+  if (ec || first == kTlsHandshakeRecord) co_return !ec;
+  const std::string why = fmt::format(
+      "authentication failed from {}: this rendezvous server requires TLS and the client "
+      "speaks plain TCP (give the agent --rdzv_conf tls_ca_file=...)",
+      peer_name_);
+  ++counters_->rejected_auth;
+  log_refusal(why);
+  const std::string frame = encode_frame(ServerMessage(ErrorMsg{why}));
+  co_await asio::async_write(stream_.tcp(), asio::buffer(frame),
+                             asio::redirect_error(asio::use_awaitable, ec));
+  // Read what it sent until it hangs up (or the deadline): closing with unread input would
+  // reset the connection and could destroy the Error before it is read.
+  stream_.tcp().shutdown(tcp::socket::shutdown_send, ec);
+  std::array<uint8_t, 512> scratch{};
+  while (!ec && open_) {
+    co_await stream_.tcp().async_read_some(asio::buffer(scratch),
+                                           asio::redirect_error(asio::use_awaitable, ec));
   }
   co_return false;
 }

@@ -61,6 +61,7 @@ class Session final : public Peer, public std::enable_shared_from_this<Session> 
   boost::asio::awaitable<void> write_loop();
   boost::asio::awaitable<void> drain();
   boost::asio::awaitable<bool> open_tls();
+  boost::asio::awaitable<bool> speaks_tls();
   Status handshake(const ClientMessage& frame);
   // A limit refuses the request or connection: count, log (rate-limited) and say why.
   void refuse(Limit limit, const std::string& why);

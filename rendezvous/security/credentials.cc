@@ -34,6 +34,15 @@ const Secret* ServerCredentials::token_for(const std::string& job_id) const {
   return default_token_.empty() ? nullptr : &default_token_;
 }
 
+ServerCredentialFiles embedded_server_files(const RendezvousConf& conf) {
+  ServerCredentialFiles files;
+  files.token_file = conf.token_file;
+  files.tls.cert_file = conf.tls_cert_file;
+  files.tls.key_file = conf.tls_key_file;
+  if (!conf.tls_cert_file.empty()) files.tls.client_ca_file = conf.tls_ca_file;
+  return files;
+}
+
 Result<std::shared_ptr<const ServerCredentials>> load_server_credentials(
     const ServerCredentialFiles& files) {
   Secret default_token;

@@ -59,6 +59,11 @@ struct ServerCredentialFiles {
   TlsServerFiles tls;                                  // cert_file "" = no TLS
 };
 
+// The server an agent hosts (--standalone, or the c10d endpoint's host) guards itself with the
+// agent's own --rdzv_conf: its token, and for TLS its certificate (tls_cert_file/tls_key_file)
+// with tls_ca_file checking the other agents' certificates (mutual TLS).
+ServerCredentialFiles embedded_server_files(const RendezvousConf& conf);
+
 // Loads every file; errors name the file (and the job, for a per-job token).
 Result<std::shared_ptr<const ServerCredentials>> load_server_credentials(
     const ServerCredentialFiles& files);
