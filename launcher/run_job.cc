@@ -15,6 +15,9 @@
 #include "agent/local_coordinator.h"
 #include "agent/process_launcher.h"
 #include "agent/rendezvous_coordinator.h"
+#include "agent/service_status.h"
+#include "agent/signal_forwarder.h"
+#include "common/systemd_notifier.h"
 #include "rendezvous/server.h"
 
 namespace ddprun::launcher {
@@ -63,12 +66,32 @@ agent::AgentOptions agent_options(const LaunchConfig& config) {
   return options;
 }
 
+// The agent's observers that run_job owns: the service manager's view (systemd notify and
+// watchdog, service_status.h) and the signals forwarded without ending the job
+// (signal_forwarder.h). Built before the agent, so that forwarded signals are caught early.
+struct AgentWatchers {
+  AgentWatchers(boost::asio::io_context& io, agent::ProcessLauncher& launcher,
+                const LaunchConfig& config)
+      : notifier(make_service_notifier()),
+        status(io, *notifier, config.rendezvous.job_id),
+        forwarder(io, launcher, config.signals_to_forward) {}
+  void attach(agent::Agent& node_agent) {
+    node_agent.add_observer(status);
+    node_agent.add_observer(forwarder);
+  }
+  std::unique_ptr<ServiceNotifier> notifier;
+  agent::ServiceStatus status;
+  agent::SignalForwarder forwarder;
+};
+
 int run_static(const LaunchConfig& config) {
   boost::asio::io_context io(1);
   agent::PosixProcessLauncher launcher(io);
+  AgentWatchers watchers(io, launcher, config);
   agent::LocalCoordinator coordinator(io, config.job, config.rendezvous.node_rank.value_or(0));
   agent::Agent node_agent(agent_options(config), io, launcher, coordinator,
                           SystemClock::instance());
+  watchers.attach(node_agent);
   return node_agent.run();
 }
 
@@ -142,12 +165,14 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
     }
   }
   agent::PosixProcessLauncher launcher(io);
+  AgentWatchers watchers(io, launcher, config);
   rdzv::TcpRendezvousClient client(io, client_options(r, port));
   agent::RendezvousCoordinator coordinator(coordinator_options(config, port), client);
   int exit_code = 0;
   {
     agent::Agent node_agent(agent_options(config), io, launcher, coordinator,
                             SystemClock::instance());
+    watchers.attach(node_agent);
     exit_code = node_agent.run();
   }
   // Leave cleanly and let a hosted server deliver its last decisions before it goes.
@@ -167,6 +192,7 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
 
 int run_job(const LaunchConfig& input) {
   for (const auto& warning : input.warnings) spdlog::warn("{}", warning);
+  for (const auto& note : input.notes) spdlog::info("{}", note);
   LaunchConfig config = input;
   if (config.numa_binding) {
     auto cpus = numa_cpu_binding(*config.numa_binding, config.agent.nproc_per_node);
