@@ -1,6 +1,9 @@
 // ddprun under SLURM, with srun's environment faked on loopback hosts: a real two-node job
 // that configures itself from SLURM_* alone (no rendezvous flag anywhere), and SLURM's
 // pre-emption signal (SIGUSR1) reaching the workers while the job goes on.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <csignal>
 
 #include "tests/integration/test_files.h"
@@ -116,6 +119,42 @@ TEST_F(SlurmTest, PreemptionSignalReachesTheWorkersAndTheJobGoesOn) {
       << run.err;
   EXPECT_NE(run.err.find("--signals_to_forward SIGUSR1,SIGUSR2 (srun)"), std::string::npos)
       << run.err;
+}
+
+// configs/slurm/ddprun.sbatch as sbatch runs it, with an `srun` on PATH that, like srun for a
+// one-node step, runs its command (the test fakes the step's environment).
+TEST_F(SlurmTest, TheSbatchScriptRunsAJobFromSrunsEnvironment) {
+  const std::string bin = temp() / "bin";
+  ASSERT_EQ(::mkdir(bin.c_str(), 0755), 0);
+  write_text_file(bin + "/srun",
+                  "#!/bin/sh\n"
+                  "# srun's own options, then the command\n"
+                  "while [ \"${1#--}\" != \"$1\" ]; do shift; done\n"
+                  "exec \"$@\"\n",
+                  0755);
+  ASSERT_EQ(::symlink(ddprun_binary().c_str(), (bin + "/ddprun").c_str()), 0);
+  auto env = slurm_env(0, 1, free_port("127.0.0.1"));
+  env["SLURM_NTASKS_PER_NODE"] = "2";
+  env["PATH"] = bin + ":" + env["PATH"];
+  const auto saved = env_;
+  env_ = env;
+  ChildOptions options;
+  options.executable = "/bin/bash";
+  options.args = {std::string(DDPRUN_SOURCE_DIR) + "/configs/slurm/ddprun.sbatch",
+                  mn_worker("hold.py"), "--exit-when-world", "2"};
+  options.env = env_;
+  options.cwd = temp().path();
+  env_ = saved;
+  auto script = ChildProcess::start(options);
+  ASSERT_TRUE(script) << script.error_message();
+  const RunResult run = finish(**script, deadline_after(60s));
+  ASSERT_TRUE(ExitedWith(run, 0));
+  const auto run_markers = markers("run_");
+  ASSERT_EQ(run_markers.size(), 2u);
+  for (const auto& [name, m] : run_markers) {
+    EXPECT_EQ(m.at("TORCHELASTIC_RUN_ID"), "slurm-777.0") << name;
+  }
+  EXPECT_NE(run.err.find("SLURM job 777 step 0, node 0 of 1"), std::string::npos) << run.err;
 }
 
 }  // namespace
