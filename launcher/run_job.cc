@@ -15,9 +15,7 @@
 #include "agent/local_coordinator.h"
 #include "agent/process_launcher.h"
 #include "agent/rendezvous_coordinator.h"
-#include "agent/service_status.h"
-#include "agent/signal_forwarder.h"
-#include "common/systemd_notifier.h"
+#include "launcher/agent_watchers.h"
 #include "rendezvous/server.h"
 
 namespace ddprun::launcher {
@@ -65,24 +63,6 @@ agent::AgentOptions agent_options(const LaunchConfig& config) {
   options.agent_store = config.job.agent_store;
   return options;
 }
-
-// The agent's observers that run_job owns: the service manager's view (systemd notify and
-// watchdog, service_status.h) and the signals forwarded without ending the job
-// (signal_forwarder.h). Built before the agent, so that forwarded signals are caught early.
-struct AgentWatchers {
-  AgentWatchers(boost::asio::io_context& io, agent::ProcessLauncher& launcher,
-                const LaunchConfig& config)
-      : notifier(make_service_notifier()),
-        status(io, *notifier, config.rendezvous.job_id),
-        forwarder(io, launcher, config.signals_to_forward) {}
-  void attach(agent::Agent& node_agent) {
-    node_agent.add_observer(status);
-    node_agent.add_observer(forwarder);
-  }
-  std::unique_ptr<ServiceNotifier> notifier;
-  agent::ServiceStatus status;
-  agent::SignalForwarder forwarder;
-};
 
 int run_static(const LaunchConfig& config) {
   boost::asio::io_context io(1);
