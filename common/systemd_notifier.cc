@@ -1,14 +1,34 @@
 #include "common/systemd_notifier.h"
 
+#include <dlfcn.h>
 #include <systemd/sd-daemon.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include <spdlog/spdlog.h>
 
 namespace ddprun {
+
+// The prototypes this file calls through must be libsystemd's.
+static_assert(std::is_same_v<decltype(&::sd_notify), int (*)(int, const char*)>);
+static_assert(std::is_same_v<decltype(&::sd_watchdog_enabled), int (*)(int, uint64_t*)>);
+
+Result<std::unique_ptr<SystemdNotifier>> SystemdNotifier::load() {
+  // Kept loaded for the life of the process: the notifier's functions live in it.
+  void* library = ::dlopen("libsystemd.so.0", RTLD_NOW | RTLD_LOCAL);
+  if (!library) {
+    return Status::unavailable(std::string("cannot load libsystemd.so.0: ") + ::dlerror());
+  }
+  auto notify = reinterpret_cast<NotifyFn>(::dlsym(library, "sd_notify"));
+  auto watchdog = reinterpret_cast<WatchdogFn>(::dlsym(library, "sd_watchdog_enabled"));
+  if (!notify || !watchdog) {
+    return Status::unavailable("libsystemd.so.0 lacks sd_notify or sd_watchdog_enabled");
+  }
+  return std::unique_ptr<SystemdNotifier>(new SystemdNotifier(notify, watchdog));
+}
 
 bool SystemdNotifier::active() const {
   const char* socket = std::getenv("NOTIFY_SOCKET");
@@ -16,11 +36,11 @@ bool SystemdNotifier::active() const {
 }
 
 void SystemdNotifier::notify(std::string_view state) {
-  const int sent = ::sd_notify(/*unset_environment=*/0, std::string(state).c_str());
+  const int sent = sd_notify_(/*unset_environment=*/0, std::string(state).c_str());
   if (sent < 0 && !warned_) {
     warned_ = true;  // the manager may be gone while we shut down: say it once
-    spdlog::warn("cannot notify the service manager (NOTIFY_SOCKET={}): {}",
-                 std::getenv("NOTIFY_SOCKET") ? std::getenv("NOTIFY_SOCKET") : "",
+    const char* socket = std::getenv("NOTIFY_SOCKET");
+    spdlog::warn("cannot notify the service manager (NOTIFY_SOCKET={}): {}", socket ? socket : "",
                  std::strerror(-sent));
   }
 }
@@ -28,7 +48,7 @@ void SystemdNotifier::notify(std::string_view state) {
 std::optional<std::chrono::microseconds> SystemdNotifier::watchdog_timeout() const {
   uint64_t usec = 0;
   // > 0: enabled for this process (WATCHDOG_USEC set, and WATCHDOG_PID is ours or unset).
-  if (::sd_watchdog_enabled(/*unset_environment=*/0, &usec) > 0 && usec > 0) {
+  if (sd_watchdog_enabled_(/*unset_environment=*/0, &usec) > 0 && usec > 0) {
     return std::chrono::microseconds(usec);
   }
   return std::nullopt;
@@ -36,8 +56,14 @@ std::optional<std::chrono::microseconds> SystemdNotifier::watchdog_timeout() con
 
 std::unique_ptr<ServiceNotifier> make_service_notifier() {
   const char* socket = std::getenv("NOTIFY_SOCKET");
-  if (socket && *socket) return std::make_unique<SystemdNotifier>();
-  return std::make_unique<NullServiceNotifier>();
+  if (!socket || !*socket) return std::make_unique<NullServiceNotifier>();
+  auto notifier = SystemdNotifier::load();
+  if (!notifier) {
+    spdlog::warn("NOTIFY_SOCKET is set, but {}: the service manager hears nothing",
+                 notifier.error_message());
+    return std::make_unique<NullServiceNotifier>();
+  }
+  return std::move(notifier.value());
 }
 
 }  // namespace ddprun

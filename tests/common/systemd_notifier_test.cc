@@ -104,7 +104,9 @@ TEST_F(SystemdNotifierTest, TheWatchdogIsThisProcesssOnly) {
   env.set("NOTIFY_SOCKET", path_.c_str());
   env.set("WATCHDOG_USEC", "3000000");
   env.set("WATCHDOG_PID", nullptr);
-  SystemdNotifier notifier;
+  auto loaded = SystemdNotifier::load();
+  ASSERT_TRUE(loaded) << loaded.error_message();
+  SystemdNotifier& notifier = **loaded;
   EXPECT_EQ(notifier.watchdog_timeout(), std::chrono::microseconds(3000000));
   const std::string own = std::to_string(::getpid());
   env.set("WATCHDOG_PID", own.c_str());

@@ -67,6 +67,9 @@ TEST_F(NotifyTest, AgentIsReadyOnceItsWorkersRunPingsFromItsLoopAndStopsLast) {
   // READY=1 comes after both workers were started: they exist now (and can only end once
   // released).
   EXPECT_EQ(running_workers(node->pid()), 2);
+  // libsystemd is loaded because NOTIFY_SOCKET is set (and only then: see SlurmTest).
+  EXPECT_NE(read_text_file("/proc/" + std::to_string(node->pid()) + "/maps").find("libsystemd"),
+            std::string::npos);
   const std::string ready = listener_->messages().back();
   EXPECT_NE(ready.find("\nSTATUS=job svc-job: running; round 0, world size 2"), std::string::npos)
       << ready;

@@ -100,6 +100,10 @@ TEST_F(SlurmTest, PreemptionSignalReachesTheWorkersAndTheJobGoesOn) {
   // Both workers have their handler installed before they write this marker.
   ASSERT_TRUE(wait_for_markers("svc_", 2, deadline_after(30s))) << task->stderr_text();
 
+  // No service manager: libsystemd (six libraries, ~1 MB of RSS) is not even loaded.
+  EXPECT_EQ(read_text_file("/proc/" + std::to_string(task->pid()) + "/maps").find("libsystemd"),
+            std::string::npos);
+
   task->send_signal(SIGUSR1);  // as `srun --signal=USR1@120` would, to ddprun
   ASSERT_TRUE(wait_for_markers("usr_", 2, deadline_after(20s))) << task->stderr_text();
   task->send_signal(SIGUSR2);
