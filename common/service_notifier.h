@@ -1,7 +1,7 @@
 // How a long-running program (the ddprun agent, the ddp-rendezvous daemon) tells its service
 // manager how it is doing: systemd's notify protocol (sd_notify(3)). The interface lives here,
-// with a no-op implementation; the real one, which links libsystemd, is in systemd_notifier.h,
-// so that only the two programs link it.
+// with a no-op implementation; the real one, which loads libsystemd when NOTIFY_SOCKET is set,
+// is in systemd_notifier.h, so that only the two programs carry it.
 //
 // Messages are newline-separated assignments, sent as one datagram each:
 //   READY=1        start-up is done (the daemon listens; the agent's first workers run)

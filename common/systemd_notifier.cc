@@ -16,16 +16,17 @@ namespace ddprun {
 static_assert(std::is_same_v<decltype(&::sd_notify), int (*)(int, const char*)>);
 static_assert(std::is_same_v<decltype(&::sd_watchdog_enabled), int (*)(int, uint64_t*)>);
 
-Result<std::unique_ptr<SystemdNotifier>> SystemdNotifier::load() {
+Result<std::unique_ptr<SystemdNotifier>> SystemdNotifier::load(const char* library) {
   // Kept loaded for the life of the process: the notifier's functions live in it.
-  void* library = ::dlopen("libsystemd.so.0", RTLD_NOW | RTLD_LOCAL);
-  if (!library) {
-    return Status::unavailable(std::string("cannot load libsystemd.so.0: ") + ::dlerror());
+  void* handle = ::dlopen(library, RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    return Status::unavailable(std::string("cannot load ") + library + ": " + ::dlerror());
   }
-  auto notify = reinterpret_cast<NotifyFn>(::dlsym(library, "sd_notify"));
-  auto watchdog = reinterpret_cast<WatchdogFn>(::dlsym(library, "sd_watchdog_enabled"));
+  auto notify = reinterpret_cast<NotifyFn>(::dlsym(handle, "sd_notify"));
+  auto watchdog = reinterpret_cast<WatchdogFn>(::dlsym(handle, "sd_watchdog_enabled"));
   if (!notify || !watchdog) {
-    return Status::unavailable("libsystemd.so.0 lacks sd_notify or sd_watchdog_enabled");
+    ::dlclose(handle);
+    return Status::unavailable(std::string(library) + " lacks sd_notify or sd_watchdog_enabled");
   }
   return std::unique_ptr<SystemdNotifier>(new SystemdNotifier(notify, watchdog));
 }

@@ -18,8 +18,10 @@ namespace ddprun {
 // own environment keeps them (workers get theirs without: see agent/worker_env.h).
 class SystemdNotifier final : public ServiceNotifier {
  public:
-  // Loads libsystemd (libsystemd.so.0); an error names the library and dlopen's reason.
-  static Result<std::unique_ptr<SystemdNotifier>> load();
+  // Loads libsystemd (`library`: its soname, another name only in tests); an error names the
+  // library and dlopen's reason, or the missing function.
+  static Result<std::unique_ptr<SystemdNotifier>> load(const char* library = kLibrary);
+  static constexpr const char* kLibrary = "libsystemd.so.0";
 
   bool active() const override;
   void notify(std::string_view state) override;

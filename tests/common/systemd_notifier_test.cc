@@ -120,5 +120,18 @@ TEST_F(SystemdNotifierTest, TheWatchdogIsThisProcesssOnly) {
   EXPECT_FALSE(notifier.watchdog_timeout());
 }
 
+TEST_F(SystemdNotifierTest, ALibraryThatCannotBeLoadedIsAnErrorNamingIt) {
+  auto missing = SystemdNotifier::load("libddprun-no-such-library.so.0");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error_message().find("cannot load libddprun-no-such-library.so.0"),
+            std::string::npos)
+      << missing.error_message();
+  // A library that loads but is not libsystemd (libc lacks sd_notify).
+  auto wrong = SystemdNotifier::load("libc.so.6");
+  ASSERT_FALSE(wrong);
+  EXPECT_NE(wrong.error_message().find("libc.so.6 lacks sd_notify"), std::string::npos)
+      << wrong.error_message();
+}
+
 }  // namespace
 }  // namespace ddprun

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include <csignal>
+#include <filesystem>
 
 #include "common/posix_fd.h"
 #include "tests/integration/proc_watch.h"
@@ -132,6 +133,21 @@ TEST_F(NotifyTest, ARestartShowsInTheStatusAndReadyIsSentOnce) {
   };
   EXPECT_EQ(states, expected) << listener_->dump();
   EXPECT_NE(listener_->dump().find("restarts 1/1"), std::string::npos) << listener_->dump();
+}
+
+TEST_F(NotifyTest, AnUnloadableLibsystemdIsAWarningAndTheJobRuns) {
+  // A libsystemd.so.0 that is not a library, found first through LD_LIBRARY_PATH.
+  const std::string libs = temp() / "libs";
+  std::filesystem::create_directories(libs);
+  write_text_file(libs + "/libsystemd.so.0", "not a shared library\n");
+  env_["LD_LIBRARY_PATH"] = libs;
+  const RunResult run = run_ddprun({"--nproc_per_node", "1", "--no_python", "/bin/true"});
+  ASSERT_TRUE(ExitedWith(run, 0));
+  EXPECT_NE(run.err.find("NOTIFY_SOCKET is set, but cannot load libsystemd.so.0: " + libs),
+            std::string::npos)
+      << run.err;
+  listener_->drain();
+  EXPECT_TRUE(listener_->messages().empty()) << listener_->dump();
 }
 
 // A TCP connection to 127.0.0.1:port succeeds.
