@@ -85,6 +85,8 @@ const std::vector<ConfigKey>& job_config_schema() {
       {"logs_specs", T::kString, {}},
       {"event_log_handler", T::kString, {}},
       {"log_line_prefix_template", T::kString, {}},
+      {"hang_timeout", T::kNumber, in_range(0, 1e9)},
+      {"first_heartbeat_timeout", T::kNumber, in_range(0, 1e9)},
       {"training_script", T::kString, {}},
       {"training_script_args", T::kList, {}},
       {"env", T::kMap, {}},
