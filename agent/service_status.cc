@@ -46,12 +46,13 @@ std::string describe(const ServiceState& s) {
   if (!s.last_event.empty() && s.phase != P::kRunning && s.phase != P::kJoining) {
     line += "; " + s.last_event;
   }
+  if (s.phase == P::kRunning && !s.progress.empty()) line += "; " + s.progress;
   return line;
 }
 
 ServiceStatus::ServiceStatus(boost::asio::io_context& io, ServiceNotifier& notifier,
                              std::string job_id)
-    : notifier_(notifier), watchdog_(io, notifier) {
+    : notifier_(notifier), watchdog_(io, notifier), progress_timer_(io) {
   state_.job_id = std::move(job_id);
   watchdog_.start();
 }
@@ -78,6 +79,8 @@ void ServiceStatus::on_workers_started(const RoundAssignment& a, int workers,
   state_.local_workers = workers;
   state_.phase = ServiceState::Phase::kRunning;
   state_.last_event.clear();
+  refresh_progress();
+  schedule_progress();
   if (!ready_sent_) {
     // Start-up is done: the node is in the job and its workers exist (exec confirmed).
     ready_sent_ = true;
@@ -114,10 +117,34 @@ void ServiceStatus::on_job_finished(int exit_code) {
   state_.exit_code = exit_code;
   state_.phase = exit_code == 0 ? ServiceState::Phase::kFinished : ServiceState::Phase::kFailed;
   publish();
-  // No ping after STOPPING=1: it is the last thing the manager hears from this node.
+  // No ping (nor progress) after STOPPING=1: it is the last thing the manager hears.
+  progress_timer_.cancel();
   watchdog_.stop();
   stopped_ = true;
   notifier_.stopping();
+}
+
+void ServiceStatus::refresh_progress() {
+  state_.progress.clear();
+  if (progress_query_ && state_.phase == ServiceState::Phase::kRunning) {
+    state_.progress = describe(summarize_progress(progress_query_()));
+  }
+}
+
+// One timer, while the workers run: ages move on their own, so the line is looked at again
+// each period (not at each heartbeat, which may come thousands of times a second).
+void ServiceStatus::schedule_progress() {
+  if (!progress_query_ || !notifier_.active() || progress_scheduled_ || stopped_) return;
+  progress_scheduled_ = true;
+  progress_timer_.expires_after(kProgressPeriod);
+  progress_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;  // cancelled: `this` may be gone
+    progress_scheduled_ = false;
+    if (stopped_ || state_.phase != ServiceState::Phase::kRunning) return;
+    refresh_progress();
+    publish();
+    schedule_progress();
+  });
 }
 
 void ServiceStatus::publish() {

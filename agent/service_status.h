@@ -4,7 +4,9 @@
 //   READY=1      once, when the node has joined its first round and its workers run
 //   STATUS=...   a line for `systemctl status` on every change: job id, state (joining,
 //                running, stopping, restarting, finished, failed), round, world size, nodes,
-//                restarts used out of the budget
+//                restarts used out of the budget; with a progress query (hang detection on),
+//                while the workers run, their steps and oldest heartbeat (progress_summary.h),
+//                looked at every second and sent only when the line changed
 //   WATCHDOG=1   from the agent's event loop while the job runs (ServiceWatchdog)
 //   STOPPING=1   when the job is over for this node, as the last message
 //
@@ -16,8 +18,10 @@
 #include <string>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "agent/agent_observer.h"
+#include "agent/progress_summary.h"
 #include "common/service_notifier.h"
 #include "common/service_watchdog.h"
 
@@ -38,10 +42,11 @@ struct ServiceState {
   int max_restarts = 0;
   int exit_code = 0;       // kFinished / kFailed
   std::string last_event;  // e.g. "rank 3 exited with code 1", for stopping / restarting
+  std::string progress;    // describe(ProgressSummary), shown while running
 };
 const char* to_string(ServiceState::Phase phase);
 // "job <id>: <state>; round R, world size W (N nodes, this is node G with L workers); restarts
-// U/M[; <last event>]", shortened to what is known.
+// U/M[; <last event>][; <progress>]", shortened to what is known.
 std::string describe(const ServiceState& state);
 
 // Not thread-safe: called by the agent on its loop. `notifier` must outlive it.
@@ -50,6 +55,12 @@ class ServiceStatus final : public AgentObserver {
   // Starts the watchdog (when the notifier has one) on `io` at once: the loop is alive while
   // the node waits for its first round too. `job_id` names the job in every line.
   ServiceStatus(boost::asio::io_context& io, ServiceNotifier& notifier, std::string job_id);
+
+  // Shows the workers' progress from `query` while they run (set it before the job starts).
+  // The line is refreshed every kProgressPeriod at most, and only sent when it changed; the
+  // timer runs only while workers run and the notifier is active (someone reads the line).
+  void set_progress_query(ProgressQuery query) { progress_query_ = std::move(query); }
+  static constexpr Millis kProgressPeriod{1'000};
 
   void on_joining(int attempt) override;
   void on_round_assigned(const RoundAssignment& assignment, Millis waited) override;
@@ -64,10 +75,15 @@ class ServiceStatus final : public AgentObserver {
 
  private:
   void publish();  // STATUS= when the line changed
+  void refresh_progress();
+  void schedule_progress();
 
   ServiceNotifier& notifier_;
   ServiceWatchdog watchdog_;
   ServiceState state_;
+  ProgressQuery progress_query_;
+  boost::asio::steady_timer progress_timer_;
+  bool progress_scheduled_ = false;
   std::string last_line_;
   bool ready_sent_ = false;
   bool stopped_ = false;  // STOPPING=1 sent: nothing follows it

@@ -136,6 +136,60 @@ TEST_F(ServiceObserversTest, WatchdogPingsStopBeforeStopping) {
   EXPECT_EQ(notifier.messages.back(), "STOPPING=1");
 }
 
+TEST_F(ServiceObserversTest, ProgressShowsWhileWorkersRunAndIsResentOnlyWhenItChanged) {
+  RecordingNotifier notifier;
+  ServiceStatus status(io_, notifier, "j");
+  std::vector<RankProgress> ranks(2);
+  ranks[0].rank = 4;
+  ranks[1].rank = 5;
+  ranks[0].last_step = 10;
+  ranks[1].last_step = 11;
+  int queries = 0;
+  status.set_progress_query([&] {
+    ++queries;
+    return ranks;
+  });
+  RoundAssignment round;
+  round.world_size = 8;
+  round.group_world_size = 4;
+  round.group_rank = 2;
+  round.rank_offset = 4;
+  status.on_round_assigned(round, Millis(0));
+  status.on_workers_started(round, 2, std::nullopt);
+  ASSERT_EQ(notifier.messages.size(), 1u);
+  EXPECT_NE(notifier.messages[0].find("; steps 10-11, oldest heartbeat < 1 s"), std::string::npos)
+      << notifier.messages[0];
+
+  // The timer looks again; nothing changed: nothing is sent.
+  auto wait_for_query = [&](int count) {
+    for (int i = 0; i < 500 && queries < count; ++i) io_.run_one_for(std::chrono::milliseconds(10));
+    return queries >= count;  // bounded: 5 s at most
+  };
+  ASSERT_TRUE(wait_for_query(2));
+  EXPECT_EQ(notifier.messages.size(), 1u);
+  // Rank 4 fell silent: the next look sends it, with the rank.
+  ranks[0].heartbeat_age = Millis(2'500);
+  ASSERT_TRUE(wait_for_query(3));
+  ASSERT_EQ(notifier.messages.size(), 2u);
+  EXPECT_NE(notifier.messages[1].find("running; round 0, world size 8 (4 nodes, this is node 2 "
+                                      "with 2 workers); restarts 0/0; steps 10-11, oldest "
+                                      "heartbeat 2.5 s (rank 4)"),
+            std::string::npos)
+      << notifier.messages[1];
+
+  // Once the workers stop, the line no longer shows progress and the query is left alone.
+  GroupResult finished;
+  finished.outcome = GroupResult::Outcome::kSucceeded;
+  status.on_group_finished(finished);
+  EXPECT_EQ(notifier.messages.back().find("steps"), std::string::npos) << notifier.messages.back();
+  status.on_job_finished(0);
+  EXPECT_EQ(notifier.messages.back(), "STOPPING=1");
+  const int asked = queries;
+  io_.restart();
+  io_.run_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(queries, asked);
+}
+
 TEST_F(ServiceObserversTest, ForwardsToRunningWorkerGroupsAndTheJobGoesOn) {
   SignalForwarder forwarder(io_, launcher_, {SIGUSR1, SIGUSR2});
   LocalCoordinator coordinator(io_, {});

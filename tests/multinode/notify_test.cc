@@ -9,6 +9,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <regex>
 
 #include "common/posix_fd.h"
 #include "tests/integration/proc_watch.h"
@@ -133,6 +134,36 @@ TEST_F(NotifyTest, ARestartShowsInTheStatusAndReadyIsSentOnce) {
   };
   EXPECT_EQ(states, expected) << listener_->dump();
   EXPECT_NE(listener_->dump().find("restarts 1/1"), std::string::npos) << listener_->dump();
+}
+
+TEST_F(NotifyTest, WithHangDetectionTheStatusShowsStepsAndTheOldestHeartbeat) {
+  make_fifo(out("release"));
+  auto node =
+      start_ddprun({"--nproc_per_node", "2", "--rdzv_id", "hb", "--hang_timeout", "60",
+                    mn_worker("service_worker.py"), "--heartbeat", "--release", out("release")});
+  ASSERT_NE(node, nullptr);
+  ASSERT_TRUE(wait_for_markers("svc_", 2, deadline_after(30s))) << node->stderr_text();
+  // Rank 0 sent step 10 once; rank 1 sends step 12 every 0.1 s. Once rank 0's heartbeat is a
+  // second old, the line names it.
+  const std::regex named(
+      "STATUS=job hb: running; round 0, world size 2 \\(1 node, this is node 0 with 2 "
+      "workers\\); restarts 0/0; steps 10-12, oldest heartbeat [0-9]+\\.[0-9] s \\(rank 0\\)");
+  ASSERT_TRUE(listener_->wait_for([&](const std::string& m) { return std::regex_match(m, named); },
+                                  deadline_after(20s)))
+      << listener_->dump() << node->stderr_text();
+
+  release("release", 2);
+  ASSERT_TRUE(ExitedWith(finish(*node, deadline_after(30s)), 0));
+  listener_->drain();
+  const auto messages = listener_->without_pings();
+  EXPECT_EQ(messages.back(), "STOPPING=1") << listener_->dump();
+  for (std::size_t i = 1; i < messages.size(); ++i) {
+    // A line is sent again only when it changed; progress only while running.
+    EXPECT_NE(messages[i], messages[i - 1]) << listener_->dump();
+    if (messages[i].find("steps") != std::string::npos) {
+      EXPECT_NE(messages[i].find(": running;"), std::string::npos) << messages[i];
+    }
+  }
 }
 
 TEST_F(NotifyTest, AnUnloadableLibsystemdIsAWarningAndTheJobRuns) {
