@@ -69,8 +69,7 @@ asio::awaitable<size_t> Stream::read_some(asio::mutable_buffer buffer,
   if (tls_) {
     co_return co_await tls_->async_read_some(buffer, asio::redirect_error(asio::use_awaitable, ec));
   }
-  co_return co_await plain_->async_read_some(buffer,
-                                             asio::redirect_error(asio::use_awaitable, ec));
+  co_return co_await plain_->async_read_some(buffer, asio::redirect_error(asio::use_awaitable, ec));
 }
 
 asio::awaitable<void> Stream::write(const std::vector<asio::const_buffer>& buffers,
