@@ -15,6 +15,7 @@
 #include "agent/local_coordinator.h"
 #include "agent/process_launcher.h"
 #include "agent/rendezvous_coordinator.h"
+#include "launcher/agent_watchers.h"
 #include "rendezvous/server.h"
 
 namespace ddprun::launcher {
@@ -66,9 +67,11 @@ agent::AgentOptions agent_options(const LaunchConfig& config) {
 int run_static(const LaunchConfig& config) {
   boost::asio::io_context io(1);
   agent::PosixProcessLauncher launcher(io);
+  AgentWatchers watchers(io, launcher, config);
   agent::LocalCoordinator coordinator(io, config.job, config.rendezvous.node_rank.value_or(0));
   agent::Agent node_agent(agent_options(config), io, launcher, coordinator,
                           SystemClock::instance());
+  watchers.attach(node_agent);
   return node_agent.run();
 }
 
@@ -169,6 +172,7 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
     }
   }
   agent::PosixProcessLauncher launcher(io);
+  AgentWatchers watchers(io, launcher, config);
   rdzv::TcpRendezvousClient client(
       io, client_options(r, port,
                          std::make_shared<const rdzv::ClientCredentials>(std::move(*credentials))));
@@ -177,6 +181,7 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
   {
     agent::Agent node_agent(agent_options(config), io, launcher, coordinator,
                             SystemClock::instance());
+    watchers.attach(node_agent);
     exit_code = node_agent.run();
   }
   // Leave cleanly and let a hosted server deliver its last decisions before it goes.
@@ -196,6 +201,7 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
 
 int run_job(const LaunchConfig& input) {
   for (const auto& warning : input.warnings) spdlog::warn("{}", warning);
+  for (const auto& note : input.notes) spdlog::info("{}", note);
   LaunchConfig config = input;
   if (config.numa_binding) {
     auto cpus = numa_cpu_binding(*config.numa_binding, config.agent.nproc_per_node);

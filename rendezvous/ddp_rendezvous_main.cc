@@ -4,6 +4,8 @@
 //
 // Prints "listening on <host>:<port>" as its first stdout line (so --port 0 is usable from
 // scripts and tests). SIGTERM/SIGINT start the two-stage shutdown; a second signal ends it now.
+// As a systemd Type=notify service (NOTIFY_SOCKET set): READY=1 once it listens, a STATUS=
+// line with its jobs and connections, WATCHDOG=1 from the event loop, STOPPING=1 at shutdown.
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -16,6 +18,9 @@
 
 #include "common/config_file.h"
 #include "common/logging.h"
+#include "common/periodic_status.h"
+#include "common/service_watchdog.h"
+#include "common/systemd_notifier.h"
 #include "rendezvous/daemon_security.h"
 #include "rendezvous/rdzv_conf.h"
 #include "rendezvous/server.h"
@@ -103,6 +108,16 @@ std::string find_config_path(int argc, char** argv, DaemonFlags scratch) {
   return path;
 }
 
+// How often the STATUS= line is brought up to date (sent only when it changed).
+constexpr std::chrono::seconds kStatusRefresh{2};
+
+std::string status_line(const std::string& host, const ddprun::rdzv::RendezvousServer& server) {
+  const ddprun::rdzv::ServerStats stats = server.stats();
+  return fmt::format("listening on {}:{}; {} job{}, {} connection{} ({} accepted since start)",
+                     host, server.port(), stats.jobs, stats.jobs == 1 ? "" : "s", stats.connections,
+                     stats.connections == 1 ? "" : "s", stats.totals.accepted);
+}
+
 int run(const DaemonFlags& flags) {
   using namespace ddprun;
   rdzv::ServerOptions options;
@@ -130,6 +145,12 @@ int run(const DaemonFlags& flags) {
   }
   std::printf("listening on %s:%u\n", flags.host.c_str(), static_cast<unsigned>(server.port()));
   std::fflush(stdout);
+  auto notifier = make_service_notifier();
+  ServiceWatchdog watchdog(io, *notifier);
+  PeriodicStatus status(io, *notifier, kStatusRefresh,
+                        [&] { return status_line(flags.host, server); });
+  status.start(/*with_ready=*/true);
+  watchdog.start();
 
   int signals_seen = 0;
   std::function<void(const boost::system::error_code&, int)> on_signal =
@@ -141,6 +162,9 @@ int run(const DaemonFlags& flags) {
           return;
         }
         spdlog::info("signal {}: shutting down", signo);
+        status.stop();
+        watchdog.stop();
+        notifier->stopping();
         server.shutdown([&] {
           signals.cancel();
           io.stop();
