@@ -48,8 +48,8 @@ Result<std::pair<std::string, uint16_t>> split_host_port(const std::string& endp
   if (!endpoint.empty() && endpoint.front() == '[') {
     const auto close = endpoint.find(']');
     if (close == std::string::npos) {
-      return Status::invalid_argument(fmt::format("'{}': missing ']' after an IPv6 address",
-                                                  endpoint));
+      return Status::invalid_argument(
+          fmt::format("'{}': missing ']' after an IPv6 address", endpoint));
     }
     host = endpoint.substr(1, close - 1);
     if (close + 1 < endpoint.size()) {
@@ -96,8 +96,8 @@ asio::awaitable<Result<json>> EtcdClient::call_members(std::string path, std::st
     const size_t member = (first + i) % n;
     Answer answer = co_await attempt(member, path, body);
     if (!answer.transport) {
-      failures.push_back(fmt::format("{}: {}", options_.endpoints[member],
-                                     answer.transport.message()));
+      failures.push_back(
+          fmt::format("{}: {}", options_.endpoints[member], answer.transport.message()));
       continue;
     }
     if (answer.status == 200) {
@@ -118,8 +118,8 @@ asio::awaitable<Result<json>> EtcdClient::call_members(std::string path, std::st
     preferred_ = member;
     co_return error.with_context(fmt::format("etcd {} at {}", path, options_.endpoints[member]));
   }
-  co_return Status::unavailable(fmt::format("no etcd member answered {} ({})", path,
-                                            fmt::join(failures, "; ")));
+  co_return Status::unavailable(
+      fmt::format("no etcd member answered {} ({})", path, fmt::join(failures, "; ")));
 }
 
 // Resolve, connect, write, read within request_timeout: one timer closes the socket (and
@@ -149,10 +149,9 @@ asio::awaitable<EtcdClient::Answer> EtcdClient::attempt(size_t member, const std
   });
   auto fail = [&](const char* step, const boost::system::error_code& ec) {
     io->timer.cancel();
-    return Answer{Status::unavailable(
-        io->timed_out
-            ? fmt::format("{} timed out after {} ms", step, options_.request_timeout.count())
-            : fmt::format("{}: {}", step, ec.message())),
+    return Answer{Status::unavailable(io->timed_out ? fmt::format("{} timed out after {} ms", step,
+                                                                  options_.request_timeout.count())
+                                                    : fmt::format("{}: {}", step, ec.message())),
                   0,
                   {}};
   };
@@ -174,7 +173,8 @@ asio::awaitable<EtcdClient::Answer> EtcdClient::attempt(size_t member, const std
   boost::beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   parser.body_limit(options_.max_response_bytes);
-  co_await http::async_read(io->socket, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+  co_await http::async_read(io->socket, buffer, parser,
+                            asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return fail("answer", ec);
   io->timer.cancel();
   auto response = parser.release();

@@ -23,8 +23,8 @@ Result<int64_t> int_field(const json& object, const char* name) {
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (ec == std::errc() && end == text.data() + text.size()) return value;
   }
-  return Status::malformed(fmt::format("etcd answer: field '{}' is not an integer: {}", name,
-                                       it->dump()));
+  return Status::malformed(
+      fmt::format("etcd answer: field '{}' is not an integer: {}", name, it->dump()));
 }
 
 Result<std::string> bytes_field(const json& object, const char* name) {
@@ -146,8 +146,8 @@ std::string base64_encode(std::string_view bytes) {
 
 Result<std::string> base64_decode(std::string_view text) {
   if (text.size() % 4 != 0) {
-    return Status::malformed(fmt::format("bad base64 (length {} is not a multiple of 4)",
-                                         text.size()));
+    return Status::malformed(
+        fmt::format("bad base64 (length {} is not a multiple of 4)", text.size()));
   }
   std::string out(b64::decoded_size(text.size()), '\0');
   auto [written, read] = b64::decode(out.data(), text.data(), text.size());

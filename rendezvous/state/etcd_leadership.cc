@@ -127,30 +127,31 @@ void EtcdLeadership::refresh() {
   const Millis interval = options_.keepalive_interval.count() > 0
                               ? options_.keepalive_interval
                               : Millis(term_.ttl_seconds * 1000) / 3;
-  client_->lease_keepalive(term_.lease, guard([this, sent, interval](Result<int64_t> ttl) {
-    if (!ttl) {
-      // The expiry timer decides when this becomes a lost lead; until then, keep trying.
-      spdlog::warn("leader election: lease refresh failed: {}", ttl.error_message());
-      return after(interval, &EtcdLeadership::refresh);
-    }
-    if (*ttl <= 0) {
-      return lose(Status::not_found("the leader's etcd lease expired or was revoked"));
-    }
-    confirmed_at_ = sent;
-    arm_expiry();
-    client_->range(etcd::RangeRequest{keys_.leader(), {}, 0, 0},
-                   guard([this, interval](Result<etcd::RangeResponse> r) {
-                     if (r && r->kvs.empty()) {
-                       return lose(Status::not_found("the leader key " + keys_.leader() +
-                                                     " was deleted"));
-                     }
-                     if (r && r->kvs.front().lease != term_.lease) {
-                       return lose(Status::refused("the leader key " + keys_.leader() +
-                                                   " belongs to another lease now"));
-                     }
-                     after(interval, &EtcdLeadership::refresh);
-                   }));
-  }));
+  client_->lease_keepalive(
+      term_.lease, guard([this, sent, interval](Result<int64_t> ttl) {
+        if (!ttl) {
+          // The expiry timer decides when this becomes a lost lead; until then, keep trying.
+          spdlog::warn("leader election: lease refresh failed: {}", ttl.error_message());
+          return after(interval, &EtcdLeadership::refresh);
+        }
+        if (*ttl <= 0) {
+          return lose(Status::not_found("the leader's etcd lease expired or was revoked"));
+        }
+        confirmed_at_ = sent;
+        arm_expiry();
+        client_->range(
+            etcd::RangeRequest{keys_.leader(), {}, 0, 0},
+            guard([this, interval](Result<etcd::RangeResponse> r) {
+              if (r && r->kvs.empty()) {
+                return lose(Status::not_found("the leader key " + keys_.leader() + " was deleted"));
+              }
+              if (r && r->kvs.front().lease != term_.lease) {
+                return lose(Status::refused("the leader key " + keys_.leader() +
+                                            " belongs to another lease now"));
+              }
+              after(interval, &EtcdLeadership::refresh);
+            }));
+      }));
 }
 
 void EtcdLeadership::lose(Status why) {

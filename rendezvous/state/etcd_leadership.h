@@ -117,8 +117,8 @@ class EtcdLeadership {
   const Handlers handlers_;
   const EtcdKeys keys_;
   State state_ = State::kIdle;
-  uint64_t epoch_ = 0;  // bumped at every state change
-  LeaderTerm term_;     // valid while kLeading
+  uint64_t epoch_ = 0;                                  // bumped at every state change
+  LeaderTerm term_;                                     // valid while kLeading
   std::chrono::steady_clock::time_point confirmed_at_;  // send time of the last good refresh
   std::optional<std::string> leader_;
   boost::asio::steady_timer step_timer_;    // the next poll / refresh / campaign

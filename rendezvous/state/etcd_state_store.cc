@@ -86,8 +86,8 @@ void EtcdStateStore::send(const std::string& job_id) {
     return;
   }
   etcd::TxnRequest txn;
-  txn.compare.push_back({fence_->leader_key, etcd::Compare::Target::kCreateRevision,
-                         fence_->create_revision, {}});
+  txn.compare.push_back(
+      {fence_->leader_key, etcd::Compare::Target::kCreateRevision, fence_->create_revision, {}});
   txn.success.push_back(std::move(op));
   client_->txn(std::move(txn), [on_done, fence = *fence_](Result<etcd::TxnResponse> r) {
     if (r && !r->succeeded) {

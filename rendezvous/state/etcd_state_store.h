@@ -70,7 +70,7 @@ class EtcdStateStore final : public StateStore {
   const EtcdStateStoreOptions options_;
   const EtcdKeys keys_;
   std::optional<LeaderFence> fence_;
-  std::unordered_map<std::string, JobQueue> queues_;  // jobs with a write in flight
+  std::unordered_map<std::string, JobQueue> queues_;            // jobs with a write in flight
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // false once destroyed
 };
 

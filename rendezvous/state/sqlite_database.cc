@@ -48,8 +48,8 @@ SqliteStatement& SqliteStatement::operator=(SqliteStatement&& other) noexcept {
 SqliteStatement::~SqliteStatement() { sqlite3_finalize(stmt_); }
 
 Status SqliteStatement::bind_text(int index, std::string_view text) {
-  const int rc = sqlite3_bind_text(stmt_, index, text.data(), static_cast<int>(text.size()),
-                                   SQLITE_TRANSIENT);
+  const int rc =
+      sqlite3_bind_text(stmt_, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
   if (rc == SQLITE_OK) return Status();
   return Status::error(fmt::format("{}: binding parameter {}: {}", path_, index,
                                    describe_code(sqlite3_db_handle(stmt_), rc)));
@@ -73,9 +73,8 @@ Result<bool> SqliteStatement::step() {
   const int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
-  return Status::error(kind_of(rc),
-                       fmt::format("{}: {}: {}", path_, sqlite3_sql(stmt_),
-                                   describe_code(sqlite3_db_handle(stmt_), rc)));
+  return Status::error(kind_of(rc), fmt::format("{}: {}: {}", path_, sqlite3_sql(stmt_),
+                                                describe_code(sqlite3_db_handle(stmt_), rc)));
 }
 
 std::string SqliteStatement::column_bytes(int index) const {
@@ -95,11 +94,11 @@ void SqliteStatement::reset() {
 
 Result<SqliteDatabase> SqliteDatabase::open(const std::string& path) {
   sqlite3* db = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                                 nullptr);
+  const int rc =
+      sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   if (rc != SQLITE_OK) {
-    Status s = Status::error(kind_of(rc), fmt::format("cannot open the state database {}: {}",
-                                                      path, describe_code(db, rc)));
+    Status s = Status::error(kind_of(rc), fmt::format("cannot open the state database {}: {}", path,
+                                                      describe_code(db, rc)));
     sqlite3_close(db);
     return s;
   }
@@ -131,8 +130,7 @@ Status SqliteDatabase::exec(const std::string& sql) {
 
 Result<SqliteStatement> SqliteDatabase::prepare(const std::string& sql) {
   sqlite3_stmt* stmt = nullptr;
-  const int rc = sqlite3_prepare_v2(db_, sql.c_str(), static_cast<int>(sql.size()), &stmt,
-                                    nullptr);
+  const int rc = sqlite3_prepare_v2(db_, sql.c_str(), static_cast<int>(sql.size()), &stmt, nullptr);
   if (rc != SQLITE_OK) return error(sql, rc);
   return SqliteStatement(stmt, path_);
 }

@@ -19,15 +19,15 @@ Status refuse(ErrorKind kind, const SqliteDatabase& db, const std::string& why) 
 }
 
 Status create_schema(SqliteDatabase& db) {
-  return db.exec(fmt::format(
-      "BEGIN IMMEDIATE;"
-      "PRAGMA application_id = {};"
-      "CREATE TABLE schema_version (version INTEGER NOT NULL);"
-      "INSERT INTO schema_version (version) VALUES ({});"
-      "CREATE TABLE jobs (job_id TEXT PRIMARY KEY NOT NULL, state BLOB NOT NULL,"
-      " updated_ms INTEGER NOT NULL DEFAULT 0);"
-      "COMMIT;",
-      kApplicationId, kSchemaVersion));
+  return db.exec(
+      fmt::format("BEGIN IMMEDIATE;"
+                  "PRAGMA application_id = {};"
+                  "CREATE TABLE schema_version (version INTEGER NOT NULL);"
+                  "INSERT INTO schema_version (version) VALUES ({});"
+                  "CREATE TABLE jobs (job_id TEXT PRIMARY KEY NOT NULL, state BLOB NOT NULL,"
+                  " updated_ms INTEGER NOT NULL DEFAULT 0);"
+                  "COMMIT;",
+                  kApplicationId, kSchemaVersion));
 }
 
 // Step from `from` to `from + 1`. Each step is plain SQL run inside the migration's transaction.

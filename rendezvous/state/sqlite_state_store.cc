@@ -35,8 +35,7 @@ Result<UniqueFd> lock_directory(const std::string& lock_path) {
           "stop it first, or give this one another --state-dir",
           lock_path));
     }
-    return Status::unavailable(
-        fmt::format("cannot lock {}: {}", lock_path, std::strerror(errno)));
+    return Status::unavailable(fmt::format("cannot lock {}: {}", lock_path, std::strerror(errno)));
   }
   return fd;
 }
@@ -50,13 +49,13 @@ int64_t wall_ms() {
 }  // namespace
 
 Result<std::unique_ptr<SqliteStateStore>> SqliteStateStore::open(boost::asio::io_context& io,
-                                                                  SqliteStateStoreOptions options) {
+                                                                 SqliteStateStoreOptions options) {
   if (options.directory.empty()) return Status::invalid_argument("the state directory is empty");
   std::error_code ec;
   fs::create_directories(options.directory, ec);
   if (ec) {
-    return Status::unavailable(fmt::format("cannot create the state directory {}: {}",
-                                           options.directory, ec.message()));
+    return Status::unavailable(
+        fmt::format("cannot create the state directory {}: {}", options.directory, ec.message()));
   }
   const std::string path = (fs::path(options.directory) / "rendezvous.db").string();
   auto lock = lock_directory(path + ".lock");
@@ -75,9 +74,9 @@ Result<std::unique_ptr<SqliteStateStore>> SqliteStateStore::open(boost::asio::io
                            std::move(*db), std::move(*upsert), std::move(*erase)));
 }
 
-SqliteStateStore::SqliteStateStore(boost::asio::io_context& io, std::string path,
-                                   size_t max_batch, UniqueFd lock, SqliteDatabase db,
-                                   SqliteStatement upsert, SqliteStatement erase)
+SqliteStateStore::SqliteStateStore(boost::asio::io_context& io, std::string path, size_t max_batch,
+                                   UniqueFd lock, SqliteDatabase db, SqliteStatement upsert,
+                                   SqliteStatement erase)
     : io_(io),
       path_(std::move(path)),
       max_batch_(max_batch),

@@ -18,6 +18,11 @@ constexpr std::string_view kMemoryScheme = "memory:";
 Result<StateSpec> parse_etcd(const std::string& spec, std::string_view rest) {
   StateSpec out;
   out.kind = StateSpec::Kind::kEtcd;
+  if (rest.find("://") != std::string_view::npos) {
+    return Status::invalid_argument(fmt::format(
+        "state spec '{}': write endpoints as host:port after etcd:// (no scheme per endpoint)",
+        spec));
+  }
   if (const auto slash = rest.find('/'); slash != std::string_view::npos) {
     out.cluster = std::string(rest.substr(slash + 1));
     rest = rest.substr(0, slash);
@@ -33,10 +38,6 @@ Result<StateSpec> parse_etcd(const std::string& spec, std::string_view rest) {
     if (endpoint.empty()) {
       return Status::invalid_argument(
           fmt::format("state spec '{}': empty etcd endpoint (expected host:port,host:port)", spec));
-    }
-    if (endpoint.find("://") != std::string::npos) {
-      return Status::invalid_argument(fmt::format(
-          "state spec '{}': write endpoints as host:port after etcd:// ({})", spec, endpoint));
     }
     auto where = split_host_port(endpoint);
     if (!where) return where.status().with_context(fmt::format("state spec '{}'", spec));
@@ -67,8 +68,8 @@ Result<StateSpec> parse_state_spec(const std::string& spec) {
     out.kind = StateSpec::Kind::kSqlite;
     out.directory = std::string(s.substr(kSqliteScheme.size()));
     if (out.directory.empty()) {
-      return Status::invalid_argument(fmt::format("state spec '{}': no directory after sqlite:",
-                                                  spec));
+      return Status::invalid_argument(
+          fmt::format("state spec '{}': no directory after sqlite:", spec));
     }
     return out;
   }
@@ -94,7 +95,8 @@ Result<std::unique_ptr<StateStore>> open_state_store(boost::asio::io_context& io
       return std::unique_ptr<StateStore>(std::move(*store));
     }
     case StateSpec::Kind::kEtcd: {
-      auto client = std::make_shared<EtcdClient>(io, EtcdClientOptions{.endpoints = spec.endpoints});
+      auto client =
+          std::make_shared<EtcdClient>(io, EtcdClientOptions{.endpoints = spec.endpoints});
       return std::unique_ptr<StateStore>(
           std::make_unique<EtcdStateStore>(client, EtcdStateStoreOptions{.cluster = spec.cluster}));
     }

@@ -86,9 +86,8 @@ TEST(EtcdJsonTest, MalformedAnswersAreCleanErrors) {
   EXPECT_TRUE(parse_range(json::parse(R"({"header":{"revision":"x"}})")).status().is_malformed());
   EXPECT_TRUE(
       parse_range(json::parse(R"({"kvs":[{"key":"not base64!"}]})")).status().is_malformed());
-  EXPECT_TRUE(parse_txn(json::parse(R"({"responses":[{"response_what":{}}]})"))
-                  .status()
-                  .is_malformed());
+  EXPECT_TRUE(
+      parse_txn(json::parse(R"({"responses":[{"response_what":{}}]})")).status().is_malformed());
   EXPECT_TRUE(parse_lease_grant(json::parse(R"({"TTL":"5"})")).status().is_malformed());
 }
 
@@ -97,8 +96,8 @@ TEST(EtcdJsonTest, ErrorsKeepEtcdsWordsAndAKindByGrpcCode) {
       "message":"etcdserver: requested lease not found","code":5})");
   EXPECT_TRUE(gone.is_not_found());
   EXPECT_EQ(gone.message(), "etcdserver: requested lease not found");
-  EXPECT_TRUE(parse_error(503, R"({"message":"etcdserver: no leader","code":14})")
-                  .is_unavailable());
+  EXPECT_TRUE(
+      parse_error(503, R"({"message":"etcdserver: no leader","code":14})").is_unavailable());
   Status html = parse_error(502, "<html>bad gateway</html>");
   EXPECT_TRUE(html.is_unavailable());
   EXPECT_NE(html.message().find("HTTP 502"), std::string::npos);

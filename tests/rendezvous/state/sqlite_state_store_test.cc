@@ -83,7 +83,9 @@ TEST(SqliteStateStoreTest, CompletionsArePostedInSaveOrderAndTheLastStateWins) {
   const int kSaves = 300;
   for (int i = 0; i < kSaves; ++i) {
     std::optional<std::string> state = std::to_string(i);
-    if (i % 50 == 49) state.reset();  // a forget now and then, overwritten by the next save
+    // A forget now and then, overwritten by the job's next save, except the very last save
+    // (299, job-2): that job ends forgotten.
+    if (i % 50 == 49) state.reset();
     store->save("job-" + std::to_string(i % 3), state, [&, i](Status s) {
       EXPECT_TRUE(s.ok()) << s.message();
       completed.push_back(i);
@@ -94,8 +96,7 @@ TEST(SqliteStateStoreTest, CompletionsArePostedInSaveOrderAndTheLastStateWins) {
   for (int i = 0; i < kSaves; ++i) ASSERT_EQ(completed[i], i);
   auto all = store->load_all();
   ASSERT_TRUE(all.ok());
-  EXPECT_EQ(*all, (std::map<std::string, std::string>{
-                      {"job-0", "297"}, {"job-1", "298"}, {"job-2", "296"}}));
+  EXPECT_EQ(*all, (std::map<std::string, std::string>{{"job-0", "297"}, {"job-1", "298"}}));
 }
 
 TEST(SqliteStateStoreTest, DestroyingTheStoreFinishesQueuedSaves) {
@@ -105,7 +106,7 @@ TEST(SqliteStateStoreTest, DestroyingTheStoreFinishesQueuedSaves) {
     auto store = open_ok(io, dir.path());
     ASSERT_TRUE(store);
     for (int i = 0; i < 100; ++i) store->save("job", std::to_string(i), [](Status) {});
-  }  // destroyed without running io: the writer still commits everything queued
+  }          // destroyed without running io: the writer still commits everything queued
   io.run();  // the completions were posted; they run now and nothing dangles
   auto store = open_ok(io, dir.path());
   EXPECT_EQ(store->load_all()->at("job"), "99");

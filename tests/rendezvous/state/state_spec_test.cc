@@ -41,15 +41,14 @@ TEST(StateSpecTest, RefusesBadSpecsNamingTheProblem) {
     const char* spec;
     const char* expect;
   };
-  for (const Case& c : {Case{"", "empty state spec"}, Case{"sqlite:", "no directory"},
-                        Case{"etcd://", "empty etcd endpoint"},
-                        Case{"etcd://h1:2379,,h2", "empty etcd endpoint"},
-                        Case{"etcd://h1:99999", "bad port"}, Case{"etcd://h1:x", "bad port"},
-                        Case{"etcd://[::1:2379", "missing ']'"},
-                        Case{"etcd://h1/a/b", "one non-empty path segment"},
-                        Case{"etcd://http://h1:2379", "host:port"},
-                        Case{"etcds://h1:2379", "TLS"}, Case{"redis://h1", "unknown kind"},
-                        Case{"memory:x", "unknown kind"}}) {
+  for (const Case& c :
+       {Case{"", "empty state spec"}, Case{"sqlite:", "no directory"},
+        Case{"etcd://", "empty etcd endpoint"}, Case{"etcd://h1:2379,,h2", "empty etcd endpoint"},
+        Case{"etcd://h1:99999", "bad port"}, Case{"etcd://h1:x", "bad port"},
+        Case{"etcd://[::1:2379", "missing ']'"},
+        Case{"etcd://h1/a/b", "one non-empty path segment"},
+        Case{"etcd://http://h1:2379", "host:port"}, Case{"etcds://h1:2379", "TLS"},
+        Case{"redis://h1", "unknown kind"}, Case{"memory:x", "unknown kind"}}) {
     auto r = parse_state_spec(c.spec);
     ASSERT_FALSE(r.ok()) << c.spec;
     EXPECT_TRUE(r.status().is_invalid_argument()) << c.spec;

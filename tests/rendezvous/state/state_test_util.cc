@@ -78,6 +78,13 @@ void Child::kill() {
   pid_ = -1;
 }
 
+bool Child::exited() {
+  if (pid_ <= 0) return false;
+  if (::waitpid(pid_, nullptr, WNOHANG) != pid_) return false;
+  pid_ = -1;
+  return true;
+}
+
 void Child::close_stdin() {
   if (in_ >= 0) ::close(in_);
   in_ = -1;
@@ -191,27 +198,66 @@ std::string etcd_binary() {
   return env && *env ? env : "/usr/bin/etcd";
 }
 
-EtcdCluster::EtcdCluster(int members) {
+EtcdCluster::EtcdCluster(int members) : size_(members) {}
+
+void EtcdCluster::launch(int attempt) {
+  for (auto& m : members_) m->kill();
+  members_.clear();
+  client_ports_.clear();
+  log_dir_ = dir_ / fmt::format("try{}", attempt);
+  std::filesystem::create_directories(log_dir_);
   std::vector<uint16_t> peer_ports;
   std::string initial;
-  for (int i = 0; i < members; ++i) {
+  for (int i = 0; i < size_; ++i) {
     client_ports_.push_back(free_loopback_port());
     peer_ports.push_back(free_loopback_port());
     initial += fmt::format("{}m{}=http://127.0.0.1:{}", i ? "," : "", i, peer_ports[i]);
   }
-  for (int i = 0; i < members; ++i) {
+  for (int i = 0; i < size_; ++i) {
     const std::string client = fmt::format("http://127.0.0.1:{}", client_ports_[i]);
     const std::string peer = fmt::format("http://127.0.0.1:{}", peer_ports[i]);
-    members_.push_back(std::make_unique<Child>(
-        std::vector<std::string>{etcd_binary(), "--name", fmt::format("m{}", i), "--data-dir",
-                                 dir_ / fmt::format("m{}", i), "--listen-client-urls", client,
-                                 "--advertise-client-urls", client, "--listen-peer-urls", peer,
-                                 "--initial-advertise-peer-urls", peer, "--initial-cluster",
-                                 initial, "--initial-cluster-token", dir_.path(),
-                                 "--initial-cluster-state", "new", "--heartbeat-interval", "50",
-                                 "--election-timeout", "500"},
-        dir_ / fmt::format("m{}.log", i)));
+    const std::string data = log_dir_ + fmt::format("/m{}", i);
+    members_.push_back(
+        std::make_unique<Child>(std::vector<std::string>{etcd_binary(),
+                                                         "--name",
+                                                         fmt::format("m{}", i),
+                                                         "--data-dir",
+                                                         data,
+                                                         "--listen-client-urls",
+                                                         client,
+                                                         "--advertise-client-urls",
+                                                         client,
+                                                         "--listen-peer-urls",
+                                                         peer,
+                                                         "--initial-advertise-peer-urls",
+                                                         peer,
+                                                         "--initial-cluster",
+                                                         initial,
+                                                         "--initial-cluster-token",
+                                                         log_dir_,
+                                                         "--initial-cluster-state",
+                                                         "new",
+                                                         "--heartbeat-interval",
+                                                         "50",
+                                                         "--election-timeout",
+                                                         "500"},
+                                data + ".log"));
   }
+}
+
+bool EtcdCluster::any_member_exited() {
+  bool any = false;
+  for (auto& m : members_) any = m->exited() || any;
+  return any;
+}
+
+bool EtcdCluster::start(Millis timeout, int attempts) {
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    launch(attempt);
+    if (wait_ready(timeout)) return true;
+    if (!any_member_exited()) return false;  // up but not serving: a retry would not help
+  }
+  return false;
 }
 
 EtcdCluster::~EtcdCluster() {
@@ -241,13 +287,13 @@ bool EtcdCluster::wait_ready(Millis timeout) {
     for (;;) {
       boost::asio::io_context io;
       auto client = std::make_shared<EtcdClient>(
-          io, EtcdClientOptions{.endpoints = {endpoint(static_cast<int>(i))},
-                                .request_timeout = 1s});
+          io,
+          EtcdClientOptions{.endpoints = {endpoint(static_cast<int>(i))}, .request_timeout = 1s});
       std::optional<Status> result;
       client->range({"/ready", {}, 0, 0}, [&](auto r) { result = r.status(); });
       io.run();
       if (result && result->ok()) break;
-      if (std::chrono::steady_clock::now() >= deadline) return false;
+      if (std::chrono::steady_clock::now() >= deadline || any_member_exited()) return false;
       boost::asio::steady_timer pause(io, 50ms);
       pause.wait();
     }
@@ -258,7 +304,7 @@ bool EtcdCluster::wait_ready(Millis timeout) {
 std::string EtcdCluster::logs() const {
   std::string out;
   for (size_t i = 0; i < members_.size(); ++i) {
-    std::ifstream in(dir_ / fmt::format("m{}.log", i));
+    std::ifstream in(log_dir_ + fmt::format("/m{}.log", i));
     std::vector<std::string> lines;
     for (std::string line; std::getline(in, line);) lines.push_back(line);
     out += fmt::format("--- etcd m{} (last lines) ---\n", i);

@@ -45,6 +45,8 @@ class Child {
   pid_t pid() const { return pid_; }
   // SIGKILL and reap. Idempotent.
   void kill();
+  // True once the child has exited by itself (reaps it; pid() is then -1).
+  bool exited();
   // Closes the child's stdin (a helper takes it as "finish cleanly").
   void close_stdin();
   // Waits (bounded) for the child to exit by itself; its exit code, or -1 on timeout/signal.
@@ -85,10 +87,18 @@ uint16_t free_loopback_port();
 // peer ports found by binding port 0, data in a temp dir, every member killed by PID on
 // destruction. Heartbeat 50 ms and election timeout 500 ms, so that losing a member costs
 // about half a second and leases may be as short as 1 s.
+//
+// etcd must be told its ports up front (it has no "port 0"), so a port found free may be taken
+// by someone else before etcd binds it: start() then sees a member exit and tries again with
+// fresh ports, up to `attempts` times.
 class EtcdCluster {
  public:
   explicit EtcdCluster(int members = 3);
   ~EtcdCluster();
+  // Starts the members and waits until they serve reads; on a member's early exit (most likely
+  // a port taken meanwhile) kills the others and retries with new ports. False when every
+  // attempt failed (logs() says why).
+  bool start(Millis timeout = 30s, int attempts = 3);
   // Waits (bounded) until every running member serves a linearizable read.
   bool wait_ready(Millis timeout = 20s);
   std::vector<std::string> endpoints() const;  // "127.0.0.1:port", one per member
@@ -99,7 +109,12 @@ class EtcdCluster {
   std::string logs() const;
 
  private:
+  void launch(int attempt);
+  bool any_member_exited();
+
+  const int size_;
   TempDir dir_;
+  std::string log_dir_;  // the current attempt's data and logs
   std::vector<uint16_t> client_ports_;
   std::vector<std::unique_ptr<Child>> members_;
 };
