@@ -84,6 +84,8 @@ class JobRegistry {
   void query_progress(Job& job, Peer& peer, const ProgressQueryMsg& msg);
 
   size_t job_count() const { return jobs_.size(); }
+  bool has_job(const std::string& job_id) const { return jobs_.contains(job_id); }
+  const Clock& clock() const { return clock_; }
   // Cancels every job timer (server shutdown).
   void cancel_timers();
 
