@@ -6,6 +6,11 @@
 // scripts and tests). SIGTERM/SIGINT start the two-stage shutdown; a second signal ends it now.
 // As a systemd Type=notify service (NOTIFY_SOCKET set): READY=1 once it listens, a STATUS=
 // line with its jobs and connections, WATCHDOG=1 from the event loop, STOPPING=1 at shutdown.
+//
+// --state-dir DIR makes it durable (rendezvous/state, docs/rendezvous.md): every decision is
+// committed to DIR/rendezvous.db before a client hears of it, and a daemon started again on the
+// same directory carries on the jobs it finds there. Exit codes: 0 after a shutdown, 1 when it
+// cannot listen, 2 for bad flags or a state it refuses to use, 3 when a save failed.
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -24,6 +29,7 @@
 #include "rendezvous/daemon_security.h"
 #include "rendezvous/rdzv_conf.h"
 #include "rendezvous/server.h"
+#include "rendezvous/state/state_store.h"
 
 namespace {
 
@@ -34,6 +40,8 @@ struct DaemonFlags {
   std::string idle_timeout = "60";
   std::string shutdown_grace = "2";
   ddprun::rdzv::DaemonSecurityFlags security;
+  std::string state_dir;
+  std::string state;
 };
 
 void declare_daemon_flags(CLI::App& app, DaemonFlags& flags) {
@@ -51,6 +59,11 @@ void declare_daemon_flags(CLI::App& app, DaemonFlags& flags) {
                  "On SIGTERM, wait this long for clients to hang up before closing them")
       ->capture_default_str();
   ddprun::rdzv::declare_security_flags(app, flags.security);
+  app.add_option("--state-dir", flags.state_dir,
+                 "Keep the jobs' state in DIR/rendezvous.db (SQLite) so that a restarted daemon "
+                 "resumes them (default: memory only)");
+  app.add_option("--state", flags.state,
+                 "State store as a spec: DIR, sqlite:DIR or memory: (overrides --state-dir)");
 }
 
 // The keys of `ddp-rendezvous --config daemon.yaml`: the flags' names, with underscores.
@@ -67,6 +80,8 @@ const std::vector<ddprun::ConfigKey>& daemon_config_schema() {
          ddprun::one_of({"trace", "debug", "info", "warn", "error", "off"})},
         {"idle_timeout", T::kScalar, duration},
         {"shutdown_grace", T::kScalar, duration},
+        {"state_dir", T::kString, {}},
+        {"state", T::kString, {}},
     };
     for (auto& key : ddprun::rdzv::security_config_keys()) keys.push_back(std::move(key));
     return keys;
@@ -118,6 +133,23 @@ std::string status_line(const std::string& host, const ddprun::rdzv::RendezvousS
                      stats.connections == 1 ? "" : "s", stats.totals.accepted);
 }
 
+// The store the flags name, or nullptr without one. Errors are printed; the exit code is 2.
+ddprun::Result<std::unique_ptr<ddprun::rdzv::state::StateStore>> open_store(
+    boost::asio::io_context& io, const DaemonFlags& flags) {
+  using namespace ddprun::rdzv::state;
+  std::string spec = flags.state;
+  if (spec.empty() && !flags.state_dir.empty()) spec = "sqlite:" + flags.state_dir;
+  if (spec.empty()) return std::unique_ptr<StateStore>();
+  auto parsed = parse_state_spec(spec);
+  if (!parsed) return parsed.status();
+  if (parsed->kind == StateSpec::Kind::kEtcd) {
+    return ddprun::Status::invalid_argument(
+        "--state etcd://... is not supported by this build of ddp-rendezvous yet; use "
+        "--state-dir DIR");
+  }
+  return open_state_store(io, *parsed);
+}
+
 int run(const DaemonFlags& flags) {
   using namespace ddprun;
   rdzv::ServerOptions options;
@@ -138,7 +170,24 @@ int run(const DaemonFlags& flags) {
   // Caught from before the "listening" line: a SIGTERM right after it must still shut down
   // gracefully (the handlers run once the loop does).
   boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+  auto store = open_store(io, flags);  // before the server: it must outlive it
+  if (!store) {
+    spdlog::error("{}", store.error_message());
+    return 2;
+  }
   rdzv::RendezvousServer server(io, options);
+  int exit_code = 0;
+  if (*store) {
+    Status restored = server.restore_state(**store, [&](const Status&) {
+      exit_code = 3;  // agents reconnect to the daemon started in our place
+      io.stop();
+    });
+    if (!restored) {
+      spdlog::error("{}", restored.message());
+      return 2;
+    }
+    spdlog::info("state: {}", (*store)->describe());
+  }
   if (Status s = server.listen(flags.host, flags.port); !s) {
     spdlog::error("{}", s.message());
     return 1;
@@ -173,7 +222,7 @@ int run(const DaemonFlags& flags) {
       };
   signals.async_wait(on_signal);
   io.run();
-  return 0;
+  return exit_code;
 }
 
 }  // namespace

@@ -177,6 +177,8 @@ void RendezvousServer::shutdown(std::function<void()> done) {
   }
   stopping_ = true;
   shutdown_done_ = std::move(done);
+  // The connections closed now are not members lost: the stored state stays as it was.
+  registry_->stop_recording();
   boost::system::error_code ignored;
   acceptor_.close(ignored);
   spdlog::debug("rendezvous server shutting down ({} connections)", sessions_.size());
@@ -199,6 +201,11 @@ void RendezvousServer::maybe_finish_shutdown() {
   if (shutdown_done_) {
     asio::post(io_, [done = std::exchange(shutdown_done_, nullptr)] { done(); });
   }
+}
+
+Status RendezvousServer::restore_state(state::StateStore& store,
+                                       std::function<void(const Status&)> on_failure) {
+  return registry_->restore(store, std::move(on_failure));
 }
 
 ServerStats RendezvousServer::stats() const {

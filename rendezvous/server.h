@@ -32,6 +32,7 @@
 #include "common/result.h"
 #include "rendezvous/server_counters.h"
 #include "rendezvous/server_options.h"
+#include "rendezvous/state/state_store.h"
 
 namespace ddprun::rdzv {
 
@@ -66,6 +67,12 @@ class RendezvousServer {
   void shutdown(std::function<void()> done = {});
 
   ServerStats stats() const;
+
+  // Durable state (--state-dir): loads the jobs `store` holds, whose nodes then have their
+  // heartbeat_timeout to resume, and from now on records every decision there before any
+  // client hears of it (decision_journal.h). `on_failure` runs once if a save fails (no
+  // decision is sent after that). `store` must outlive the server. Call before listen().
+  Status restore_state(state::StateStore& store, std::function<void(const Status&)> on_failure);
 
  private:
   boost::asio::awaitable<void> accept_loop();
