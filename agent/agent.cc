@@ -388,6 +388,15 @@ void Agent::on_coordinator_event(const CoordinatorEvent& event) {
   // Otherwise the group is draining its output; after_group() acts on the interrupt.
 }
 
+std::vector<RankProgress> Agent::progress() const {
+  if (phase_ != Phase::kSupervising) return {};
+  std::vector<LocalRankProgress> running;
+  for (const LocalRankProgress& p : hang_watch_.progress()) {
+    if (p.state != RankState::kExited) running.push_back(p);
+  }
+  return global(running);
+}
+
 // This node's ranks' progress under their global ranks, named by this node.
 std::vector<RankProgress> Agent::global(const std::vector<LocalRankProgress>& local) const {
   std::vector<RankProgress> ranks;

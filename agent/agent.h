@@ -58,6 +58,10 @@ class Agent final : private WorkerGroupObserver {
   void on_child_exit(pid_t pid, ExitStatus status);
   // The attempt number of the next (or running) worker group's logs.
   int attempt() const { return attempt_; }
+  // This node's running ranks' progress (last step, heartbeat age) under their global ranks;
+  // ranks whose worker exited are left out; empty when no worker group runs. Read-only, for
+  // status lines (agent/progress_summary.h).
+  std::vector<RankProgress> progress() const;
   // Adds an observer of the job's progress (see agent_observer.h); it must outlive the agent.
   void add_observer(AgentObserver& observer) { observers_.push_back(&observer); }
 

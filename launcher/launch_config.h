@@ -46,7 +46,11 @@ struct LaunchConfig {
   // --numa-binding: resolved into AgentOptions::cpu_binding from the machine's topology when
   // the job starts (run_job.cc).
   std::optional<agent::NumaMode> numa_binding;
+  // --signals_to_forward: signals forwarded to every running worker group without ending the
+  // job (agent/signal_forwarder.h). Default none; SIGUSR1,SIGUSR2 under SLURM.
+  std::vector<int> signals_to_forward;
   std::vector<std::string> warnings;  // printed before the job starts
+  std::vector<std::string> notes;     // printed at info level before the job starts
 };
 
 }  // namespace ddprun::launcher
