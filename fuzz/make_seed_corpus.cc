@@ -69,6 +69,11 @@ rdzv::JobOptions sample_job() {
   return job;
 }
 
+// Stand-ins for a nonce and an HMAC proof: the sizes of the real ones, fixed bytes (the
+// fuzzer does not verify proofs, it decodes frames).
+const std::string kNonce(32, '\x5a');
+const std::string kProof(32, '\xc3');
+
 std::vector<rdzv::RankProgressEntry> sample_ranks() {
   return {{4, 0, 120, 250, true}, {5, 1, -1, 61'000, false}};
 }
@@ -80,7 +85,12 @@ void rendezvous_client_seeds() {
   NodeInfo ranked = node;
   ranked.node_rank_hint = 1;
   const std::vector<std::pair<std::string, ClientMessage>> frames = {
-      {"hello", Hello{kProtocolMagic, kProtocolVersion, "job-42"}},
+      {"hello", Hello{kProtocolMagic, kProtocolVersion, "job-42", ""}},
+      // Protocol v3's token handshake: a Hello with the client's nonce, then its proof
+      // (HMAC-SHA256: 32 bytes), or an empty proof when the server's did not verify.
+      {"hello_nonce", Hello{kProtocolMagic, kProtocolVersion, "job-42", kNonce}},
+      {"auth_proof", AuthProofMsg{kProof}},
+      {"auth_proof_empty", AuthProofMsg{""}},
       {"join", JoinMsg{1, node, sample_job()}},
       {"join_rank_hint", JoinMsg{2, ranked, sample_job()}},
       {"resume", ResumeMsg{3, "node-2:4242:9f3a", 0x9e3779b97f4a7c15ull}},
@@ -105,6 +115,7 @@ void rendezvous_server_seeds() {
   const std::vector<NodeProgress> progress = {{"node-1", "127.0.0.1", 0, sample_ranks()},
                                               {"node-2", "127.0.0.2", 1, {}}};
   const std::vector<std::pair<std::string, ServerMessage>> frames = {
+      {"auth_challenge", AuthChallenge{kNonce, kProof}},
       {"hello_ack", HelloAck{kProtocolVersion}},
       {"reply_token", Reply{1, true, "", 0x1234567890abcdefll, ""}},
       {"reply_error", Reply{2, false, "job 'x' already succeeded", 0, ""}},
@@ -187,6 +198,10 @@ void rdzv_conf_seeds() {
       {"multinode_tests",
        "join_timeout=20,last_call_timeout=1,heartbeat_timeout=2,"
        "keep_alive_interval=0.5"},
+      // Protocol v3: a token and TLS files.
+      {"token_tls",
+       "token_file=/etc/ddprun/job.token,tls_ca_file=ca.pem,tls_cert_file=node.pem,"
+       "tls_key_file=node.key,tls_server_name=rdzv.example"},
   };
   for (const auto& [name, text] : confs) seed("rdzv_conf", name, text);
 }
