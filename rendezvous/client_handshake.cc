@@ -83,7 +83,7 @@ asio::awaitable<Status> answer_challenge(Stream& stream, const AuthChallenge& ch
 asio::awaitable<Status> client_handshake(Stream& stream, const std::string& job_id,
                                          const ClientCredentials& credentials,
                                          const std::string& server_name, const CodecLimits& limits,
-                                         Redirect* redirect) {
+                                         std::optional<Redirect>* redirect) {
   Status tls = co_await stream.handshake(Stream::Role::kClient, server_name);
   if (!tls) {
     co_return tls.is_refused()

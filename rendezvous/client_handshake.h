@@ -13,6 +13,7 @@
 // is empty.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>  // before Boost 1.74's awaitable.hpp (see frame_io.h)
 
@@ -31,6 +32,6 @@ boost::asio::awaitable<Status> client_handshake(Stream& stream, const std::strin
                                                 const ClientCredentials& credentials,
                                                 const std::string& server_name,
                                                 const CodecLimits& limits,
-                                                Redirect* redirect = nullptr);
+                                                std::optional<Redirect>* redirect = nullptr);
 
 }  // namespace ddprun::rdzv

@@ -29,7 +29,7 @@ struct AttemptError {
 // `redirect` receives a Redirect the server answered with.
 asio::awaitable<Result<Stream>> attempt(asio::any_io_executor ex, const ConnectOptions& o,
                                         const ServerAddress& server, Millis budget, bool& permanent,
-                                        Redirect& redirect) {
+                                        std::optional<Redirect>& redirect) {
   tcp::resolver resolver(ex);
   tcp::socket socket(ex);
   asio::steady_timer timer(ex);
@@ -129,6 +129,7 @@ asio::awaitable<Result<Connection>> connect_with_backoff(asio::any_io_executor e
   asio::steady_timer sleep(ex);
   size_t next = 0;                      // the next address of the list to try
   std::optional<ServerAddress> leader;  // named by the last attempt's Redirect
+  bool replica_answered = false;        // a Redirect came back in this round through the list
   for (;;) {
     if (stop && *stop) co_return Status::closed("connect cancelled: the client was closed");
     const auto left =
@@ -137,10 +138,11 @@ asio::awaitable<Result<Connection>> connect_with_backoff(asio::any_io_executor e
     const ServerAddress server =
         redirected ? *std::exchange(leader, std::nullopt) : o.servers[next++ % o.servers.size()];
     bool permanent = false;
-    Redirect redirect;
+    std::optional<Redirect> redirect;
     auto stream = co_await attempt(ex, o, server, std::clamp(left, Millis(1), o.attempt_timeout),
                                    permanent, redirect);
     if (stream) co_return Connection{std::move(*stream), server};
+    replica_answered = replica_answered || redirect.has_value();
     errors.push_back(several || redirected
                          ? fmt::format("{}: {}", to_string(server), stream.error_message())
                          : stream.error_message());
@@ -150,8 +152,8 @@ asio::awaitable<Result<Connection>> connect_with_backoff(asio::any_io_executor e
           fmt::format("rendezvous server at {}: {}", to_string(server), stream.error_message()));
     }
     const auto now = std::chrono::steady_clock::now();
-    if (!redirect.host.empty() && !redirected && now < deadline) {
-      leader = ServerAddress{redirect.host, redirect.port};  // at once: no backoff
+    if (redirect && !redirect->host.empty() && !redirected && now < deadline) {
+      leader = ServerAddress{redirect->host, redirect->port};  // at once: no backoff
       continue;
     }
     std::uniform_real_distribution<double> jitter(1.0 - o.jitter, 1.0 + o.jitter);
@@ -167,7 +169,12 @@ asio::awaitable<Result<Connection>> connect_with_backoff(asio::any_io_executor e
     boost::system::error_code ec;
     co_await sleep.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     // Once per round through the list: every replica gets a prompt try before waits grow.
-    if (next % o.servers.size() == 0) backoff = std::min(backoff * 2, o.max_backoff);
+    // While replicas answer (a leader has just died, or an election is under way), the
+    // rendezvous is about to be served again: the waits stay short.
+    if (next % o.servers.size() == 0) {
+      backoff = std::min(backoff * 2, replica_answered ? o.election_backoff : o.max_backoff);
+      replica_answered = false;
+    }
   }
 }
 

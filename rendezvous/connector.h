@@ -10,7 +10,8 @@
 // attempt, as before). A replica that does not lead answers with a Redirect: the next attempt
 // goes at once to the address it names (one redirect in a row; a redirect from there counts
 // as a failed attempt). A Redirect naming no leader (an election under way) is a failed
-// attempt.
+// attempt. In a round through the list in which some replica answered with a Redirect, the
+// backoff grows only to election_backoff.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +49,10 @@ struct ConnectOptions {
   // random factor in [1 - jitter, 1 + jitter]. Defaults 100 ms, 3 s, 0.5.
   Millis initial_backoff{100};
   Millis max_backoff{3'000};
+  // The most a wait grows to while replicas answer with Redirects (their leader has just died,
+  // or an election is under way): the takeover is then seconds away, and a long wait would
+  // outlast it. Default 250 ms.
+  Millis election_backoff{250};
   double jitter = 0.5;
   CodecLimits limits;
   // Token and TLS; null = neither (plain TCP, no token).

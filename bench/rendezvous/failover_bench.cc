@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -34,9 +35,20 @@ using namespace ddprun;
 using namespace ddprun::rdzv;
 using BenchClock = std::chrono::steady_clock;
 
+// A replica process; killed (by PID) and reaped when the handle goes, on every path.
 struct Replica {
   pid_t pid = -1;
   uint16_t port = 0;
+  Replica() = default;
+  Replica(Replica&& other) noexcept : pid(std::exchange(other.pid, -1)), port(other.port) {}
+  Replica& operator=(Replica&&) = delete;
+  ~Replica() { end(); }
+  void end() {
+    if (pid <= 0) return;
+    ::kill(pid, SIGKILL);  // our own child, by PID
+    ::waitpid(pid, nullptr, 0);
+    pid = -1;
+  }
 };
 
 // Starts a replica on a free port and reads its "listening on" line.
@@ -61,13 +73,6 @@ Replica spawn_replica(const std::string& state, const std::string& ttl) {
   ::close(fds[0]);
   r.port = static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
   return r;
-}
-
-void end(Replica& r) {
-  if (r.pid <= 0) return;
-  ::kill(r.pid, SIGKILL);  // our own child, by PID
-  ::waitpid(r.pid, nullptr, 0);
-  r.pid = -1;
 }
 
 ClientOptions options(const Replica& first, const Replica* second, int i) {
@@ -101,19 +106,23 @@ double ms_since(BenchClock::time_point t, BenchClock::time_point now) {
 // One repetition: returns {kill → first resumed, kill → all resumed} in ms, or {-1, -1}.
 std::pair<double, double> run_once(const std::string& state, const std::string& ttl, int nodes) {
   Replica a = spawn_replica(state, ttl);
-  if (!wait_leading(a)) return {-1, -1};
+  if (!wait_leading(a)) {
+    std::fprintf(stderr, "the first replica did not lead within 30 s\n");
+    return {-1, -1};
+  }
   Replica b = spawn_replica(state, ttl);
   boost::asio::io_context io;
   std::vector<std::unique_ptr<TcpRendezvousClient>> clients;
-  int assigned = 0, failed = 0;
+  int connected = 0, assigned = 0, failed = 0;
   for (int i = 0; i < nodes; ++i) {
     clients.push_back(std::make_unique<TcpRendezvousClient>(io, options(a, &b, i)));
     clients.back()->set_event_handler([&](const RendezvousEvent& e) {
       if (std::holds_alternative<ConnectionLost>(e)) ++failed;
     });
-    clients.back()->connect([&](Status s) {
-      if (!s) ++failed;
-    });
+    clients.back()->connect([&](Status s) { s ? ++connected : ++failed; });
+  }
+  while (connected + failed < nodes) io.run_one();
+  for (int i = 0; i < nodes && failed == 0; ++i) {
     JoinRequest r;
     r.node.node_id = "node-" + std::to_string(i);
     r.node.local_world_size = 8;
@@ -121,10 +130,13 @@ std::pair<double, double> run_once(const std::string& state, const std::string& 
     r.node.master_port = 29500;
     r.job.min_nodes = r.job.max_nodes = static_cast<uint32_t>(nodes);
     r.job.heartbeat_timeout = std::chrono::seconds(30);
-    clients.back()->join(r, [&](Result<RoundAssignment> got) { got ? ++assigned : ++failed; });
+    clients[i]->join(r, [&](Result<RoundAssignment> got) { got ? ++assigned : ++failed; });
   }
   while (assigned + failed < nodes) io.run_one();
-  if (failed) return {-1, -1};
+  if (failed) {
+    std::fprintf(stderr, "%d of %d nodes could not join\n", failed, nodes);
+    return {-1, -1};
+  }
 
   std::vector<std::optional<BenchClock::time_point>> resumed(nodes);
   int done = 0;
@@ -139,12 +151,11 @@ std::pair<double, double> run_once(const std::string& state, const std::string& 
     });
   };
   const auto killed = BenchClock::now();
-  end(a);
+  a.end();
   for (int i = 0; i < nodes; ++i) ask(i);
   while (done < nodes && failed == 0) io.run_one();
   clients.clear();
   io.run_for(std::chrono::milliseconds(100));
-  end(b);
   if (failed) return {-1, -1};
   auto first = *std::min_element(resumed.begin(), resumed.end());
   auto last = *std::max_element(resumed.begin(), resumed.end());
