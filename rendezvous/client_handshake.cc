@@ -4,6 +4,7 @@
 
 #include "rendezvous/frame_io.h"
 #include "rendezvous/security/challenge.h"
+#include "rendezvous/server_address.h"
 
 namespace ddprun::rdzv {
 namespace {
@@ -81,8 +82,8 @@ asio::awaitable<Status> answer_challenge(Stream& stream, const AuthChallenge& ch
 
 asio::awaitable<Status> client_handshake(Stream& stream, const std::string& job_id,
                                          const ClientCredentials& credentials,
-                                         const std::string& server_name,
-                                         const CodecLimits& limits) {
+                                         const std::string& server_name, const CodecLimits& limits,
+                                         std::optional<Redirect>* redirect) {
   Status tls = co_await stream.handshake(Stream::Role::kClient, server_name);
   if (!tls) {
     co_return tls.is_refused()
@@ -113,6 +114,13 @@ asio::awaitable<Status> client_handshake(Stream& stream, const std::string& job_
   }
   if (std::holds_alternative<HelloAck>(*reply)) co_return Status();
   if (const auto* error = std::get_if<ErrorMsg>(&*reply)) co_return refused_by_server(*error);
+  if (const auto* to = std::get_if<Redirect>(&*reply)) {
+    if (redirect) *redirect = *to;
+    co_return Status::unavailable(
+        to->host.empty() ? std::string("this replica does not lead and no replica leads right now")
+                         : "this replica does not lead; the leader is " +
+                               to_string(ServerAddress{to->host, to->port}));
+  }
   co_return Status::refused(
       "handshake: the server did not answer with HelloAck; is this a ddprun rendezvous "
       "endpoint?");

@@ -32,6 +32,7 @@ enum Type : uint8_t {
   kHeartbeatAck = 0x87,
   kError = 0x88,
   kAuthChallenge = 0x8a,
+  kRedirect = 0x8b,
 };
 // Encoders: one overload per message, writing type byte and payload.
 void put(ByteWriter& w, const NodeInfo& n) {
@@ -102,6 +103,7 @@ void put(ByteWriter& w, const JobFailed& m) {
 void put(ByteWriter& w, const JobSucceeded& m) { w.u8(kJobSucceeded), w.u64(m.round); }
 void put(ByteWriter& w, const HeartbeatAck&) { w.u8(kHeartbeatAck); }
 void put(ByteWriter& w, const ErrorMsg& m) { w.u8(kError), w.str(m.message); }
+void put(ByteWriter& w, const Redirect& m) { w.u8(kRedirect), w.str(m.host), w.u16(m.port); }
 
 template <class Variant>
 std::string encode_variant(const Variant& message) {
@@ -216,6 +218,12 @@ bool get(ByteReader& r, const CodecLimits&, JobSucceeded& m) { return r.u64(m.ro
 bool get(ByteReader& r, const CodecLimits& l, ErrorMsg& m) {
   return r.str(m.message, l.max_string_bytes);
 }
+// A host name is at most 253 bytes; anything longer is refused unread.
+constexpr size_t kMaxHostBytes = 255;
+bool get(ByteReader& r, const CodecLimits&, Redirect& m) {
+  // A redirect to port 0 cannot be followed; no host (no leader yet) comes with port 0.
+  return r.str(m.host, kMaxHostBytes) && r.u16(m.port) && (m.host.empty() == (m.port == 0));
+}
 template <class M>
 bool get(ByteReader&, const CodecLimits&, M&) {  // empty messages
   return true;
@@ -327,6 +335,8 @@ Result<ServerMessage> decode_server_message(std::span<const uint8_t> body,
       return finish<V>(r, limits, ErrorMsg{}, "Error");
     case kAuthChallenge:
       return finish<V>(r, limits, AuthChallenge{}, "AuthChallenge");
+    case kRedirect:
+      return finish<V>(r, limits, Redirect{}, "Redirect");
     default:
       break;
   }

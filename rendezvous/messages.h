@@ -158,9 +158,17 @@ struct HeartbeatAck {};
 struct ErrorMsg {
   std::string message;
 };
+// The answer to Hello from a ddp-rendezvous replica that does not lead (docs/rendezvous.md,
+// "High availability"): the leader serves at host:port; connect there. An empty host means
+// that no replica leads right now (an election is under way): try again shortly, here or at
+// another replica. The server closes the connection after it.
+struct Redirect {
+  std::string host;
+  uint16_t port = 0;
+};
 
 using ServerMessage = std::variant<HelloAck, Reply, RoundAssigned, RestartRequested, JobFailed,
-                                   JobSucceeded, HeartbeatAck, ErrorMsg, AuthChallenge>;
+                                   JobSucceeded, HeartbeatAck, ErrorMsg, AuthChallenge, Redirect>;
 // The decisions of a rendezvous that are pushed to members.
 using Push = std::variant<RoundAssigned, RestartRequested, JobFailed, JobSucceeded>;
 

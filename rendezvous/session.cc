@@ -32,12 +32,14 @@ std::string describe(const boost::system::error_code& ec, const tcp::endpoint& e
 
 Session::Session(tcp::socket socket, std::shared_ptr<JobRegistry> registry,
                  const ServerOptions& options, std::shared_ptr<ServerCounters> counters,
+                 std::shared_ptr<const std::optional<Redirect>> redirect,
                  std::function<void(Session*)> on_end)
     : stream_(make_stream(std::move(socket), options)),
       registry_holder_(std::move(registry)),
       registry_(*registry_holder_),
       options_(options),
       counters_(std::move(counters)),
+      redirect_(std::move(redirect)),
       on_end_(std::move(on_end)),
       handshake_(options.credentials, ""),
       deadline_(stream_.tcp().get_executor()),
@@ -200,6 +202,12 @@ asio::awaitable<void> Session::drain() {
 }
 
 Status Session::handshake(const ClientMessage& frame) {
+  if (*redirect_ && std::holds_alternative<Hello>(frame) && !handshake_.awaiting_proof()) {
+    // A replica that does not lead: before the token's challenge, since the leader proves the
+    // token itself (protocol.md, "Replicas").
+    close_with(**redirect_);
+    return Status();
+  }
   ServerHandshake::Step step = handshake_.on_frame(frame);
   if (step.challenge) {
     send(*step.challenge);
@@ -295,9 +303,11 @@ asio::awaitable<void> Session::write_loop() {
   }
 }
 
-void Session::close_with_error(const std::string& why) {
+void Session::close_with_error(const std::string& why) { close_with(ErrorMsg{why}); }
+
+void Session::close_with(const ServerMessage& last) {
   if (!open_ || closing_) return;
-  send(ErrorMsg{why});
+  send(last);
   closing_ = true;
   writer_.finish_when_flushed();
   arm_deadline(kLinger);
