@@ -34,6 +34,7 @@ void DecisionJournal::record(const std::string& job_id, std::optional<std::strin
                    if (on_failure_) on_failure_(s);
                    return;
                  }
+                 spdlog::debug("recorded job '{}'", job_id);
                  if (deliver) deliver();
                });
 }

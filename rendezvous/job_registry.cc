@@ -81,6 +81,7 @@ void JobRegistry::join(Job& job, Peer& peer, const JoinMsg& msg, std::string& no
   Reply ok;
   ok.request_id = msg.request_id;
   ok.integer = static_cast<int64_t>(l.token);
+  spdlog::debug("job '{}': node '{}' joined", job.id, joining);
   commit(job, &peer, joining, ok, std::move(*decisions), false);
 }
 

@@ -41,8 +41,8 @@ class StateDaemonTest : public MultinodeTest {
   std::unique_ptr<ChildProcess> launch_daemon() {
     ChildOptions options;
     options.executable = daemon_binary();
-    options.args = {"--host",      "127.0.0.1", "--port", std::to_string(port_),
-                    "--state-dir", state_dir_};
+    options.args = {"--host",      "127.0.0.1", "--port",      std::to_string(port_),
+                    "--state-dir", state_dir_,  "--log-level", "debug"};
     options.env = env_;
     options.cwd = temp().path();
     auto child = ChildProcess::start(options);
@@ -124,6 +124,36 @@ TEST_F(StateDaemonTest, DaemonKilledAndRestartedWithinTheWindowLeavesWorkersUnto
     EXPECT_EQ(m["TORCHELASTIC_RESTART_COUNT"], "0") << name;
     EXPECT_EQ(m["WORLD_SIZE"], "4") << name;
   }
+}
+
+// The daemon dies while a round is open (one node of two has joined, its join committed): the
+// restarted daemon keeps that node's place, the second node joins, and the round closes with
+// both, the first keeping group rank 0.
+TEST_F(StateDaemonTest, DaemonKilledDuringAnOpenRoundCarriesTheRoundOn) {
+  ASSERT_TRUE(start_daemon());
+  make_fifo(out("release.fifo"));
+  std::vector<std::unique_ptr<ChildProcess>> nodes;
+  nodes.push_back(start_node(node(1, "2", 2, "10", {"--release", out("release.fifo")})));
+  ASSERT_NE(nodes.back(), nullptr);
+  // Joined, and the join recorded (its reply goes out only after that).
+  ASSERT_TRUE(daemon_->wait_for_stderr("recorded job 'durable'", deadline_after(20s)))
+      << daemon_->stderr_text();
+
+  kill_daemon();
+  ASSERT_TRUE(start_daemon());
+  ASSERT_TRUE(daemon_->wait_for_stderr("restored job 'durable'", deadline_after(10s)))
+      << daemon_->stderr_text();
+  nodes.push_back(start_node(node(2, "2", 2, "10", {"--release", out("release.fifo")})));
+  ASSERT_NE(nodes.back(), nullptr);
+  ASSERT_TRUE(wait_for_markers("run_n", 4, deadline_after(40s)));
+  for (const auto& [name, m] : markers("run_n")) {
+    EXPECT_EQ(m["WORLD_SIZE"], "4") << name;
+    EXPECT_EQ(m["TORCHELASTIC_RESTART_COUNT"], "0") << name;
+    if (m["node"] == "1") EXPECT_EQ(m["GROUP_RANK"], "0") << name;
+  }
+  release("release.fifo", 4);
+  const auto runs = finish_all(nodes, deadline_after(40s));
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(ExitedWith(runs[i], 0)) << "node " << i + 1;
 }
 
 TEST_F(StateDaemonTest, NodeAbsentThroughTheWindowAfterARestartIsLost) {
