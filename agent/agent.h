@@ -59,6 +59,8 @@ class Agent final : private WorkerGroupObserver {
   int attempt() const { return attempt_; }
   // Adds an observer of the job's progress (see agent_observer.h); it must outlive the agent.
   void add_observer(AgentObserver& observer) { observers_.push_back(&observer); }
+  // The job's store host, for observers that read its statistics (metrics).
+  const StoreHost& store_host() const { return store_host_; }
 
  private:
   enum class Phase {
