@@ -59,6 +59,8 @@ struct RawFlags {
   std::string logs_specs;                  // accepted: ddprun has no log plugins
   std::string event_log_handler = "null";  // accepted: ddprun logs events itself
   std::string log_line_prefix_template;
+  int metrics_port = -1;  // -1: no metrics endpoint
+  std::string metrics_addr = "127.0.0.1";
 };
 
 // Defaults torchrun takes from its own environment variables (below PET_* and the flags).
@@ -175,6 +177,12 @@ void declare_flags(CLI::App& app, RawFlags& f) {
              "Prefix of tee'd lines: ${role_name}, ${rank}, ${local_rank}, ${hostname}");
   add_option(app, f.exit_barrier_timeout, "exit_barrier_timeout",
              "Seconds a finished node waits for the rest of the job");
+  add_option(app, f.metrics_port, "metrics_port",
+             "Serve /metrics (Prometheus) and /healthz on this port; 0 picks a free one "
+             "(logged); default: off");
+  add_option(app, f.metrics_addr, "metrics_addr",
+             "Address of the metrics endpoint; anything but loopback exposes job information "
+             "to the network");
 }
 
 Status validate_values(const RawFlags& f, LaunchConfig& config);
@@ -373,6 +381,12 @@ Status validate_values(const RawFlags& f, LaunchConfig& config) {
   a.logs.duplicate_stdout_filters = comma_separated_list(f.duplicate_stdout_filters);
   a.logs.duplicate_stderr_filters = comma_separated_list(f.duplicate_stderr_filters);
   a.virtual_local_rank = f.virtual_local_rank;
+  if (f.metrics_port < -1 || f.metrics_port > 65535) {
+    return Status::invalid_argument("--metrics_port=" + std::to_string(f.metrics_port) +
+                                    " is not a TCP port");
+  }
+  if (f.metrics_port >= 0) config.metrics.port = static_cast<uint16_t>(f.metrics_port);
+  config.metrics.address = f.metrics_addr;
   if (!f.numa_binding.empty()) {
     auto mode = agent::parse_numa_mode(f.numa_binding);
     if (!mode) return mode.status();

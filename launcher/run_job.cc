@@ -15,6 +15,7 @@
 #include "agent/local_coordinator.h"
 #include "agent/process_launcher.h"
 #include "agent/rendezvous_coordinator.h"
+#include "launcher/metrics_service.h"
 #include "rendezvous/server.h"
 
 namespace ddprun::launcher {
@@ -69,6 +70,11 @@ int run_static(const LaunchConfig& config) {
   agent::LocalCoordinator coordinator(io, config.job, config.rendezvous.node_rank.value_or(0));
   agent::Agent node_agent(agent_options(config), io, launcher, coordinator,
                           SystemClock::instance());
+  auto metrics = MetricsService::start(io, config.metrics, node_agent, config.agent.run_id);
+  if (!metrics) {
+    spdlog::error("{}", metrics.error_message());
+    return 1;
+  }
   return node_agent.run();
 }
 
@@ -148,6 +154,12 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
   {
     agent::Agent node_agent(agent_options(config), io, launcher, coordinator,
                             SystemClock::instance());
+    auto metrics = MetricsService::start(io, config.metrics, node_agent, config.agent.run_id,
+                                         server ? &*server : nullptr);
+    if (!metrics) {
+      spdlog::error("{}", metrics.error_message());
+      return 1;
+    }
     exit_code = node_agent.run();
   }
   // Leave cleanly and let a hosted server deliver its last decisions before it goes.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include <spdlog/spdlog.h>
@@ -18,6 +19,8 @@
 #include "common/logging.h"
 #include "rendezvous/rdzv_conf.h"
 #include "rendezvous/server.h"
+#include "rendezvous/server_metrics.h"
+#include "rendezvous/status_command.h"
 
 namespace {
 
@@ -27,6 +30,8 @@ struct DaemonFlags {
   std::string log_level;
   std::string idle_timeout = "60";
   std::string shutdown_grace = "2";
+  int metrics_port = -1;  // -1: no metrics endpoint
+  std::string metrics_addr = "127.0.0.1";
 };
 
 void declare_daemon_flags(CLI::App& app, DaemonFlags& flags) {
@@ -43,6 +48,14 @@ void declare_daemon_flags(CLI::App& app, DaemonFlags& flags) {
   app.add_option("--shutdown-grace", flags.shutdown_grace,
                  "On SIGTERM, wait this long for clients to hang up before closing them")
       ->capture_default_str();
+  app.add_option("--metrics-port", flags.metrics_port,
+                 "Serve /metrics (Prometheus) and /healthz on this port; 0 picks a free one "
+                 "(logged); default: off")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--metrics-addr", flags.metrics_addr,
+                 "Address of the metrics endpoint; anything but loopback exposes job "
+                 "information to the network")
+      ->capture_default_str();
 }
 
 // The keys of `ddp-rendezvous --config daemon.yaml`: the flags' names, with underscores.
@@ -57,6 +70,8 @@ const std::vector<ddprun::ConfigKey>& daemon_config_schema() {
       {"log_level", T::kString, ddprun::one_of({"trace", "debug", "info", "warn", "error", "off"})},
       {"idle_timeout", T::kScalar, duration},
       {"shutdown_grace", T::kScalar, duration},
+      {"metrics_port", T::kInteger, ddprun::in_range(0, 65535)},
+      {"metrics_addr", T::kString, {}},
   };
   return schema;
 }
@@ -112,6 +127,18 @@ int run(const DaemonFlags& flags) {
     spdlog::error("{}", s.message());
     return 1;
   }
+  std::optional<rdzv::ServerMetricsEndpoint> metrics;
+  if (flags.metrics_port >= 0) {
+    metrics.emplace(io, server,
+                    ddprun::metrics::HttpEndpointOptions{
+                        flags.metrics_addr, static_cast<uint16_t>(flags.metrics_port)});
+    if (Status s = metrics->listen(); !s) {
+      spdlog::error("--metrics-port: {}", s.message());
+      return 1;
+    }
+    spdlog::info("serving metrics on http://{}:{}/metrics (health: /healthz)", flags.metrics_addr,
+                 metrics->port());
+  }
   std::printf("listening on %s:%u\n", flags.host.c_str(), static_cast<unsigned>(server.port()));
   std::fflush(stdout);
 
@@ -152,7 +179,14 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  ddprun::rdzv::StatusCommandOptions status;
+  CLI::App* status_command = app.add_subcommand(
+      "status", "Show a running daemon's jobs, rounds, nodes and restarts (read-only)");
+  status_command->add_option("--endpoint", status.endpoint, "The daemon's host:port")
+      ->capture_default_str();
+  status_command->add_flag("--json", status.json, "Print JSON instead of a table");
   CLI11_PARSE(app, argc, argv);
+  if (status_command->parsed()) return ddprun::rdzv::run_status_command(status, stdout, stderr);
 
   ddprun::init_logging("ddp-rendezvous");
   if (!flags.log_level.empty()) spdlog::set_level(spdlog::level::from_str(flags.log_level));

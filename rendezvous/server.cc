@@ -17,7 +17,7 @@ RendezvousServer::RendezvousServer(asio::io_context& io, ServerOptions options, 
     : io_(io),
       options_(std::move(options)),
       clock_(clock),
-      registry_(std::make_shared<JobRegistry>(io.get_executor(), clock_)),
+      registry_(std::make_shared<JobRegistry>(io.get_executor(), clock_, counters_)),
       acceptor_(io),
       grace_timer_(io) {}
 
@@ -70,6 +70,7 @@ asio::awaitable<void> RendezvousServer::accept_loop() {
       continue;
     }
     if (sessions_.size() >= options_.max_connections) {
+      ++counters_->rejected_limit;
       socket.close(ec);
       continue;
     }
@@ -121,6 +122,10 @@ void RendezvousServer::maybe_finish_shutdown() {
 
 ServerStats RendezvousServer::stats() const {
   return ServerStats{sessions_.size(), registry_->job_count(), *counters_};
+}
+
+std::vector<JobRegistry::JobSnapshot> RendezvousServer::jobs() const {
+  return registry_->snapshot();
 }
 
 }  // namespace ddprun::rdzv

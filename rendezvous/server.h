@@ -28,12 +28,12 @@
 
 #include "common/clock.h"
 #include "common/result.h"
+#include "rendezvous/job_registry.h"
 #include "rendezvous/server_counters.h"
 #include "rendezvous/server_options.h"
 
 namespace ddprun::rdzv {
 
-class JobRegistry;
 class Session;
 
 struct ServerStats {
@@ -64,6 +64,10 @@ class RendezvousServer {
   void shutdown(std::function<void()> done = {});
 
   ServerStats stats() const;
+  // shutdown() has begun.
+  bool stopping() const { return stopping_; }
+  // Every job as it is now (status queries and metrics read the same view).
+  std::vector<JobRegistry::JobSnapshot> jobs() const;
 
  private:
   boost::asio::awaitable<void> accept_loop();
@@ -73,12 +77,12 @@ class RendezvousServer {
   boost::asio::io_context& io_;
   const ServerOptions options_;
   const Clock& clock_;
+  std::shared_ptr<ServerCounters> counters_ = std::make_shared<ServerCounters>();
   std::shared_ptr<JobRegistry> registry_;  // shared with sessions (see Session)
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer grace_timer_;
   std::unordered_map<Session*, std::shared_ptr<Session>> sessions_;
   uint16_t port_ = 0;
-  std::shared_ptr<ServerCounters> counters_ = std::make_shared<ServerCounters>();
   bool stopping_ = false;
   std::function<void()> shutdown_done_;
   // Set while the server object lives; callbacks from sessions check it, since a session may

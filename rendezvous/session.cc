@@ -9,6 +9,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "rendezvous/frame_io.h"
+#include "rendezvous/status_report.h"
 
 namespace ddprun::rdzv {
 namespace {
@@ -71,8 +72,12 @@ asio::awaitable<void> Session::read_loop() {
     }
     auto message = decode_client_message(body, options_.limits);
     ok = message.status();
+    if (ok) count_in(*message, body.size());
     if (ok && !job_) {
-      ok = handshake(*message);
+      const auto* query = std::get_if<StatusQuery>(&*message);
+      ok = query ? answer_status(*query) : handshake(*message);
+      if (!ok) ++counters_->rejected_handshake;
+      if (ok && query) break;  // answered; closing once flushed
     } else if (ok) {
       handle(std::move(*message));
     }
@@ -108,6 +113,24 @@ asio::awaitable<void> Session::drain() {
   }
 }
 
+void Session::count_in(const ClientMessage& message, size_t body_bytes) {
+  ++counters_->messages_in[message.index()];
+  counters_->bytes_in += kFrameHeaderBytes + body_bytes;
+  last_heard_ = registry_.clock().steady_now();
+}
+
+Status Session::answer_status(const StatusQuery& query) {
+  if (query.magic != kProtocolMagic) return Status::malformed("bad protocol magic");
+  if (query.version != kProtocolVersion) {
+    return Status::refused(fmt::format("protocol version {} is not supported (server speaks {})",
+                                       query.version, kProtocolVersion));
+  }
+  send(build_status_report(registry_.snapshot(), registry_.clock().steady_now(),
+                           options_.limits.max_frame_bytes));
+  close_after_flush();
+  return Status();
+}
+
 Status Session::handshake(const ClientMessage& first) {
   const auto* hello = std::get_if<Hello>(&first);
   if (!hello) {
@@ -130,6 +153,8 @@ void Session::handle(ClientMessage&& message) {
         using M = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<M, Hello>) {
           close_with_error("a second Hello on one connection");
+        } else if constexpr (std::is_same_v<M, StatusQuery>) {
+          close_with_error("a status query must be a connection's first frame");
         } else if constexpr (std::is_same_v<M, JoinMsg>) {
           registry_.join(*job_, *this, m, node_id_);
         } else if constexpr (std::is_same_v<M, ResumeMsg>) {
@@ -149,7 +174,10 @@ void Session::handle(ClientMessage&& message) {
 
 void Session::send(const ServerMessage& message) {
   if (!open_ || closing_) return;
-  if (!writer_.enqueue(encode_frame(message))) {
+  std::string frame = encode_frame(message);
+  ++counters_->messages_out[message.index()];
+  counters_->bytes_out += frame.size();
+  if (!writer_.enqueue(std::move(frame))) {
     spdlog::warn("rendezvous: dropping {}: it reads too slowly (more than {} bytes queued)",
                  peer_name_, options_.max_outbox_bytes);
     close_now();
@@ -170,6 +198,11 @@ asio::awaitable<void> Session::write_loop() {
 void Session::close_with_error(const std::string& why) {
   if (!open_ || closing_) return;
   send(ErrorMsg{why});
+  close_after_flush();
+}
+
+void Session::close_after_flush() {
+  if (!open_ || closing_) return;
   closing_ = true;
   writer_.finish_when_flushed();
   arm_deadline(kLinger);

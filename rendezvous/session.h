@@ -5,6 +5,9 @@
 // carries a member) the job's heartbeat_timeout. A frame that is malformed, oversized or of
 // the wrong kind ends the connection with an Error frame; no other connection notices.
 //
+// A connection whose first frame is a StatusQuery (instead of Hello) gets one StatusReport of
+// every job and is closed: it never belongs to a job.
+//
 // Lifetime: owned by shared_ptr; both coroutines hold one. When the reader ends the session
 // leaves the registry and calls `on_end` (the server forgets it).
 // Thread-safety: none; runs on the server's io_context.
@@ -40,6 +43,8 @@ class Session final : public Peer, public std::enable_shared_from_this<Session> 
   // Peer: queue a frame; a reader that falls max_outbox_bytes behind is disconnected.
   void send(const ServerMessage& message) override;
   void kick(const std::string& why) override { close_with_error(why); }
+  std::string address() const override { return peer_name_; }
+  std::optional<SteadyTime> last_heard() const override { return last_heard_; }
   // Shutdown stage one: say why, flush, then close.
   void close_with_error(const std::string& why);
   // Shutdown stage two: close now.
@@ -50,6 +55,9 @@ class Session final : public Peer, public std::enable_shared_from_this<Session> 
   boost::asio::awaitable<void> write_loop();
   boost::asio::awaitable<void> drain();
   Status handshake(const ClientMessage& first);
+  Status answer_status(const StatusQuery& query);
+  void count_in(const ClientMessage& message, size_t body_bytes);
+  void close_after_flush();
   void handle(ClientMessage&& message);
   void arm_deadline(Millis timeout);
   void finish();
@@ -62,9 +70,10 @@ class Session final : public Peer, public std::enable_shared_from_this<Session> 
   std::function<void(Session*)> on_end_;
   std::string peer_name_;  // "ip:port" for logs
 
-  JobRegistry::Job* job_ = nullptr;  // set by Hello; valid until finish()
-  std::string node_id_;              // the node this connection carries, if any
-  Millis member_timeout_{0};         // the job's heartbeat_timeout once joined
+  JobRegistry::Job* job_ = nullptr;       // set by Hello; valid until finish()
+  std::string node_id_;                   // the node this connection carries, if any
+  Millis member_timeout_{0};              // the job's heartbeat_timeout once joined
+  std::optional<SteadyTime> last_heard_;  // when the last whole frame arrived
 
   boost::asio::steady_timer deadline_;  // closes the socket when a read stalls
   FrameWriter writer_;                  // bounded by max_outbox_bytes: a slow reader is dropped

@@ -1,0 +1,39 @@
+// `ddp-rendezvous status [--endpoint host:port] [--json]`: what a daemon is doing, read through
+// the rendezvous protocol's status query (status_client.h): its jobs, their rounds, restarts
+// and state, and each job's nodes (address, group rank, time since their last heartbeat).
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "rendezvous/messages.h"
+
+namespace ddprun::rdzv {
+
+struct StatusCommandOptions {
+  std::string endpoint = "127.0.0.1:29400";  // host:port, [v6]:port, or host (port 29400)
+  bool json = false;                         // JSON instead of the table
+  Millis timeout{5000};                      // the whole query
+};
+
+// Queries and prints to `out`; errors go to `err` as one line naming the endpoint. Returns the
+// exit code: 0, or 1 when the daemon cannot be reached or refuses, 2 for a bad --endpoint.
+int run_status_command(const StatusCommandOptions& options, std::FILE* out, std::FILE* err);
+
+// The report as a table a person reads (one line per job, then its nodes indented), and as
+// JSON for tools. Pure.
+std::string render_status_table(const StatusReport& report);
+nlohmann::json status_to_json(const StatusReport& report);
+
+// "host:port" → host and port; "[::1]:port"; a bare host gets `default_port`.
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+};
+Result<HostPort> parse_host_port(const std::string& text, uint16_t default_port);
+
+}  // namespace ddprun::rdzv
