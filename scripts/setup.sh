@@ -15,6 +15,7 @@ PACKAGES=(
   libboost-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev zlib1g-dev
   libtorch-dev libgloo-dev python3-torch dataset-fashion-mnist
+  prometheus
 )
 
 missing=()
