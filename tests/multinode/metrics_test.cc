@@ -36,6 +36,10 @@ uint16_t metrics_port(ChildProcess& child, const std::string& addr) {
   return static_cast<uint16_t>(std::stoi(err.substr(err.find(prefix) + prefix.size())));
 }
 
+bool contains(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
 class MetricsTest : public MultinodeTest {
  protected:
   void TearDown() override {
@@ -86,27 +90,63 @@ class MetricsTest : public MultinodeTest {
     EXPECT_EQ(scrape->content_type, "text/plain; version=0.0.4; charset=utf-8");
     const std::string file = out("scrape_" + addr + "_" + std::to_string(port) + ".txt");
     write_text_file(file, scrape->body);
-    ASSERT_FALSE(std::string(DDPRUN_PROMTOOL).empty())
-        << "promtool not found: install Debian's prometheus package (scripts/setup.sh)";
+    EXPECT_TRUE(promtool("check metrics < '" + file + "'"))
+        << "scrape of " << addr << ":" << port << ":\n"
+        << scrape->body;
+    scrapes_ += scrape->body;
+  }
+
+  // configs/grafana/ddprun.json: every query is valid PromQL (promtool checks them as
+  // recording rules, with Grafana's variables filled in) and names only series that the
+  // endpoints scraped so far serve.
+  void expect_dashboard_matches_the_scrapes() {
+    const auto dashboard = nlohmann::json::parse(
+        read_text_file(std::string(DDPRUN_SOURCE_DIR) + "/configs/grafana/ddprun.json"), nullptr,
+        false);
+    ASSERT_FALSE(dashboard.is_discarded()) << "configs/grafana/ddprun.json is not JSON";
+    std::string rules = "groups:\n  - name: dashboard\n    rules:\n";
+    const std::regex metric_name(R"(\b(ddprun_[a-z_]+|process_[a-z_]+)\b)");
+    int queries = 0;
+    for (const auto& panel : dashboard["panels"]) {
+      for (const auto& target : panel.value("targets", nlohmann::json::array())) {
+        std::string expr = target["expr"].get<std::string>();
+        expr = std::regex_replace(expr, std::regex(R"(\$__rate_interval)"), "1m");
+        expr = std::regex_replace(expr, std::regex(R"(\$job_id)"), ".*");
+        rules += "      - record: dashboard_query_" + std::to_string(++queries) +
+                 "\n        expr: '" + std::regex_replace(expr, std::regex("'"), "''") + "'\n";
+        for (std::sregex_iterator m(expr.begin(), expr.end(), metric_name), end; m != end; ++m) {
+          const std::string name = (*m)[1].str();  // a sample, or a family without any yet
+          EXPECT_TRUE(contains(scrapes_, "\n" + name) || contains(scrapes_, "# TYPE " + name + " "))
+              << panel["title"] << " queries " << (*m)[1] << ", which no endpoint serves";
+        }
+      }
+    }
+    EXPECT_GE(queries, 20);
+    write_text_file(out("dashboard_rules.yml"), rules);
+    EXPECT_TRUE(promtool("check rules '" + out("dashboard_rules.yml") + "'")) << rules;
+  }
+
+  std::string scrapes_;  // every /metrics body expect_promtool_accepts() read
+
+  // Runs promtool on `args` (a shell command line after "promtool"); true when it exits 0.
+  ::testing::AssertionResult promtool(const std::string& args) {
+    if (std::string(DDPRUN_PROMTOOL).empty()) {
+      return ::testing::AssertionFailure()
+             << "promtool not found: install Debian's prometheus package (scripts/setup.sh)";
+    }
     ChildOptions options;
     options.executable = "/bin/sh";
-    options.args = {"-c", std::string(DDPRUN_PROMTOOL) + " check metrics < '" + file + "'"};
+    options.args = {"-c", std::string(DDPRUN_PROMTOOL) + " " + args};
     options.env = env_;
-    auto promtool = ChildProcess::start(options);
-    ASSERT_TRUE(promtool.ok()) << promtool.error_message();
-    const RunResult checked = finish(**promtool, deadline_after(30s));
-    EXPECT_TRUE(ExitedWith(checked, 0)) << "scrape of " << addr << ":" << port << ":\n"
-                                        << scrape->body;
+    auto child = ChildProcess::start(options);
+    if (!child) return ::testing::AssertionFailure() << child.error_message();
+    return ExitedWith(finish(**child, deadline_after(30s)), 0);
   }
 
   std::unique_ptr<ChildProcess> daemon_;
   std::string endpoint_;
   uint16_t daemon_metrics_ = 0;
 };
-
-bool contains(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
 
 TEST_F(MetricsTest, PromtoolAcceptsTheMetricsOfTheDaemonAndOfBothAgents) {
   ASSERT_NO_FATAL_FAILURE(start_daemon_with_metrics());
@@ -134,6 +174,7 @@ TEST_F(MetricsTest, PromtoolAcceptsTheMetricsOfTheDaemonAndOfBothAgents) {
     EXPECT_TRUE(contains(scrape->body, "process_resident_memory_bytes "));
   }
   expect_promtool_accepts("127.0.0.1", daemon_metrics_);
+  expect_dashboard_matches_the_scrapes();
   auto daemon_scrape = http_get("127.0.0.1", daemon_metrics_, "/metrics");
   ASSERT_TRUE(daemon_scrape.ok());
   EXPECT_TRUE(contains(daemon_scrape->body, "ddprun_rendezvous_connections 2\n"))
