@@ -17,6 +17,8 @@ namespace {
 // escaped its process group may hold one open forever.
 constexpr Millis kOutputDrainTimeout{2000};
 constexpr std::size_t kStderrTailLines = 20;
+// A hung worker's stack dump (every thread's) is longer than an ordinary error's tail.
+constexpr std::size_t kHungStackLines = 120;
 
 StdioTarget stdio_target(const StreamRoute& route, const std::string& file) {
   if (route.via_agent()) return {StdioTarget::Kind::kPipe, ""};
@@ -38,8 +40,18 @@ Agent::Agent(AgentOptions options, boost::asio::io_context& io, ProcessLauncher&
       shutdown_timer_(io),
       drain_timer_(io),
       output_(io),
-      store_host_(io, StoreHostOptions{
-                          options_.agent_store, options_.master_addr, options_.master_port, {}}) {
+      store_host_(
+          io,
+          StoreHostOptions{options_.agent_store, options_.master_addr, options_.master_port, {}}),
+      hang_watch_(io, options_.hang, clock,
+                  {[this](const HangVerdict& v) { on_hang(v); },
+                   [](const TimerExpiry& e) {
+                     spdlog::warn("torch's file timer: scope '{}' of pid {} expired; sent it {}",
+                                  e.scope_id, e.pid, signal_name(e.signal));
+                   },
+                   [this](const std::vector<LocalRankProgress>& p) {
+                     if (coordinator_.shares_progress()) coordinator_.share_progress(global(p));
+                   }}) {
   for (int signo : options_.signals_to_handle) handled_signals_.add(signo);
   std::signal(SIGPIPE, SIG_IGN);  // a closed console must not kill the agent (workers reset it)
   watch_signals();
@@ -123,6 +135,13 @@ void Agent::start_workers(const RoundAssignment& assignment) {
     return;
   }
   open_filtered_logs();
+  if (Status s = hang_watch_.begin_attempt(log_dir_->attempt_dir(attempt_) + "/progress",
+                                           options_.nproc_per_node);
+      !s) {
+    spdlog::error("{}", s.message());
+    finish(1);
+    return;
+  }
   auto launches = make_launches(assignment);
   spdlog::debug("starting {} workers: attempt {}, restart count {}, master {}:{}", launches.size(),
                 attempt_, assignment.restart_count, assignment.master_addr, assignment.master_port);
@@ -134,6 +153,7 @@ void Agent::start_workers(const RoundAssignment& assignment) {
       std::make_unique<WorkerGroup>(group_options, launcher_, shutdown_timer_, clock_, observer);
   group_->start(std::move(launches));
   if (phase_ == Phase::kSupervising) {
+    hang_watch_.workers_running();
     notify([&](AgentObserver& o) {
       o.on_workers_started(assignment, options_.nproc_per_node, failed_at_);
     });
@@ -172,7 +192,9 @@ std::vector<WorkerLaunch> Agent::make_launches(const RoundAssignment& a) {
     launch.error_file = log_dir_->error_file(attempt_, local_rank);
     launch.request.executable = options_.command.executable;
     launch.request.argv = options_.command.argv;
-    launch.request.envp = to_envp(build_worker_env(base, context, p, launch.error_file));
+    EnvMap env = build_worker_env(base, context, p, launch.error_file);
+    for (auto& [key, value] : hang_watch_.worker_env(local_rank)) env[key] = value;
+    launch.request.envp = to_envp(env);
     launch.request.stdout_target = stdio_target(plan_stream(options_.logs, local_rank, kStdout),
                                                 log_dir_->stdout_log(attempt_, local_rank));
     launch.request.stderr_target = stdio_target(plan_stream(options_.logs, local_rank, kStderr),
@@ -210,16 +232,23 @@ void Agent::on_worker_started(const WorkerLaunch& launch, SpawnedProcess& proces
                                          launch.rank, launch.local_rank, options_.hostname);
   auto route = [&](UniqueFd& pipe, StdStreams stream, int console_fd, const std::string& file) {
     if (!pipe.valid()) return;
-    const bool shown = plan_stream(options_.logs, launch.local_rank, stream).to_console;
-    OutputRouter::Duplicate duplicate{filtered_logs_[stream == kStdout ? 0 : 1],
-                                      stream == kStdout ? options_.logs.duplicate_stdout_filters
-                                                        : options_.logs.duplicate_stderr_filters};
-    if (Status s = output_.attach(std::move(pipe), shown ? console_fd : -1, prefix, file,
-                                  std::move(duplicate));
-        !s) {
+    const StreamRoute plan = plan_stream(options_.logs, launch.local_rank, stream);
+    OutputRouter::Sinks sinks;
+    sinks.console_fd = plan.to_console ? console_fd : -1;
+    sinks.prefix = plan.teed() ? prefix : "";  // a captured-only stream passes through as is
+    sinks.file_path = plan.to_file ? file : "";
+    sinks.duplicate = {filtered_logs_[stream == kStdout ? 0 : 1],
+                       stream == kStdout ? options_.logs.duplicate_stdout_filters
+                                         : options_.logs.duplicate_stderr_filters};
+    if (plan.captured) {
+      sinks.tail = std::make_shared<LineTail>();
+      stderr_tails_[launch.local_rank] = sinks.tail;
+    }
+    if (Status s = output_.attach(std::move(pipe), std::move(sinks)); !s) {
       spdlog::warn("worker {}: {}", launch.local_rank, s.message());
     }
   };
+  hang_watch_.worker_started(launch.local_rank, process.pid);
   notify([&](AgentObserver& o) { o.on_worker_started(launch.local_rank, process.pid); });
   route(process.stdout_pipe, kStdout, STDOUT_FILENO,
         log_dir_->stdout_log(attempt_, launch.local_rank));
@@ -228,6 +257,7 @@ void Agent::on_worker_started(const WorkerLaunch& launch, SpawnedProcess& proces
 }
 
 void Agent::on_worker_exited(const WorkerLaunch& launch, pid_t pid, const ExitStatus& status) {
+  hang_watch_.worker_exited(launch.local_rank, pid);  // first: the pid may be reused after this
   // Only a worker's own failure counts; workers we stop (a signal, a rejoin) do not.
   if (!status.success() && !failed_at_ && phase_ == Phase::kSupervising &&
       interrupt_.kind == Interrupt::Kind::kNone) {
@@ -245,6 +275,7 @@ void Agent::on_group_finished(const GroupResult& result) {
 
 void Agent::after_group(const GroupResult& result) {
   store_host_.end_round();  // every worker has exited: the store has served its round
+  hang_watch_.end_attempt();
   drain_timer_.arm(kOutputDrainTimeout, [this] { output_.close_all(); });
   output_.when_drained([this, result] {
     drain_timer_.cancel();
@@ -306,10 +337,21 @@ FailureReport Agent::build_report(const GroupResult& result) const {
   report.failures = result.failures;
   const int attempt = attempt_ - 1;  // the attempt that just ended
   for (WorkerFailure& f : report.failures) {
+    const std::string hang_message = f.hung ? f.error_message : "";
     load_error_file(f);
-    if (plan_stream(options_.logs, f.local_rank, kStderr).to_file) {
-      f.stderr_tail =
-          read_last_lines(log_dir_->stderr_log(attempt, f.local_rank), kStderrTailLines);
+    auto tail = stderr_tails_.find(f.local_rank);
+    if (tail != stderr_tails_.end()) {
+      f.stderr_tail = tail->second->last(f.hung ? kHungStackLines : kStderrTailLines);
+    } else if (plan_stream(options_.logs, f.local_rank, kStderr).to_file) {
+      f.stderr_tail = read_last_lines(log_dir_->stderr_log(attempt, f.local_rank),
+                                      f.hung ? kHungStackLines : kStderrTailLines);
+    }
+    if (f.hung) {
+      // The hang is the cause; the stack it printed on SIGABRT shows where it was.
+      f.error_message = hang_message;
+      if (!f.error_file_written && !f.stderr_tail.empty()) {
+        f.traceback = "(the stack the worker printed when it was stopped: see its stderr below)";
+      }
     }
   }
   return report;
@@ -344,6 +386,60 @@ void Agent::on_coordinator_event(const CoordinatorEvent& event) {
                        : Interrupt{Interrupt::Kind::kRejoin, 0, {}});
   if (phase_ == Phase::kSupervising) group_->stop(SIGTERM);
   // Otherwise the group is draining its output; after_group() acts on the interrupt.
+}
+
+// This node's ranks' progress under their global ranks, named by this node.
+std::vector<RankProgress> Agent::global(const std::vector<LocalRankProgress>& local) const {
+  std::vector<RankProgress> ranks;
+  const int offset = assignment_ ? assignment_->rank_offset : 0;
+  for (const LocalRankProgress& p : local) {
+    ranks.push_back(to_rank_progress(p, offset + p.local_rank, options_.hostname));
+  }
+  return ranks;
+}
+
+// Ranks stopped making progress. In a multi-node job the rank that stopped first may be on
+// another node (ours may only wait for it in a collective): ask for every node's progress,
+// then name the culprits across the job.
+void Agent::on_hang(const HangVerdict& verdict) {
+  if (phase_ != Phase::kSupervising || !assignment_) return;
+  std::vector<RankProgress> local = global(hang_watch_.progress());
+  if (!coordinator_.shares_progress()) return fail_hung(local, local);
+  coordinator_.share_progress(local);
+  const int round = assignment_->round;
+  coordinator_.job_progress([this, local, round](Result<std::vector<RankProgress>> job) {
+    if (phase_ != Phase::kSupervising || !assignment_ || assignment_->round != round) return;
+    if (!job)
+      spdlog::warn("hang detection: no progress from the other nodes: {}", job.error_message());
+    // Our own ranks as we see them now; the others' as they last shared them.
+    std::vector<RankProgress> all = local;
+    const int first = assignment_->rank_offset;
+    const int last = first + options_.nproc_per_node;
+    for (const RankProgress& r : job.ok() ? *job : std::vector<RankProgress>{}) {
+      if (r.rank < first || r.rank >= last) all.push_back(r);
+    }
+    fail_hung(all, local);
+  });
+}
+
+// Fails the group naming the culprits among `ranks`: local ones with their stacks (SIGABRT
+// makes every worker print it), others by their node and rank.
+void Agent::fail_hung(const std::vector<RankProgress>& ranks,
+                      const std::vector<RankProgress>& local) {
+  CulpritFinding finding = find_hang_culprits(ranks);
+  if (finding.culprits.empty()) finding.culprits = local;  // nothing stands out: ours hung
+  std::vector<WorkerFailure> failures;
+  for (const RankProgress& culprit : finding.culprits) {
+    WorkerFailure f;
+    f.rank = culprit.rank;
+    f.local_rank = culprit.local_rank;
+    f.hostname = culprit.node;
+    f.error_message = format_hang_root_cause(culprit);
+    f.hung = true;
+    spdlog::error("{}", f.error_message);
+    failures.push_back(std::move(f));
+  }
+  group_->fail_running(failures, SIGABRT);
 }
 
 void Agent::interrupt(Interrupt what) {

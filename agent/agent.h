@@ -18,6 +18,7 @@
 #include "agent/agent_observer.h"
 #include "agent/coordinator.h"
 #include "agent/deadline_timer.h"
+#include "agent/hang_watch.h"
 #include "agent/log_layout.h"
 #include "agent/options.h"
 #include "agent/output_router.h"
@@ -96,6 +97,9 @@ class Agent final : private WorkerGroupObserver {
   FailureReport build_report(const GroupResult& result) const;
   void on_signal(int signo);
   void on_coordinator_event(const CoordinatorEvent& event);
+  void on_hang(const HangVerdict& verdict);
+  void fail_hung(const std::vector<RankProgress>& ranks, const std::vector<RankProgress>& local);
+  std::vector<RankProgress> global(const std::vector<LocalRankProgress>& local) const;
   void interrupt(Interrupt what);
   void watch_signals();
   void end_with_job_failure(const CoordinatorEvent& event);
@@ -114,7 +118,10 @@ class Agent final : private WorkerGroupObserver {
   OutputRouter output_;
   std::optional<RunLogDir> log_dir_;
   StoreHost store_host_;                        // the job's store while this node hosts it
+  HangWatch hang_watch_;                        // progress of this attempt's workers
   std::shared_ptr<UniqueFd> filtered_logs_[2];  // this attempt's filtered_{stdout,stderr}.log
+  // The attempt's captured stderr lines by local rank (LogOptions::capture_stderr).
+  std::map<int, std::shared_ptr<LineTail>> stderr_tails_;
   std::unique_ptr<WorkerGroup> group_;
   std::optional<RoundAssignment> assignment_;  // of the current (or last) attempt
   int attempt_ = 0;                            // groups started so far; names attempt_<N> dirs

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "agent/failure_report.h"
+#include "agent/hang_detector.h"
 #include "common/result.h"
 
 namespace ddprun::agent {
@@ -74,6 +75,14 @@ class Coordinator {
   virtual void report_success(std::function<void(Status)> done) = 0;
   // Receives pushed events. Set once, before join().
   virtual void set_event_handler(std::function<void(const CoordinatorEvent&)> handler) = 0;
+
+  // Hang detection across nodes. Whether progress is shared at all (a multi-node job).
+  virtual bool shares_progress() const { return false; }
+  // This node's ranks' progress in the current round (fire and forget).
+  virtual void share_progress(const std::vector<RankProgress>& ranks) {}
+  // The latest progress every node shared in the current round (this node's too), or an error.
+  // Only called when shares_progress().
+  virtual void job_progress(std::function<void(Result<std::vector<RankProgress>>)> done) {}
   // Leaves the job; no callback fires afterwards.
   virtual void close() = 0;
 };

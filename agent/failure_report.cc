@@ -137,7 +137,8 @@ void to_json(nlohmann::json& j, const WorkerFailure& f) {
        {"error_file_written", f.error_file_written},
        {"error_message", f.error_message},
        {"traceback", f.traceback},
-       {"stderr_tail", f.stderr_tail}};
+       {"stderr_tail", f.stderr_tail},
+       {"hung", f.hung}};
 }
 
 void from_json(const nlohmann::json& j, WorkerFailure& f) {
@@ -147,6 +148,7 @@ void from_json(const nlohmann::json& j, WorkerFailure& f) {
   f.exit.code = j.value("exit_code", 1);
   f.exit.signal = j.value("signal", 0);
   f.exit.stopped = j.value("stopped", false);
+  f.hung = j.value("hung", false);
   f.time = j.value("time", std::string());
   f.hostname = j.value("hostname", std::string());
   f.error_file = j.value("error_file", std::string());

@@ -27,6 +27,9 @@ struct WorkerFailure {
   std::string error_message;             // the error file's message ("<Type>: <text>")
   std::string traceback;                 // the error file's traceback, or torchrun's placeholder
   std::vector<std::string> stderr_tail;  // last stderr lines, when stderr was captured
+  // It made no progress for --hang_timeout (error_message says so); it was stopped with
+  // SIGABRT so that it printed its stack.
+  bool hung = false;
 };
 
 struct FailureReport {

@@ -71,7 +71,12 @@ StreamRoute plan_stream(const LogOptions& logs, int local_rank, StdStreams strea
   StreamRoute route;
   route.to_console = in_filter && (teed || !redirected);
   route.to_file = redirected || teed || !in_filter;
+  route.captured = stream == kStderr && logs.capture_stderr;
   return route;
+}
+
+std::string RunLogDir::attempt_dir(int attempt) const {
+  return path_ + "/attempt_" + std::to_string(attempt);
 }
 
 std::string RunLogDir::filtered_log(int attempt, StdStreams stream) const {

@@ -17,6 +17,7 @@ class RunLogDir {
   static Result<RunLogDir> create(const std::string& base, const std::string& run_id);
 
   const std::string& path() const { return path_; }
+  std::string attempt_dir(int attempt) const;
   std::string worker_dir(int attempt, int local_rank) const;
   std::string stdout_log(int attempt, int local_rank) const;
   std::string stderr_log(int attempt, int local_rank) const;
@@ -37,9 +38,11 @@ class RunLogDir {
 struct StreamRoute {
   bool to_console = false;  // shown on the agent's console
   bool to_file = false;     // written to attempt_<N>/<rank>/{stdout,stderr}.log
-  // Through the agent (a pipe) rather than straight to its destination: when the stream goes
-  // to both places (tee), and whenever it reaches the console prefixed.
-  bool via_agent() const { return to_console && to_file; }
+  bool captured = false;    // its last lines are kept in memory (LogOptions::capture_stderr)
+  // Tee'd: it reaches the console prefixed, and the log file.
+  bool teed() const { return to_console && to_file; }
+  // Through the agent (a pipe) rather than straight to its destination: tee'd or captured.
+  bool via_agent() const { return teed() || captured; }
 };
 
 // The route of `stream` (kStdout or kStderr) for `local_rank`. Redirected streams go to the

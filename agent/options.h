@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/hang_watch.h"
 #include "common/clock.h"
 
 namespace ddprun::agent {
@@ -46,6 +47,10 @@ struct LogOptions {
   // one file for all ranks, each line with its prefix. Empty: no such file.
   std::vector<std::string> duplicate_stdout_filters;
   std::vector<std::string> duplicate_stderr_filters;
+  // Every worker's stderr passes through the agent (unprefixed when not tee'd), which keeps its
+  // last lines in memory for the failure report: stacks printed by a hung worker reach the
+  // report even when stderr goes to the console. Set by hang detection. Default off.
+  bool capture_stderr = false;
 };
 
 // The program every worker runs.
@@ -82,6 +87,8 @@ struct AgentOptions {
   bool legacy_nccl_env = false;
   // --numa-binding: the CPUs of each local rank (index = local rank). Empty: no binding.
   std::vector<std::vector<int>> cpu_binding;
+  // Hang detection (--hang_timeout, --first_heartbeat_timeout, torch's file timer).
+  HangOptions hang;
 };
 
 }  // namespace ddprun::agent

@@ -32,19 +32,20 @@ OutputRouter::~OutputRouter() {
   }
 }
 
-Status OutputRouter::attach(UniqueFd pipe, int console_fd, std::string prefix,
-                            const std::string& file_path, Duplicate duplicate) {
+Status OutputRouter::attach(UniqueFd pipe, Sinks sinks) {
   auto stream = std::make_shared<Stream>(io_);
-  if (!file_path.empty()) {
-    int fd = ::open(file_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-      return Status::error("cannot open log file " + file_path + ": " + std::strerror(errno));
+  if (!sinks.file_path.empty()) {
+    int fd = ::open(sinks.file_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      return Status::error("cannot open log file " + sinks.file_path + ": " + std::strerror(errno));
+    }
     stream->file.reset(fd);
   }
-  stream->console_fd = console_fd;
-  stream->prefix = std::move(prefix);
-  if (duplicate.file && duplicate.file->valid() && !duplicate.filters.empty()) {
-    stream->duplicate = std::move(duplicate);
+  stream->console_fd = sinks.console_fd;
+  stream->prefix = std::move(sinks.prefix);
+  stream->tail = std::move(sinks.tail);
+  if (sinks.duplicate.file && sinks.duplicate.file->valid() && !sinks.duplicate.filters.empty()) {
+    stream->duplicate = std::move(sinks.duplicate);
   }
   boost::system::error_code ec;
   stream->pipe.assign(pipe.release(), ec);
@@ -68,7 +69,7 @@ void OutputRouter::read_more(const std::shared_ptr<Stream>& stream) {
 
 void OutputRouter::deliver(Stream& stream, const char* data, std::size_t size) {
   if (stream.file.valid()) write_all(stream.file.get(), data, size);
-  if (stream.console_fd < 0 && !stream.duplicate.file) return;
+  if (stream.console_fd < 0 && !stream.duplicate.file && !stream.tail) return;
   for (const std::string& line : stream.lines.feed({data, size})) emit_line(stream, line);
 }
 
@@ -76,6 +77,7 @@ void OutputRouter::emit_line(Stream& stream, const std::string& line) {
   // One write per prefixed line keeps lines of different workers from interleaving.
   const std::string out = stream.prefix + line;
   if (stream.console_fd >= 0) write_all(stream.console_fd, out.data(), out.size());
+  if (stream.tail) stream.tail->add(line);
   if (!stream.duplicate.file) return;
   for (const auto& filter : stream.duplicate.filters) {
     if (line.find(filter) != std::string::npos) {
@@ -88,7 +90,7 @@ void OutputRouter::emit_line(Stream& stream, const std::string& line) {
 void OutputRouter::finish(Stream& stream) {
   if (!stream.open && !stream.pipe.is_open()) return;
   stream.open = false;
-  if (stream.console_fd >= 0 || stream.duplicate.file) {
+  if (stream.console_fd >= 0 || stream.duplicate.file || stream.tail) {
     const std::string rest = stream.lines.flush();
     if (!rest.empty()) emit_line(stream, rest);
   }

@@ -11,6 +11,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 
 #include "agent/line_assembler.h"
+#include "agent/line_tail.h"
 #include "common/posix_fd.h"
 #include "common/result.h"
 
@@ -30,11 +31,17 @@ class OutputRouter {
     std::vector<std::string> filters;
   };
 
-  // Routes everything read from `pipe` until EOF. `console_fd` (1 or 2, or -1 for none)
-  // receives each whole line behind `prefix`; `file_path` (or empty) receives the raw bytes;
-  // `duplicate` (when it has a file) the matching lines.
-  Status attach(UniqueFd pipe, int console_fd, std::string prefix, const std::string& file_path,
-                Duplicate duplicate = {});
+  // Where one stream goes.
+  struct Sinks {
+    int console_fd = -1;             // 1 or 2: each whole line, behind `prefix`; -1: not shown
+    std::string prefix;              // "[<role><rank>]:" for tee'd streams; "" passes lines through
+    std::string file_path;           // the raw bytes; "" for none
+    Duplicate duplicate;             // the lines matching its filters, when it has a file
+    std::shared_ptr<LineTail> tail;  // the last lines, kept in memory; may be null
+  };
+
+  // Routes everything read from `pipe` until EOF to `sinks`.
+  Status attach(UniqueFd pipe, Sinks sinks);
   // Calls `done` once every attached pipe has reached end of file (at once if none is open).
   // Workers' grandchildren can hold a pipe open; close_all() bounds that wait.
   void when_drained(std::function<void()> done);
@@ -49,6 +56,7 @@ class OutputRouter {
     std::string prefix;
     UniqueFd file;
     Duplicate duplicate;
+    std::shared_ptr<LineTail> tail;
     LineAssembler lines;
     std::vector<char> buffer = std::vector<char>(16 * 1024);
     bool open = true;

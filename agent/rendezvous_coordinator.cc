@@ -160,6 +160,39 @@ void RendezvousCoordinator::fail_job(std::string reason, FailureReport report, i
   if (handler_) handler_(e);
 }
 
+void RendezvousCoordinator::share_progress(const std::vector<RankProgress>& ranks) {
+  std::vector<rdzv::RankProgressEntry> entries;
+  for (const RankProgress& r : ranks) {
+    entries.push_back({static_cast<uint32_t>(r.rank), static_cast<uint32_t>(r.local_rank),
+                       r.last_step.value_or(-1), static_cast<uint64_t>(r.heartbeat_age.count()),
+                       r.heartbeat_seen});
+  }
+  client_.share_progress(std::move(entries));
+}
+
+void RendezvousCoordinator::job_progress(
+    std::function<void(Result<std::vector<RankProgress>>)> done) {
+  client_.job_progress(
+      [this, done = std::move(done)](Result<std::vector<rdzv::NodeProgress>> nodes) {
+        if (closed_) return;
+        if (!nodes) return done(nodes.status());
+        std::vector<RankProgress> ranks;
+        for (const rdzv::NodeProgress& node : *nodes) {
+          for (const rdzv::RankProgressEntry& e : node.ranks) {
+            RankProgress r;
+            r.rank = static_cast<int>(e.rank);
+            r.node = node.host;
+            r.local_rank = static_cast<int>(e.local_rank);
+            if (e.step >= 0) r.last_step = e.step;
+            r.heartbeat_age = Millis(static_cast<int64_t>(e.heartbeat_age_ms));
+            r.heartbeat_seen = e.heartbeat_seen;
+            ranks.push_back(std::move(r));
+          }
+        }
+        done(std::move(ranks));
+      });
+}
+
 void RendezvousCoordinator::close() { closed_ = true; }
 
 void RendezvousCoordinator::close_gracefully(std::function<void()> done) {

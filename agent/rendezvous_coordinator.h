@@ -34,6 +34,9 @@ class RendezvousCoordinator final : public Coordinator {
                       std::function<void(FailureDecision)> done) override;
   void report_success(std::function<void(Status)> done) override;
   void set_event_handler(std::function<void(const CoordinatorEvent&)> handler) override;
+  bool shares_progress() const override { return true; }
+  void share_progress(const std::vector<RankProgress>& ranks) override;
+  void job_progress(std::function<void(Result<std::vector<RankProgress>>)> done) override;
   void close() override;
   // Leaves cleanly, then calls `done` (bounded by the client's request deadline).
   void close_gracefully(std::function<void()> done);

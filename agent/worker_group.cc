@@ -103,6 +103,28 @@ void WorkerGroup::stop(int signo) {
   finish_if_done();
 }
 
+void WorkerGroup::fail_running(const std::vector<WorkerFailure>& failures, int signo) {
+  if (state_ != State::kRunning) return;
+  for (const WorkerFailure& given : failures) {
+    const Worker* local = nullptr;
+    for (const Worker& worker : workers_) {
+      if (worker.launch.rank == given.rank && worker.running) local = &worker;
+    }
+    if (local) {
+      record_failure(*local, ExitStatus::killed(signo));
+      failures_.back().error_message = given.error_message;
+      failures_.back().hung = given.hung;
+    } else {
+      // A rank of another node: named as it was given (the stop signal stands for its end).
+      WorkerFailure remote = given;
+      remote.exit = ExitStatus::killed(signo);
+      remote.time = format_report_time(clock_.wall_now());
+      failures_.push_back(std::move(remote));
+    }
+  }
+  begin_stop(signo);
+}
+
 std::vector<pid_t> WorkerGroup::running_pids() const {
   std::vector<pid_t> pids;
   for (const Worker& w : workers_) {

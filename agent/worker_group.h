@@ -83,6 +83,12 @@ class WorkerGroup {
   // Stops the group: `signo` to every running worker's process group now, SIGKILL after the
   // shutdown timeout. A second call with SIGKILL (or while stopping for a signal) kills at once.
   void stop(int signo);
+  // The group has failed although its workers are still running (ranks hung): each of
+  // `failures` (matched to a running worker by global rank; a rank of another node is kept as
+  // given) becomes a failure, in order (the first is the root cause), with its error_message
+  // and `hung`; then `signo` goes to every running worker (SIGABRT: they print their stacks)
+  // and SIGKILL after the shutdown timeout, as for any failure. Only while running.
+  void fail_running(const std::vector<WorkerFailure>& failures, int signo);
 
   bool finished() const { return state_ == State::kFinished; }
   // PIDs of workers not yet reaped.

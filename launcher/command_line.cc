@@ -59,7 +59,10 @@ struct RawFlags {
   std::string logs_specs;                  // accepted: ddprun has no log plugins
   std::string event_log_handler = "null";  // accepted: ddprun logs events itself
   std::string log_line_prefix_template;
-  int metrics_port = -1;  // -1: no metrics endpoint
+  // Hang detection (ddprun's).
+  double hang_timeout = 0;               // seconds; 0 = off
+  double first_heartbeat_timeout = 600;  // seconds
+  int metrics_port = -1;                 // -1: no metrics endpoint
   std::string metrics_addr = "127.0.0.1";
 };
 
@@ -175,6 +178,10 @@ void declare_flags(CLI::App& app, RawFlags& f) {
              "Accepted for compatibility: ddprun logs events itself");
   add_option(app, f.log_line_prefix_template, "log_line_prefix_template",
              "Prefix of tee'd lines: ${role_name}, ${rank}, ${local_rank}, ${hostname}");
+  add_option(app, f.hang_timeout, "hang_timeout",
+             "Seconds without a heartbeat after which a rank is hung (0: off)");
+  add_option(app, f.first_heartbeat_timeout, "first_heartbeat_timeout",
+             "Seconds a rank may take to its first heartbeat (start-up, data loading)");
   add_option(app, f.exit_barrier_timeout, "exit_barrier_timeout",
              "Seconds a finished node waits for the rest of the job");
   add_option(app, f.metrics_port, "metrics_port",
@@ -381,6 +388,17 @@ Status validate_values(const RawFlags& f, LaunchConfig& config) {
   a.logs.duplicate_stdout_filters = comma_separated_list(f.duplicate_stdout_filters);
   a.logs.duplicate_stderr_filters = comma_separated_list(f.duplicate_stderr_filters);
   a.virtual_local_rank = f.virtual_local_rank;
+  if (f.hang_timeout < 0 || f.first_heartbeat_timeout < 0) {
+    return Status::invalid_argument("--hang_timeout and --first_heartbeat_timeout must be >= 0");
+  }
+  a.hang.hang_timeout = Millis(static_cast<long long>(f.hang_timeout * 1000));
+  a.hang.first_heartbeat_timeout = std::max(
+      a.hang.hang_timeout, Millis(static_cast<long long>(f.first_heartbeat_timeout * 1000)));
+  // torchrun's switch for torch's FileTimerClient (torch.distributed.elastic.timer).
+  const char* file_timer = std::getenv("TORCHELASTIC_ENABLE_FILE_TIMER");
+  a.hang.file_timer = file_timer && std::string(file_timer) == "1";
+  // Stacks of hung workers reach the report even when their stderr goes to the console.
+  a.logs.capture_stderr = a.hang.hang_timeout > Millis(0);
   if (f.metrics_port < -1 || f.metrics_port > 65535) {
     return Status::invalid_argument("--metrics_port=" + std::to_string(f.metrics_port) +
                                     " is not a TCP port");

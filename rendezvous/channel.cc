@@ -19,6 +19,7 @@ std::string describe(const ClientMessage& message) {
         if constexpr (std::is_same_v<M, ReportFailureMsg>) return "the worker-failure report";
         if constexpr (std::is_same_v<M, ReportSuccessMsg>) return "the success report";
         if constexpr (std::is_same_v<M, LeaveMsg>) return "leave";
+        if constexpr (std::is_same_v<M, ProgressQueryMsg>) return "the progress query";
         return "a request";
       },
       message);
@@ -192,6 +193,12 @@ void Channel::request(ClientMessage message, uint32_t id, ReplyHandler on_reply,
   }
   track(id, describe(message), std::move(on_reply), options_.request_timeout + extra_time);
   writer_.enqueue(encode_frame(message));  // while reconnecting: queued behind the resume
+}
+
+void Channel::send(const ClientMessage& message) {
+  if (state_ == State::kConnected || state_ == State::kReconnecting) {
+    writer_.enqueue(encode_frame(message));
+  }
 }
 
 void Channel::track(uint32_t id, std::string what, ReplyHandler on_reply, Millis timeout) {

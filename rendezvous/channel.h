@@ -103,6 +103,8 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // behind the resume request.
   void request(ClientMessage message, uint32_t id, ReplyHandler on_reply,
                Millis extra_time = Millis(0));
+  // Sends a message that gets no reply (Progress). Dropped when not connected or reconnecting.
+  void send(const ClientMessage& message);
   // From now on a lost connection is expected (the job is over): it is logged quietly.
   void expect_close() { quiet_ = true; }
   // Sends the request `farewell` builds (a Leave) when connected, then closes once it is

@@ -130,6 +130,21 @@ void TcpRendezvousClient::report_success(std::function<void(Status)> done) {
   channel_->request(ReportSuccessMsg{id, round}, id, status_of(std::move(done)));
 }
 
+void TcpRendezvousClient::share_progress(std::vector<RankProgressEntry> ranks) {
+  const uint64_t round = state_->assignment ? state_->assignment->round : 0;
+  channel_->send(ProgressMsg{round, std::move(ranks)});
+}
+
+void TcpRendezvousClient::job_progress(
+    std::function<void(Result<std::vector<NodeProgress>>)> done) {
+  const uint32_t id = channel_->next_request_id();
+  channel_->request(ProgressQueryMsg{id}, id,
+                    [done = std::move(done), limits = channel_->options().limits](const Reply& r) {
+                      if (!r.ok) return done(Status::error(r.error));
+                      done(decode_job_progress(r.payload, limits));
+                    });
+}
+
 void TcpRendezvousClient::close(std::function<void()> done) {
   channel_->close([](uint32_t id) { return ClientMessage(LeaveMsg{id}); }, std::move(done));
 }

@@ -80,6 +80,10 @@ class RendezvousClient {
                                      std::function<void(Status)> done = {}) = 0;
   // This node's workers all succeeded: enter the exit barrier (JobSucceeded when all have).
   virtual void report_success(std::function<void(Status)> done = {}) = 0;
+  // This node's ranks' progress in the current round (no reply; hang detection across nodes).
+  virtual void share_progress(std::vector<RankProgressEntry> ranks) = 0;
+  // Every member's latest shared progress in the current round.
+  virtual void job_progress(std::function<void(Result<std::vector<NodeProgress>>)> done) = 0;
   // Leaves the job cleanly (others see a membership change unless the job is over), then
   // disconnects. `done` runs once the server acknowledged or after attempt_timeout.
   virtual void close(std::function<void()> done = {}) = 0;
@@ -101,6 +105,8 @@ class TcpRendezvousClient final : public RendezvousClient {
   void report_worker_failure(std::string failure_report, int32_t exit_code,
                              std::function<void(Status)> done = {}) override;
   void report_success(std::function<void(Status)> done = {}) override;
+  void share_progress(std::vector<RankProgressEntry> ranks) override;
+  void job_progress(std::function<void(Result<std::vector<NodeProgress>>)> done) override;
   void close(std::function<void()> done = {}) override;
   bool connected() const override;
   // The last assignment received, if any.

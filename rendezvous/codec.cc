@@ -20,7 +20,9 @@ enum Type : uint8_t {
   kReportFailure = 0x05,
   kReportSuccess = 0x06,
   kLeave = 0x07,
-  kStatusQuery = 0x08,
+  kProgress = 0x08,
+  kProgressQuery = 0x09,
+  kStatusQuery = 0x0a,
   kHelloAck = 0x81,
   kReply = 0x82,
   kRoundAssigned = 0x83,
@@ -68,12 +70,25 @@ void put(ByteWriter& w, const ReportSuccessMsg& m) {
   w.u8(kReportSuccess), w.u32(m.request_id), w.u64(m.round);
 }
 void put(ByteWriter& w, const LeaveMsg& m) { w.u8(kLeave), w.u32(m.request_id); }
+void put(ByteWriter& w, const RankProgressEntry& e) {
+  w.u32(e.rank), w.u32(e.local_rank), w.i64(e.step), w.u64(e.heartbeat_age_ms);
+  w.u8(e.heartbeat_seen ? 1 : 0);
+}
+void put_entries(ByteWriter& w, const std::vector<RankProgressEntry>& entries) {
+  w.u32(static_cast<uint32_t>(entries.size()));
+  for (const auto& e : entries) put(w, e);
+}
+void put(ByteWriter& w, const ProgressMsg& m) {
+  w.u8(kProgress), w.u64(m.round), put_entries(w, m.ranks);
+}
+void put(ByteWriter& w, const ProgressQueryMsg& m) { w.u8(kProgressQuery), w.u32(m.request_id); }
 void put(ByteWriter& w, const StatusQuery& m) {
   w.u8(kStatusQuery), w.u32(m.magic), w.u16(m.version);
 }
 void put(ByteWriter& w, const HelloAck& m) { w.u8(kHelloAck), w.u16(m.version); }
 void put(ByteWriter& w, const Reply& m) {
   w.u8(kReply), w.u32(m.request_id), w.u8(m.ok ? 1 : 0), w.str(m.error), w.i64(m.integer);
+  w.str(m.payload);
 }
 void put(ByteWriter& w, const RoundAssigned& m) {
   w.u8(kRoundAssigned), w.str(m.job_id), w.u64(m.round), w.u32(m.group_rank);
@@ -157,14 +172,35 @@ bool get(ByteReader& r, const CodecLimits&, ReportSuccessMsg& m) {
   return r.u32(m.request_id) && r.u64(m.round);
 }
 bool get(ByteReader& r, const CodecLimits&, LeaveMsg& m) { return r.u32(m.request_id); }
+bool get(ByteReader& r, const CodecLimits&, RankProgressEntry& e) {
+  uint8_t seen = 0;
+  const bool good = r.u32(e.rank) && r.u32(e.local_rank) && r.i64(e.step) &&
+                    r.u64(e.heartbeat_age_ms) && r.u8(seen);
+  e.heartbeat_seen = seen == 1;
+  return good && seen <= 1 && e.step >= -1;
+}
+bool get_entries(ByteReader& r, const CodecLimits& l, std::vector<RankProgressEntry>& out) {
+  uint32_t count = 0;
+  // 25 bytes per entry: the count must fit in what is left before anything is allocated.
+  if (!r.u32(count) || count > l.max_progress_entries || !r.count_fits(count, 25)) return false;
+  out.resize(count);
+  for (auto& e : out) {
+    if (!get(r, l, e)) return false;
+  }
+  return true;
+}
+bool get(ByteReader& r, const CodecLimits& l, ProgressMsg& m) {
+  return r.u64(m.round) && get_entries(r, l, m.ranks);
+}
+bool get(ByteReader& r, const CodecLimits&, ProgressQueryMsg& m) { return r.u32(m.request_id); }
 bool get(ByteReader& r, const CodecLimits&, StatusQuery& m) {
   return r.u32(m.magic) && r.u16(m.version);
 }
 bool get(ByteReader& r, const CodecLimits&, HelloAck& m) { return r.u16(m.version); }
 bool get(ByteReader& r, const CodecLimits& l, Reply& m) {
   uint8_t ok = 0;
-  bool good =
-      r.u32(m.request_id) && r.u8(ok) && r.str(m.error, l.max_string_bytes) && r.i64(m.integer);
+  bool good = r.u32(m.request_id) && r.u8(ok) && r.str(m.error, l.max_string_bytes) &&
+              r.i64(m.integer) && r.str(m.payload, l.max_frame_bytes);
   m.ok = ok != 0;
   return good && ok <= 1;
 }
@@ -334,6 +370,10 @@ Result<ClientMessage> decode_client_message(std::span<const uint8_t> body,
       return finish<V>(r, limits, ReportSuccessMsg{}, "ReportSuccess");
     case kLeave:
       return finish<V>(r, limits, LeaveMsg{}, "Leave");
+    case kProgress:
+      return finish<V>(r, limits, ProgressMsg{}, "Progress");
+    case kProgressQuery:
+      return finish<V>(r, limits, ProgressQueryMsg{}, "ProgressQuery");
     case kStatusQuery:
       return finish<V>(r, limits, StatusQuery{}, "StatusQuery");
     default:
@@ -396,10 +436,40 @@ Result<ServerMessage> decode_server_frame(std::string_view frame, const CodecLim
   return decode_whole<Result<ServerMessage>>(frame, limits, decode_server_message);
 }
 
+std::string encode_job_progress(const std::vector<NodeProgress>& nodes) {
+  std::string out;
+  ByteWriter w(out);
+  w.u32(static_cast<uint32_t>(nodes.size()));
+  for (const auto& n : nodes) {
+    w.str(n.node_id), w.str(n.host), w.u32(n.group_rank), put_entries(w, n.ranks);
+  }
+  return out;
+}
+
+Result<std::vector<NodeProgress>> decode_job_progress(std::string_view payload,
+                                                      const CodecLimits& limits) {
+  ByteReader r(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(payload.data()), payload.size()));
+  uint32_t count = 0;
+  // At least 16 bytes per node (two empty strings, a rank, an empty list).
+  if (!r.u32(count) || count > limits.max_progress_entries || !r.count_fits(count, 16)) {
+    return Status::malformed("malformed job progress");
+  }
+  std::vector<NodeProgress> nodes(count);
+  for (auto& n : nodes) {
+    if (!r.str(n.node_id, limits.max_string_bytes) || !r.str(n.host, limits.max_string_bytes) ||
+        !r.u32(n.group_rank) || !get_entries(r, limits, n.ranks)) {
+      return Status::malformed("malformed job progress");
+    }
+  }
+  if (!r.at_end()) return Status::malformed("job progress has trailing bytes");
+  return nodes;
+}
+
 const char* message_name(const ClientMessage& message) {
-  static constexpr const char* kNames[] = {"Hello",     "Join",          "Resume",
-                                           "Heartbeat", "ReportFailure", "ReportSuccess",
-                                           "Leave",     "StatusQuery"};
+  static constexpr const char* kNames[] = {"Hello",         "Join",          "Resume", "Heartbeat",
+                                           "ReportFailure", "ReportSuccess", "Leave",  "Progress",
+                                           "ProgressQuery", "StatusQuery"};
   static_assert(std::size(kNames) == std::variant_size_v<ClientMessage>);
   return kNames[message.index()];
 }

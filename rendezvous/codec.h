@@ -23,6 +23,8 @@ struct CodecLimits {
   uint32_t max_frame_bytes = 1u << 20;
   // Longest string field (ids, addresses, messages, reports). Default 512 KiB.
   uint32_t max_string_bytes = 512u << 10;
+  // Most rank entries in one progress message or answer. Default 65536.
+  uint32_t max_progress_entries = 65536;
 };
 
 // A frame is a 4-byte big-endian body length, then the body: one type byte and the payload.
@@ -45,6 +47,11 @@ Result<ServerMessage> decode_server_message(std::span<const uint8_t> body,
 // Convenience for tests and tools: splits the header off a whole frame and decodes it.
 Result<ClientMessage> decode_client_frame(std::string_view frame, const CodecLimits& limits);
 Result<ServerMessage> decode_server_frame(std::string_view frame, const CodecLimits& limits);
+
+// ProgressQuery's answer, in Reply::payload. Bounded like every frame (max_progress_entries).
+std::string encode_job_progress(const std::vector<NodeProgress>& nodes);
+Result<std::vector<NodeProgress>> decode_job_progress(std::string_view payload,
+                                                      const CodecLimits& limits);
 
 // The message's name for logs ("Join", "Resume", ...).
 const char* message_name(const ClientMessage& message);

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "rendezvous/codec.h"
+
 namespace ddprun::rdzv {
 namespace {
 
@@ -152,6 +154,34 @@ void JobRegistry::report_success(Job& job, Peer& peer, const ReportSuccessMsg& m
   peer.send(ok);
   dispatch(job, *decisions);
   after_change(job, false);
+}
+
+void JobRegistry::progress(Job& job, const ProgressMsg& msg, const std::string& node_id) {
+  if (node_id.empty() || !job.round || msg.round != job.round->round()) return;  // stale
+  auto link = job.links.find(node_id);
+  if (link == job.links.end()) return;
+  link->second.progress = msg.ranks;
+  link->second.progress_round = msg.round;
+  link->second.progress_at = clock_.steady_now();
+}
+
+void JobRegistry::query_progress(Job& job, Peer& peer, const ProgressQueryMsg& msg) {
+  std::vector<NodeProgress> nodes;
+  const SteadyTime now = clock_.steady_now();
+  for (const auto& [id, link] : job.links) {
+    if (!job.round || link.progress_round != job.round->round() || link.progress.empty()) continue;
+    auto placement = job.round->member_placement(id);
+    if (!placement) continue;
+    NodeProgress node{id, placement->second, placement->first, link.progress};
+    const auto since =
+        static_cast<uint64_t>(std::chrono::duration_cast<Millis>(now - link.progress_at).count());
+    for (auto& rank : node.ranks) rank.heartbeat_age_ms += since;
+    nodes.push_back(std::move(node));
+  }
+  Reply reply;
+  reply.request_id = msg.request_id;
+  reply.payload = encode_job_progress(nodes);
+  peer.send(reply);
 }
 
 void JobRegistry::dispatch(Job& job, const Decisions& decisions) {

@@ -49,6 +49,10 @@ class JobRegistry {
       Peer* peer = nullptr;           // the node's current connection; null while disconnected
       uint64_t token = 0;             // proves a reconnect is the same node
       std::vector<Push> undelivered;  // pushes made while disconnected, delivered on resume
+      // The node's latest progress report, for the round it was sent in.
+      std::vector<RankProgressEntry> progress;
+      uint64_t progress_round = 0;
+      SteadyTime progress_at{};
     };
     const std::string id;
     std::optional<RoundState> round;  // created by the first join (it fixes the options)
@@ -91,6 +95,10 @@ class JobRegistry {
                       const std::string& node_id);
   void report_success(Job& job, Peer& peer, const ReportSuccessMsg& msg,
                       const std::string& node_id);
+  // Progress: kept per node for the round it names (no reply). A query answers with every
+  // member's latest progress in the current round, ages brought up to now.
+  void progress(Job& job, const ProgressMsg& msg, const std::string& node_id);
+  void query_progress(Job& job, Peer& peer, const ProgressQueryMsg& msg);
 
   size_t job_count() const { return jobs_.size(); }
   // Every job as it is now, by job id.

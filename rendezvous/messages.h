@@ -65,6 +65,26 @@ struct ReportSuccessMsg {
 struct LeaveMsg {
   uint32_t request_id = 0;
 };
+// One rank's progress as its node's agent last saw it (hang detection, status).
+struct RankProgressEntry {
+  uint32_t rank = 0;
+  uint32_t local_rank = 0;
+  int64_t step = -1;              // last step it reported; -1: none yet
+  uint64_t heartbeat_age_ms = 0;  // since its last heartbeat (or its start), when sent
+  bool heartbeat_seen = false;    // it has sent a heartbeat at all
+  bool operator==(const RankProgressEntry&) const = default;
+};
+// A node's ranks' progress in `round`; no reply. Sent when it changes (rate-limited) and when
+// the node's agent suspects a hang.
+struct ProgressMsg {
+  uint64_t round = 0;
+  std::vector<RankProgressEntry> ranks;
+};
+// Asks for every node's latest progress in the current round; the Reply's `payload` holds it
+// (encode_job_progress / decode_job_progress).
+struct ProgressQueryMsg {
+  uint32_t request_id = 0;
+};
 // A read-only query of the server's jobs (ddp-rendezvous status), sent INSTEAD of Hello as a
 // connection's first frame: the server answers one StatusReport and closes. Same magic and
 // version check as Hello. Belongs to no job; changes nothing.
@@ -72,20 +92,31 @@ struct StatusQuery {
   uint32_t magic = kProtocolMagic;
   uint16_t version = kProtocolVersion;
 };
-using ClientMessage = std::variant<Hello, JoinMsg, ResumeMsg, HeartbeatMsg, ReportFailureMsg,
-                                   ReportSuccessMsg, LeaveMsg, StatusQuery>;
+using ClientMessage =
+    std::variant<Hello, JoinMsg, ResumeMsg, HeartbeatMsg, ReportFailureMsg, ReportSuccessMsg,
+                 LeaveMsg, ProgressMsg, ProgressQueryMsg, StatusQuery>;
 
 // ---- server → client ----
 struct HelloAck {
   uint16_t version = kProtocolVersion;
 };
 // The answer to one request: ok, or an error sentence. Join's reply carries the membership
-// token in `integer`.
+// token in `integer`; ProgressQuery's carries the job's progress in `payload`.
 struct Reply {
   uint32_t request_id = 0;
   bool ok = true;
   std::string error;
   int64_t integer = 0;
+  std::string payload;  // a request's typed answer, encoded by the codec (see protocol.md)
+};
+
+// One node's progress as the server holds it (ProgressQuery's answer).
+struct NodeProgress {
+  std::string node_id;
+  std::string host;  // the address it advertises (its master_addr offer)
+  uint32_t group_rank = 0;
+  std::vector<RankProgressEntry> ranks;  // ages as of the answer
+  bool operator==(const NodeProgress&) const = default;
 };
 struct RoundAssigned {
   std::string job_id;

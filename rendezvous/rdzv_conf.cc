@@ -58,10 +58,17 @@ Result<Millis> parse_duration(std::string_view text) {
 
 namespace {
 const std::vector<std::string>& known_keys() {
-  static const std::vector<std::string> keys = {
-      "join_timeout",       "last_call_timeout",      "close_timeout", "heartbeat_timeout",
-      "keep_alive_interval", "keep_alive_max_attempt", "read_timeout",  "is_host",
-      "timeout",            "store_type",             "use_libuv"};
+  static const std::vector<std::string> keys = {"join_timeout",
+                                                "last_call_timeout",
+                                                "close_timeout",
+                                                "heartbeat_timeout",
+                                                "keep_alive_interval",
+                                                "keep_alive_max_attempt",
+                                                "read_timeout",
+                                                "is_host",
+                                                "timeout",
+                                                "store_type",
+                                                "use_libuv"};
   return keys;
 }
 }  // namespace
@@ -125,7 +132,8 @@ Result<RendezvousConf> parse_rdzv_conf(std::string_view text) {
         bad = b.status();
     } else if (key == "store_type") {
       if (value != "tcp" && value != "file") {
-        bad = Status::invalid_argument(fmt::format("'{}' is not a store type (tcp or file)", value));
+        bad =
+            Status::invalid_argument(fmt::format("'{}' is not a store type (tcp or file)", value));
       } else if (value == "file") {
         conf.notes.push_back(
             "--rdzv_conf store_type=file has no effect: ddprun's rendezvous is its own server, "

@@ -205,6 +205,13 @@ void RoundState::close_round(Decisions& out) {
   phase_ = Phase::kRunning;
 }
 
+std::optional<std::pair<uint32_t, std::string>> RoundState::member_placement(
+    const std::string& node_id) const {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || it->second.state != NodeState::kMember) return std::nullopt;
+  return std::make_pair(it->second.last_group_rank.value_or(0), it->second.info.master_addr);
+}
+
 Decisions RoundState::leave(const std::string& node_id, SteadyTime now) {
   Decisions out;
   drop(node_id, now, fmt::format("node '{}' left the job", node_id), out);

@@ -86,6 +86,9 @@ class RoundState {
   uint32_t restart_count() const { return restart_count_; }
   const JobOptions& options() const { return options_; }
   bool knows(const std::string& node_id) const { return nodes_.count(node_id) != 0; }
+  // A member's group rank in the running round and the address it advertises.
+  std::optional<std::pair<uint32_t, std::string>> member_placement(
+      const std::string& node_id) const;
   bool empty() const { return nodes_.empty(); }
   size_t member_count() const { return member_count_; }
   size_t pending_count() const { return pending_count_; }

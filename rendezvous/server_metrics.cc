@@ -12,9 +12,9 @@ using metrics::FamilyData;
 using metrics::Labels;
 using metrics::MetricType;
 
-constexpr std::array<const char*, 8> kClientLabels = {
-    "hello",          "join",           "resume", "heartbeat",
-    "report_failure", "report_success", "leave",  "status_query"};
+constexpr std::array<const char*, 10> kClientLabels = {
+    "hello",          "join",  "resume",   "heartbeat",      "report_failure",
+    "report_success", "leave", "progress", "progress_query", "status_query"};
 constexpr std::array<const char*, 9> kServerLabels = {
     "hello_ack",     "reply",         "round_assigned", "restart_requested", "job_failed",
     "job_succeeded", "heartbeat_ack", "error",          "status_report"};

@@ -10,6 +10,9 @@
 #                the compute-only ceiling that no DDP implementation can beat). Medians over
 #                rounds are reported, so a noisy neighbour slowing one job moves no number much.
 #   BATCH_SIZES  per-rank batch sizes to measure (default "64", the examples' batch).
+#   EXTRA_FLAGS  passed to both implementations, e.g. "--gradient_as_bucket_view" or
+#                "--comm_hook powersgd --powersgd_rank 1" (PyTorch's own powerSGD_hook on the
+#                Python side).
 #
 # Python runs as `--no_python /usr/bin/python3 -u ...` because Debian's torch belongs to that
 # interpreter only.
@@ -18,6 +21,8 @@ build=${1:-build-sdk}
 steps=${2:-200}
 nproc=${3:-2}
 rounds=${ROUNDS:-3}
+# shellcheck disable=SC2206  # EXTRA_FLAGS is a list of flags
+extra=(${EXTRA_FLAGS:-})
 batch_sizes=${BATCH_SIZES:-64}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 python=${DDPRUN_TEST_PYTHON:-/usr/bin/python3}
@@ -41,9 +46,9 @@ for batch in $batch_sizes; do
     echo "batch $batch, round $round/$rounds" >&2
     for sync_flag in "" "--no_sync"; do
       run_job "cpp-$batch-$round$sync_flag.log" "$build/bench/worker_sdk/mnist_bench" \
-        --steps "$steps" --batch_size "$batch" $sync_flag
+        --steps "$steps" --batch_size "$batch" $sync_flag "${extra[@]}"
       run_job "py-$batch-$round$sync_flag.log" "$python" -u "$root/bench/worker_sdk/mnist_bench.py" \
-        --steps "$steps" --batch_size "$batch" $sync_flag
+        --steps "$steps" --batch_size "$batch" $sync_flag "${extra[@]}"
     done
   done
 done
@@ -80,6 +85,7 @@ for batch in sorted({r["batch_size"] for r in rows}):
     print(f"| steps/s without gradient sync (no_sync) | {throughput('cpp_sdk', batch, False):.2f} "
           f"| {throughput('python_ddp', batch, False):.2f} |")
     for key, label in [("cpu_ms_per_step", "CPU time per step and rank, ms (all threads)"),
+                       ("comm_bytes_per_step", "bytes into collectives per step and rank"),
                        ("peak_rss_mib", "peak RSS per rank, MiB (mean)"),
                        ("comm_wait_ms", "comm wait after backward, ms/step"),
                        ("backward_ms", "backward() with sync, ms/step"),

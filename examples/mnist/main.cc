@@ -1,12 +1,14 @@
 // Fashion-MNIST with a BatchNorm CNN, trained data-parallel with the worker SDK.
 //
-//   ddprun --standalone --nproc_per_node 2 --no_python build/examples/mnist \
+//   ddprun --standalone --nproc_per_node 2 --no_python build/examples/mnist
 //       --epochs 3 --out_dir /tmp/mnist_run
 //
-// Each epoch: distributed random sampling, SGD with momentum, an evaluation with top-1 and
-// top-5 accuracy reduced across ranks, a progress line from rank 0, and a snapshot. Killed
-// and restarted (ddprun --max_restarts), it resumes from the newest snapshot at the exact
-// step. Rank 0 writes <out_dir>/model.pt and <out_dir>/accuracy.json at the end.
+// Each epoch: distributed random sampling, SGD with momentum, progress from rank 0 while it
+// trains (a live bar on a terminal, a line every --progress_interval seconds otherwise), an
+// evaluation with top-1 and top-5 accuracy reduced across ranks, and a snapshot. Killed and
+// restarted (ddprun --max_restarts), it resumes from the newest snapshot at the exact step;
+// run again with a larger --epochs, it trains on from where it ended. Rank 0 writes
+// <out_dir>/model.pt and <out_dir>/accuracy.json and says where everything is.
 #include <chrono>
 #include <fstream>
 
@@ -15,6 +17,7 @@
 
 #include "ddp/ddp.h"
 #include "examples/common/fashion_mnist.h"
+#include "examples/common/progress.h"
 
 namespace {
 
@@ -50,11 +53,40 @@ Accuracy evaluate(examples::MnistCnn& net, const examples::MnistSplit& test,
   return {totals[0].item<double>() / n, totals[1].item<double>() / n, totals[2].item<double>() / n};
 }
 
+// Where the outputs are and how to go on, printed by rank 0 at the end.
+void print_summary(const std::filesystem::path& out_dir, const std::filesystem::path& snapshots,
+                   const std::string& newest, int world_size, int argc, char** argv, long epochs) {
+  std::string command = "ddprun --standalone --nproc_per_node " + std::to_string(world_size) +
+                        " --no_python " + argv[0];
+  bool epochs_given = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool is_epochs = a == "--epochs" && i + 1 < argc;
+    command += " " + a + (is_epochs ? " " + std::to_string(epochs + 2) : "");
+    epochs_given = epochs_given || is_epochs;
+    i += is_epochs ? 1 : 0;
+  }
+  if (!epochs_given) command += " --epochs " + std::to_string(epochs + 2);
+  std::cout << "\nmnist: done. Outputs:\n"
+            << "  model             " << (out_dir / "model.pt").string() << "\n"
+            << "  accuracy history  " << (out_dir / "accuracy.json").string() << "\n"
+            << "  snapshots         " << snapshots.string() << " (newest: " << newest << ")\n"
+            << "To resume or train further (it continues from the newest snapshot), run the\n"
+            << "same command with a larger --epochs:\n  " << command << "\n"
+            << std::flush;
+}
+
 }  // namespace
 
-int main(int argc, char** argv) try {
+int run(int argc, char** argv);
+
+int main(int argc, char** argv) {
+  return ddp::record([&]() -> int { return run(argc, argv); });
+}
+
+int run(int argc, char** argv) {
   long epochs = 3, batch = 64, seed = 0, train_limit = 0, test_limit = 0;
-  double lr = 0.05;
+  double lr = 0.05, progress_interval = 10;
   std::string out_dir_flag = "mnist_out", snapshot_flag, data = examples::kDebianFashionMnistDir;
   std::string cache_flag;
   CLI::App app{"Fashion-MNIST CNN trained data-parallel with the ddprun worker SDK"};
@@ -71,6 +103,9 @@ int main(int argc, char** argv) try {
                  "Where the decompressed files go (default <out_dir>/data)");
   app.add_option("--train_limit", train_limit, "Use only the first N training images (0: all)");
   app.add_option("--test_limit", test_limit, "Use only the first N test images (0: all)");
+  app.add_option("--progress_interval", progress_interval,
+                 "Seconds between progress lines when stdout is not a terminal")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   const std::filesystem::path out_dir = out_dir_flag;
   const std::filesystem::path snapshot_dir =
@@ -85,7 +120,7 @@ int main(int argc, char** argv) try {
 
   examples::MnistCnn net;
   torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(lr).momentum(0.9));
-  ddp::Snapshotter snapshots(group, {snapshot_dir, 2, nullptr});
+  ddp::Snapshotter snapshots(group, {snapshot_dir, 2});
   auto progress = snapshots.load_latest(*net, &optimizer).value_or(ddp::TrainingProgress{});
   nlohmann::json history = progress.user.count("history")
                                ? nlohmann::json::parse(progress.user["history"])
@@ -94,6 +129,7 @@ int main(int argc, char** argv) try {
     group->print_primary("resuming at epoch ", progress.epoch, " step ", progress.step_in_epoch);
   }
   ddp::DistributedDataParallel model(net, group);
+  model.set_step_offset(progress.global_step);  // heartbeats count from the resumed step
   ddp::DistributedRandomSampler sampler(train.images.size(0), group->size(), group->rank(), false);
   int64_t global_step = progress.global_step;
 
@@ -103,6 +139,11 @@ int main(int argc, char** argv) try {
     ddp::seek(sampler, epoch, step, batch);
     auto loss_sum = torch::zeros({}, torch::kDouble);
     int64_t local_steps = 0;
+    // Samples per rank: the sampler drops the remainder (allow_duplicates = false).
+    const int64_t per_rank = train.images.size(0) / group->size();
+    const int64_t steps_per_epoch = (per_rank + batch - 1) / batch;
+    examples::EpochProgress bar(group->is_primary(), epoch, epochs, step, steps_per_epoch,
+                                batch * group->size(), progress_interval);
     while (auto indices = sampler.next(batch)) {
       auto idx = torch::tensor(std::vector<int64_t>(indices->begin(), indices->end()));
       auto loss = torch::nn::functional::cross_entropy(model(train.images.index_select(0, idx)),
@@ -112,7 +153,9 @@ int main(int argc, char** argv) try {
       optimizer.step();
       loss_sum += loss.detach().to(torch::kDouble);
       ++step, ++global_step, ++local_steps;
+      bar.step(loss.item<double>());
     }
+    bar.finish();
     auto mean_loss = loss_sum / std::max<int64_t>(local_steps, 1);
     group->all_reduce(mean_loss, ddp::ReduceOp::kAvg);
     const Accuracy acc = evaluate(net, test, *group);
@@ -134,10 +177,10 @@ int main(int argc, char** argv) try {
     std::filesystem::create_directories(out_dir);
     torch::save(net, (out_dir / "model.pt").string());
     std::ofstream(out_dir / "accuracy.json") << history.dump(2) << "\n";
+    const auto saved = snapshots.list();
+    print_summary(out_dir, snapshot_dir, saved.empty() ? "none" : saved.front().filename().string(),
+                  group->size(), argc, argv, epochs);
   }
-  group->barrier();
+  ddp::destroy_process_group();  // every rank done: rank 0 may take the store down
   return 0;
-} catch (const std::exception& e) {
-  std::cerr << "mnist: " << e.what() << std::endl;
-  return 1;
 }

@@ -1,7 +1,7 @@
 // The classic torchrun tutorial trainer ("multinode_torchrun.py"), in C++: a Trainer that
 // saves a snapshot every `save_every` epochs and, when restarted, resumes from it.
 //
-//   ddprun --standalone --nproc_per_node 2 --max_restarts 3 --no_python \
+//   ddprun --standalone --nproc_per_node 2 --max_restarts 3 --no_python
 //       build/examples/snapshot_trainer 50 10 --snapshot_dir /tmp/snap
 //   (args: total_epochs save_every [--batch_size 32] [--snapshot_dir DIR])
 #include <iostream>
@@ -27,7 +27,7 @@ class Trainer {
         batch_size_(batch_size),
         net_(torch::nn::Linear(20, 1)),
         optimizer_(net_->parameters(), torch::optim::SGDOptions(1e-3)),
-        snapshots_(group, {snapshot_dir, 2, nullptr}),
+        snapshots_(group, {snapshot_dir, 2}),
         sampler_(data_.x.size(0), group->size(), group->rank()) {
     if (auto progress = snapshots_.load_latest(*net_, &optimizer_)) {
       epochs_run_ = progress->epoch;
@@ -83,7 +83,7 @@ class Trainer {
 
 }  // namespace
 
-int main(int argc, char** argv) try {
+int run(int argc, char** argv) {
   int64_t total_epochs = 0, save_every = 0, batch_size = 32;
   std::string snapshot_dir = "snapshot_trainer_snapshots";
   CLI::App app{"torchrun's tutorial trainer in C++: snapshots every save_every epochs, resumes"};
@@ -95,9 +95,10 @@ int main(int argc, char** argv) try {
   auto group = ddp::init_process_group();
   Trainer trainer(group, save_every, batch_size, snapshot_dir);
   trainer.train(total_epochs);
-  group->barrier();
+  ddp::destroy_process_group();
   return 0;
-} catch (const std::exception& e) {
-  std::cerr << "snapshot_trainer: " << e.what() << std::endl;
-  return 1;
+}
+
+int main(int argc, char** argv) {
+  return ddp::record([&] { return run(argc, argv); });
 }

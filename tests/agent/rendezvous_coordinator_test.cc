@@ -222,5 +222,34 @@ TEST_F(RendezvousCoordinatorTest, NothingReachesTheAgentAfterClose) {
   EXPECT_TRUE(closed);
 }
 
+TEST_F(RendezvousCoordinatorTest, ProgressTravelsBetweenTheAgentAndTheServerByGlobalRank) {
+  join_round(0, 0);
+  EXPECT_TRUE(coordinator_.shares_progress());
+  RankProgress mine;
+  mine.rank = 2;
+  mine.node = "10.0.0.2";
+  mine.local_rank = 0;
+  mine.last_step = 41;
+  mine.heartbeat_age = Millis(120);
+  coordinator_.share_progress({mine});
+  ASSERT_EQ(client_.shared_progress.size(), 1u);
+  EXPECT_EQ(client_.shared_progress[0],
+            (std::vector<rdzv::RankProgressEntry>{{2, 0, 41, 120, true}}));
+
+  std::optional<Result<std::vector<RankProgress>>> got;
+  coordinator_.job_progress([&](Result<std::vector<RankProgress>> r) { got = std::move(r); });
+  ASSERT_TRUE(client_.pending_progress);
+  client_.pending_progress(
+      std::vector<rdzv::NodeProgress>{{"node-b", "10.0.0.3", 1, {{3, 1, -1, 5000, false}}}});
+  ASSERT_TRUE(got && got->ok());
+  ASSERT_EQ(got->value().size(), 1u);
+  const RankProgress& remote = got->value()[0];
+  EXPECT_EQ(remote.rank, 3);
+  EXPECT_EQ(remote.node, "10.0.0.3");
+  EXPECT_FALSE(remote.last_step);  // -1 on the wire: it never reported a step
+  EXPECT_FALSE(remote.heartbeat_seen);
+  EXPECT_EQ(remote.heartbeat_age, Millis(5000));
+}
+
 }  // namespace
 }  // namespace ddprun::agent

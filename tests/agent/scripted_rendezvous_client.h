@@ -39,6 +39,12 @@ class ScriptedRendezvousClient final : public rdzv::RendezvousClient {
     ++success_reports;
     pending_success = std::move(done);
   }
+  void share_progress(std::vector<rdzv::RankProgressEntry> ranks) override {
+    shared_progress.push_back(std::move(ranks));
+  }
+  void job_progress(std::function<void(Result<std::vector<rdzv::NodeProgress>>)> done) override {
+    pending_progress = std::move(done);
+  }
   void close(std::function<void()> done) override {
     closed = true;
     if (done) done();
@@ -59,6 +65,8 @@ class ScriptedRendezvousClient final : public rdzv::RendezvousClient {
   int success_reports = 0;
   std::function<void(Status)> pending_success;
   bool closed = false;
+  std::vector<std::vector<rdzv::RankProgressEntry>> shared_progress;
+  std::function<void(Result<std::vector<rdzv::NodeProgress>>)> pending_progress;
 };
 
 }  // namespace ddprun::agent::testing

@@ -22,6 +22,8 @@ std::vector<ClientMessage> sample_client_messages() {
           ReportFailureMsg{4, 2, "{\"json\":1}", -9},
           ReportSuccessMsg{5, 2},
           LeaveMsg{6},
+          ProgressMsg{3, {{0, 0, 12, 250, true}, {1, 1, -1, 900, false}}},
+          ProgressQueryMsg{8},
           StatusQuery{}};
 }
 
@@ -36,7 +38,7 @@ StatusReport sample_status_report() {
 }
 
 std::vector<ServerMessage> sample_server_messages() {
-  Reply reply{11, false, "bad", -42};
+  Reply reply{11, false, "bad", -42, std::string("\x00\x01payload", 9)};
   RoundAssigned a{"job", 3, 1, 2, 4, 4, 8, "10.0.0.1", 29500, 1, 3};
   return {HelloAck{},
           reply,
@@ -131,6 +133,23 @@ TEST(CodecTest, JoinValuesTravelWhole) {
   const auto& back = std::get<JoinMsg>(*decoded);
   EXPECT_EQ(back.node, join.node);
   EXPECT_EQ(back.job, join.job);
+}
+
+TEST(CodecTest, JobProgressRoundTripsAndRefusesGarbage) {
+  const std::vector<NodeProgress> nodes = {
+      {"node-a", "10.0.0.1", 0, {{0, 0, 7, 10, true}, {1, 1, 6, 1500, true}}},
+      {"node-b", "10.0.0.2", 1, {{2, 0, -1, 30000, false}}}};
+  const std::string payload = encode_job_progress(nodes);
+  auto back = decode_job_progress(payload, CodecLimits{});
+  ASSERT_TRUE(back.ok()) << back.error_message();
+  EXPECT_EQ(*back, nodes);
+  for (size_t cut = 0; cut < payload.size(); ++cut) {
+    EXPECT_FALSE(decode_job_progress(payload.substr(0, cut), CodecLimits{}).ok()) << cut;
+  }
+  CodecLimits few;
+  few.max_progress_entries = 1;
+  EXPECT_FALSE(decode_job_progress(payload, few).ok());
+  EXPECT_FALSE(decode_job_progress(payload + "x", CodecLimits{}).ok());
 }
 
 TEST(CodecTest, MalformedFramesHaveTheMalformedKind) {

@@ -41,6 +41,49 @@ TEST(CollectivesTest, TimeoutsAndLostPeersRaiseErrorsNamingRankAndOperation) {
       << all_output(results);
 }
 
+// destroy_process_group waits for every rank; with a worker-hosted store (ddprun's) rank 0
+// also waits until the others have left the store.
+TEST(DestroyTest, RankZeroReturnsOnlyAfterEveryRankArrivedWorkerHostedStore) {
+  TempDir dir;
+  auto results =
+      run_ranks(SDK_TEST_WORKER, {"destroy", "dir=" + dir.path().string()}, 3, dir.path());
+  for (const auto& r : results) ASSERT_TRUE(r.ok()) << all_output(results);
+  EXPECT_NE(results[0].output.find("destroy ok (agent store: 0)"), std::string::npos);
+}
+
+// With torchrun 1.13's static rendezvous the agent hosts the store
+// (TORCHELASTIC_USE_AGENT_STORE=True): every rank is a client; the same program ends cleanly.
+TEST(DestroyTest, RankZeroReturnsOnlyAfterEveryRankArrivedAgentHostedStore) {
+  const std::filesystem::path torchrun = TORCHRUN_WRAPPER;
+  if (!std::filesystem::exists(torchrun) || !std::filesystem::exists(DDPRUN_TEST_PYTHON)) {
+    GTEST_SKIP() << "no torchrun wrapper at " << torchrun;
+  }
+  TempDir dir;
+  ProcessSpec spec;
+  spec.argv = {DDPRUN_TEST_PYTHON,
+               torchrun.string(),
+               "--nnodes",
+               "1",
+               "--nproc_per_node",
+               "2",
+               "--master_addr",
+               "127.0.0.1",
+               "--master_port",
+               std::to_string(free_port()),
+               "--monitor_interval",
+               "0.2",
+               "--no_python",
+               SDK_TEST_WORKER,
+               "destroy",
+               "dir=" + dir.path().string()};
+  spec.env["OMP_NUM_THREADS"] = "1";
+  spec.output_file = dir.path() / "torchrun.log";
+  auto results = run_processes({spec});
+  ASSERT_TRUE(results[0].ok()) << results[0].output;
+  EXPECT_NE(results[0].output.find("destroy ok (agent store: 1)"), std::string::npos)
+      << results[0].output;
+}
+
 TEST(InitTest, MissingMasterPortIsAClearError) {
   TempDir dir;
   ProcessSpec spec;

@@ -23,7 +23,7 @@ std::vector<torch::Tensor> reference(const std::string& mode, int steps, int wor
       auto global = global_batch(step * micro + m, world, kPerRank);
       for (int r = 0; r < world; ++r) {
         auto b = rank_slice(global, r, kPerRank);
-        const bool use_branch = mode == "unused" && r == 0;
+        const bool use_branch = (mode == "unused" || mode == "static") && r == 0;
         loss = loss + torch::nn::functional::cross_entropy(net(b.x, use_branch), b.y) / world;
       }
     }
@@ -33,10 +33,9 @@ std::vector<torch::Tensor> reference(const std::string& mode, int steps, int wor
   return parameters_of(*net);
 }
 
-void expect_ddp_matches_reference(const std::string& mode, int world, double atol) {
+void expect_ddp_matches_reference(const std::string& mode, int world, double atol, int kSteps = 3) {
   TempDir dir;
   const auto out = dir.path() / "weights.pt";
-  constexpr int kSteps = 3;
   auto results =
       run_ranks(SDK_TEST_WORKER,
                 {"ddp", "mode=" + mode, "steps=" + std::to_string(kSteps), "out=" + out.string()},
@@ -77,6 +76,24 @@ TEST(DdpTest, UnusedParametersAreDetected) {
 
 TEST(DdpTest, Fp16CompressionHookIsCloseToFullPrecision) {
   expect_ddp_matches_reference("fp16", 2, 2e-3);
+}
+
+TEST(DdpTest, Bf16CompressionHookIsCloseToFullPrecision) {
+  expect_ddp_matches_reference("bf16", 2, 1e-2);
+  expect_ddp_matches_reference("bf16", 3, 1e-2);
+}
+
+TEST(DdpTest, GradientAsBucketViewGivesTheSameResult) {
+  expect_ddp_matches_reference("view", 2, 1e-6);
+}
+
+TEST(DdpTest, StaticGraphFindsUnusedParametersOnceAndMatches) {
+  expect_ddp_matches_reference("static", 2, 1e-6, 4);
+}
+
+TEST(DdpTest, PowerSgdWithFullRankEqualsFullPrecisionThroughWarmStartAndErrorFeedback) {
+  // Iterations 0-1 all-reduce, 2-4 compress: warm start and error feedback are exercised.
+  expect_ddp_matches_reference("powersgd_full", 2, 1e-4, 5);
 }
 
 TEST(DdpTest, BuffersAreBroadcastBeforeForwardsThatFollowASynchronisedOne) {
@@ -124,7 +141,21 @@ TEST(DdpTest, WorldOfOneLeavesGradientsOfSingleProcessTraining) {
   auto a = net->parameters(), c = plain->parameters();
   for (std::size_t i = 0; i < a.size(); ++i) {
     ASSERT_EQ(a[i].grad().defined(), c[i].grad().defined()) << i;
-    if (a[i].grad().defined()) EXPECT_TRUE(torch::allclose(a[i].grad(), c[i].grad())) << i;
+    if (a[i].grad().defined()) {
+      EXPECT_TRUE(torch::allclose(a[i].grad(), c[i].grad())) << i;
+    }
+  }
+}
+
+TEST(DdpTest, PowerSgdRejectsOptionsPyTorchRejects) {
+  ddp::PowerSgdOptions options;
+  options.start_powersgd_iter = 1;
+  try {
+    ddp::make_powersgd_hook(options);
+    FAIL() << "start_powersgd_iter 1 with error feedback was accepted";
+  } catch (const ddp::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("start_powersgd_iter must be > 1"), std::string::npos)
+        << e.what();
   }
 }
 

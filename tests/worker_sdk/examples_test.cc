@@ -1,5 +1,6 @@
 // The examples run as 2 real ranks and learn: min_ddp, and mnist on a small subset of
-// Fashion-MNIST (top-1 well above chance after one short epoch, outputs written by rank 0).
+// Fashion-MNIST (top-1 well above chance after one short epoch, progress while it trains,
+// outputs written by rank 0, which says where they are and how to resume).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -34,10 +35,23 @@ TEST(ExamplesTest, MnistLearnsOnASubsetAndWritesModelHistoryAndSnapshots) {
   options.deadline = std::chrono::seconds(150);
   auto results = run_ranks(EXAMPLE_MNIST,
                            {"--epochs", "1", "--train_limit", "3000", "--test_limit", "1000",
-                            "--out_dir", out.string(), "--lr", "0.05"},
+                            "--out_dir", out.string(), "--lr", "0.05", "--progress_interval", "0"},
                            2, dir.path(), options);
   for (const auto& r : results) ASSERT_TRUE(r.ok()) << all_output(results);
-  EXPECT_NE(results[0].output.find("epoch 1/1"), std::string::npos) << results[0].output;
+  const std::string& primary = results[0].output;
+  EXPECT_NE(primary.find("epoch 1/1"), std::string::npos) << primary;
+  // Not a terminal: progress lines within the epoch, with throughput and running loss.
+  EXPECT_NE(primary.find("epoch 1/1  step 1/"), std::string::npos) << primary;
+  EXPECT_NE(primary.find("samples/s  running loss"), std::string::npos) << primary;
+  EXPECT_EQ(primary.find('\r'), std::string::npos) << "a terminal bar in a log";
+  EXPECT_EQ(results[1].output.find("samples/s"), std::string::npos) << "rank 1 printed progress";
+  EXPECT_NE(primary.find("accuracy history  " + (out / "accuracy.json").string()),
+            std::string::npos)
+      << primary;
+  EXPECT_NE(primary.find("snapshots         " + (out / "snapshots").string()), std::string::npos)
+      << primary;
+  EXPECT_NE(primary.find("same command with a larger --epochs:"), std::string::npos) << primary;
+  EXPECT_NE(primary.find("--epochs 3"), std::string::npos) << primary;
   ASSERT_TRUE(fs::exists(out / "model.pt"));
   ASSERT_TRUE(fs::exists(out / "accuracy.json"));
   auto history = nlohmann::json::parse(std::ifstream(out / "accuracy.json"));

@@ -195,7 +195,13 @@ std::vector<ProcessResult> run_ranks(const std::string& binary,
     ProcessSpec spec;
     spec.argv.push_back(binary);
     spec.argv.insert(spec.argv.end(), args.begin(), args.end());
-    spec.env = extra_env;
+    for (const auto& [name, value] : extra_env) {
+      std::string v = value;
+      for (auto at = v.find("{rank}"); at != std::string::npos; at = v.find("{rank}")) {
+        v.replace(at, 6, std::to_string(rank));
+      }
+      spec.env[name] = v;
+    }
     spec.env["RANK"] = spec.env["LOCAL_RANK"] = std::to_string(rank);
     spec.env["WORLD_SIZE"] = spec.env["LOCAL_WORLD_SIZE"] = std::to_string(world_size);
     spec.env["MASTER_ADDR"] = "127.0.0.1";

@@ -58,6 +58,7 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs,
 // Runs `world_size` ranks of `binary args...` with RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT=<free>, TORCHELASTIC_* set the way
 // ddprun sets them (rank 0 hosts the store). Output files go to log_dir/rank_<r>.log.
+// "{rank}" in an extra_env value is replaced by the rank (per-rank files).
 std::vector<ProcessResult> run_ranks(const std::string& binary,
                                      const std::vector<std::string>& args, int world_size,
                                      const std::filesystem::path& log_dir,

@@ -61,6 +61,40 @@ void expect_exact_resume(const std::vector<std::string>& launcher) {
 }
 
 #ifdef DDPRUN_BINARY
+// Hang detection end to end: rank 1 stops before its next collective while rank 0 waits in it.
+// The DDP heartbeats (sent by the SDK itself) stop; ddprun names rank 1, shows the stack it
+// printed on SIGABRT, restarts the group from the newest snapshot, and the weights end equal
+// to an uninterrupted run's.
+TEST(ExactResumeTest, UnderDdprunAHungRankIsNamedWithItsStackAndTheRunEndsBitIdentical) {
+  const std::vector<std::string> launcher = {DDPRUN_BINARY, "--standalone", "--nproc_per_node",
+                                             "2", "--max_restarts", "1", "--hang_timeout", "2",
+                                             "--no_python"};
+  TempDir dir;
+  std::string plain_output, hung_output;
+  auto uninterrupted = run_job(launcher, dir.path() / "uninterrupted", {}, &plain_output);
+  auto resumed =
+      run_job(launcher, dir.path() / "hung", {"hang_rank=1", "hang_at=10"}, &hung_output);
+  ASSERT_FALSE(uninterrupted.empty());
+  ASSERT_FALSE(resumed.empty());
+  EXPECT_NE(hung_output.find("rank 1 stops making progress after global step 10"),
+            std::string::npos)
+      << hung_output;
+  // Rank 1 entered step 10's collective and no further; rank 0 waits in step 11's.
+  EXPECT_NE(hung_output.find("rank 1 (node "), std::string::npos) << hung_output;
+  EXPECT_NE(hung_output.find("local_rank 1) hung: no progress for 2 s after step 10"),
+            std::string::npos)
+      << hung_output;
+  EXPECT_NE(hung_output.find("stuck_before_collective"), std::string::npos)
+      << "no stack in the report\n"
+      << hung_output;
+  EXPECT_NE(hung_output.find("resumed at epoch 1 step 2 (global step 8)"), std::string::npos)
+      << hung_output;
+  ASSERT_EQ(uninterrupted.size(), resumed.size());
+  for (std::size_t i = 0; i < resumed.size(); ++i) {
+    EXPECT_TRUE(torch::equal(resumed[i], uninterrupted[i])) << "parameter " << i << " differs";
+  }
+}
+
 TEST(ExactResumeTest, UnderDdprunKilledWorkerEndsBitIdentical) {
   expect_exact_resume({DDPRUN_BINARY, "--standalone", "--nproc_per_node", "2", "--max_restarts",
                        "1", "--no_python"});

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 
 #include "ddp/ddp.h"
 #include "tests/worker_sdk/multiproc.h"
@@ -52,7 +53,7 @@ TEST(SnapshotTest, RoundTripRestoresModelOptimizerProgressAndRng) {
   torch::nn::functional::cross_entropy(net(b.x, true), b.y).backward();
   optimizer.step();  // gives Adam per-parameter state
 
-  ddp::Snapshotter snapshots(group, {dir.path(), 3, nullptr});
+  ddp::Snapshotter snapshots(group, {dir.path(), 3});
   torch::manual_seed(5);
   snapshots.save(*net, &optimizer, {2, 7, 31, {{"best_accuracy", "0.91"}}});
   auto draw_after_save = torch::rand({4});
@@ -83,7 +84,7 @@ TEST(SnapshotTest, EmptyDirectoryIsAFreshStartAndOnlyTheLastKAreKept) {
   TempDir dir;
   auto group = single_process_group();
   auto net = make_mixed_net();
-  ddp::Snapshotter snapshots(group, {dir.path() / "snaps", 2, nullptr});
+  ddp::Snapshotter snapshots(group, {dir.path() / "snaps", 2});
   EXPECT_FALSE(snapshots.load_latest(*net, nullptr).has_value());
   for (int step = 1; step <= 4; ++step) snapshots.save(*net, nullptr, {0, step, step, {}});
   auto files = snapshots.list();
@@ -96,7 +97,7 @@ TEST(SnapshotTest, CorruptNewestIsReportedAndThePreviousLoaded) {
   TempDir dir;
   auto group = single_process_group();
   auto net = make_mixed_net();
-  ddp::Snapshotter snapshots(group, {dir.path(), 3, nullptr});
+  ddp::Snapshotter snapshots(group, {dir.path(), 3});
   snapshots.save(*net, nullptr, {0, 1, 1, {}});
   auto at_step_1 = MixedNet();
   {
@@ -117,8 +118,9 @@ TEST(SnapshotTest, CorruptNewestIsReportedAndThePreviousLoaded) {
   EXPECT_EQ(progress->global_step, 1);
   EXPECT_TRUE(same_parameters(*loaded, *at_step_1));
   ASSERT_EQ(snapshots.load_warnings().size(), 1u);
-  EXPECT_NE(snapshots.load_warnings()[0].find("snapshot-000000000002.ddpsnap: checksum mismatch"),
-            std::string::npos)
+  EXPECT_NE(
+      snapshots.load_warnings()[0].find("snapshot-000000000002.ddpsnap: rank 0: checksum mismatch"),
+      std::string::npos)
       << snapshots.load_warnings()[0];
 }
 
@@ -126,7 +128,7 @@ TEST(SnapshotTest, VersionMismatchAndTruncationGiveClearMessages) {
   TempDir dir;
   auto group = single_process_group();
   auto net = make_mixed_net();
-  ddp::Snapshotter snapshots(group, {dir.path(), 3, nullptr});
+  ddp::Snapshotter snapshots(group, {dir.path(), 3});
   auto path = snapshots.save(*net, nullptr, {0, 1, 1, {}});
   const std::string good = read_bytes(path);
 
@@ -172,7 +174,7 @@ TEST(SnapshotTest, KillDuringWriteLeavesThePreviousSnapshotLoadable) {
   EXPECT_EQ(temp_files, 1);
 
   auto group = single_process_group();
-  ddp::Snapshotter snapshots(group, {snaps, 3, nullptr});
+  ddp::Snapshotter snapshots(group, {snaps, 3});
   ASSERT_EQ(snapshots.list().size(), 1u);
   auto net = MixedNet();
   auto progress = snapshots.load_latest(*net, nullptr);
@@ -190,6 +192,72 @@ TEST(SnapshotTest, KillDuringWriteLeavesThePreviousSnapshotLoadable) {
   for (const auto& entry : fs::directory_iterator(snaps)) {
     EXPECT_NE(entry.path().filename().string().rfind(".tmp-snapshot-", 0), 0u) << entry.path();
   }
+}
+
+// Each rank reads its own copy (<dir>/rank_<r>, as on node-local disks) of the snapshots of
+// global steps 4 and 8; `damage` then spoils some of rank 1's.
+std::vector<ProcessResult> load_on_two_ranks(const TempDir& dir,
+                                             const std::function<void(const fs::path&)>& damage) {
+  {
+    auto group = single_process_group();
+    auto net = make_mixed_net();
+    ddp::Snapshotter snapshots(group, {dir.path() / "rank_0", 3});
+    snapshots.save(*net, nullptr, {0, 4, 4, {}});
+    scale_parameters(*net, 2.0);
+    snapshots.save(*net, nullptr, {0, 8, 8, {}});
+  }
+  fs::copy(dir.path() / "rank_0", dir.path() / "rank_1", fs::copy_options::recursive);
+  damage(dir.path() / "rank_1");
+  fs::create_directories(dir.path() / "logs");
+  return run_ranks(SDK_TEST_WORKER, {"snapshot_agree", "dir=" + dir.path().string()}, 2,
+                   dir.path() / "logs");
+}
+
+TEST(SnapshotAgreementTest, RanksLoadTheNewestSnapshotThatEveryRankCanRead) {
+  TempDir dir;
+  auto results = load_on_two_ranks(dir, [](const fs::path& rank_1) {
+    const auto newest = rank_1 / "snapshot-000000000008.ddpsnap";
+    std::string bytes = read_bytes(newest);
+    bytes[bytes.size() - 10] ^= 0x5a;
+    write_bytes(newest, bytes);
+  });
+  for (const auto& r : results) {
+    ASSERT_TRUE(r.ok()) << all_output(results);
+    // Rank 0 could read step 8 but loads step 4, like rank 1; both know why.
+    EXPECT_NE(r.output.find("loaded global step 4"), std::string::npos) << all_output(results);
+    EXPECT_NE(r.output.find("snapshot-000000000008.ddpsnap: rank 1: checksum mismatch"),
+              std::string::npos)
+        << all_output(results);
+  }
+  EXPECT_NE(results[0].output.find("skipping"), std::string::npos) << results[0].output;
+}
+
+TEST(SnapshotAgreementTest, WithoutASnapshotEveryRankCanReadAllRanksFailWithOneMessage) {
+  TempDir dir;
+  auto results = load_on_two_ranks(dir, [](const fs::path& rank_1) {
+    fs::remove(rank_1 / "snapshot-000000000008.ddpsnap");
+    const auto older = rank_1 / "snapshot-000000000004.ddpsnap";
+    write_bytes(older, read_bytes(older).substr(0, 100));
+  });
+  std::vector<std::string> errors;
+  for (const auto& r : results) {
+    ASSERT_TRUE(r.ok()) << all_output(results);
+    const auto at = r.output.find("snapshot.load: no snapshot in");
+    ASSERT_NE(at, std::string::npos) << all_output(results);
+    // The same message, but for each rank's own directory name.
+    std::string message = r.output.substr(at);
+    for (auto p = message.find("/rank_"); p != std::string::npos;
+         p = message.find("/rank_", p + 1)) {
+      message[p + 6] = 'X';
+    }
+    errors.push_back(message);
+  }
+  EXPECT_EQ(errors[0], errors[1]);
+  EXPECT_NE(errors[0].find("snapshot-000000000008.ddpsnap: rank 1: missing on this rank"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[0].find("snapshot-000000000004.ddpsnap: rank 1: truncated"), std::string::npos)
+      << errors[0];
 }
 
 }  // namespace

@@ -64,6 +64,36 @@ inline std::vector<torch::Tensor> parameters_of(torch::nn::Module& m) {
   return out;
 }
 
+// Uneven inputs (join): rank r trains on this many batches (3, 5, 4, 3, ...).
+inline int batches_of_rank(int rank) { return 3 + (rank == 1 ? 2 : rank == 2 ? 1 : 0); }
+
+// A small CNN with BatchNorm, for SyncBatchNorm: the worker converts it, the reference runs
+// it as it is on the whole global batch.
+inline torch::nn::Sequential make_bn_net() {
+  torch::manual_seed(7);
+  return torch::nn::Sequential(torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3)),
+                               torch::nn::BatchNorm2d(4), torch::nn::ReLU(), torch::nn::Flatten(),
+                               torch::nn::Linear(4 * 4 * 4, 3));
+}
+
+// Global image batch `index` for make_bn_net: [world_size * per_rank, 3, 6, 6].
+inline Batch image_batch(int64_t index, int world_size, int per_rank) {
+  auto gen = at::detail::createCPUGenerator(2000 + index);
+  Batch b;
+  // Shifted and scaled, so that normalising with the wrong statistics would show.
+  b.x = torch::randn({world_size * per_rank, 3, 6, 6}, gen) * 2.0 + 0.5;
+  b.y = torch::randint(0, 3, {world_size * per_rank}, gen, torch::kLong);
+  return b;
+}
+
+// Parameters, then buffers (running statistics), detached copies.
+inline std::vector<torch::Tensor> state_of(torch::nn::Module& m) {
+  std::vector<torch::Tensor> out;
+  for (auto& p : m.parameters()) out.push_back(p.detach().clone());
+  for (auto& b : m.buffers()) out.push_back(b.detach().clone());
+  return out;
+}
+
 // Training settings shared by worker and reference.
 constexpr int kPerRank = 6;
 constexpr double kLearningRate = 0.1;

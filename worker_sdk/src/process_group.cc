@@ -1,47 +1,19 @@
+// ProcessGroup's lifecycle: init from the launcher's environment, sub-groups, the default
+// group, destroy. The operations are in collectives.cc.
 #include "ddp/process_group.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <utility>
 
 #include <torch/cuda.h>
-#include <torch/torch.h>
 
-#include "ddp/error.h"
-#include "detail/torch_compat.h"
+#include "ddp/failure.h"
+#include "group_state.h"
 
 namespace ddp {
 namespace detail {
 
-// Everything a group needs; owned by its ProcessGroup (and shared with in-flight Requests).
-struct GroupState {
-  LaunchEnv env;
-  InitOptions options;
-  Backend backend = Backend::kGloo;
-  compat::StorePtr store;  // the job's store, already prefixed with the attempt
-  c10::intrusive_ptr<compat::BackendBase> pg;
-  int rank = 0;         // within this group
-  int size = 1;         // of this group
-  int global_rank = 0;  // in the job
-  // Sub-groups created so far from this group; identical on every member because new_group
-  // is collective, so it names the sub-group's store prefix consistently.
-  int subgroups_created = 0;
-  std::string name = "default";
-};
-
-struct PendingWork {
-  compat::WorkPtr work;
-  int rank = 0;
-  std::string operation;
-};
-
-}  // namespace detail
-
-namespace {
-
-using detail::GroupState;
-namespace compat = detail::compat;
-
-// c10::Error's what() carries a C++ backtrace; users need the message only.
 std::string describe(const std::exception& e) {
   if (auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
     return c10_error->what_without_backtrace();
@@ -49,16 +21,29 @@ std::string describe(const std::exception& e) {
   return e.what();
 }
 
-// Runs one backend call, turning any failure into a ddp::Error naming rank and operation.
-template <class F>
-auto guarded(int rank, const std::string& operation, F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw Error(rank, operation, describe(e));
+ErrorKind kind_of(const std::string& backend_message) {
+  for (const char* lost :
+       {"Connection closed by peer", "Connection reset by peer", "Broken pipe"}) {
+    if (backend_message.find(lost) != std::string::npos) return ErrorKind::kPeerLost;
   }
+  return ErrorKind::kFailed;
+}
+
+c10::intrusive_ptr<compat::BackendBase> backend_for(GroupState& s, const std::string& operation,
+                                                    std::uint64_t bytes) {
+  c10::intrusive_ptr<compat::BackendBase> pg;
+  {
+    std::lock_guard<std::mutex> lock(s.lifecycle_mutex);
+    pg = s.pg;
+  }
+  if (!pg) {
+    throw Error(s.global_rank, operation,
+                "the process group was destroyed (destroy_process_group); create a new one "
+                "with init_process_group()");
+  }
+  s.operations.fetch_add(1, std::memory_order_relaxed);
+  s.bytes.fetch_add(bytes, std::memory_order_relaxed);
+  return pg;
 }
 
 void check_tensor(const GroupState& s, const std::string& op, const at::Tensor& t) {
@@ -77,22 +62,23 @@ void check_peer(const GroupState& s, const std::string& op, int peer) {
   }
 }
 
-c10d::ReduceOp to_c10d(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kAvg:  // summed, then divided: Gloo has no AVG
-      return c10d::ReduceOp::SUM;
-    case ReduceOp::kMin:
-      return c10d::ReduceOp::MIN;
-    case ReduceOp::kMax:
-      return c10d::ReduceOp::MAX;
-    case ReduceOp::kProduct:
-      return c10d::ReduceOp::PRODUCT;
-  }
-  return c10d::ReduceOp::SUM;
-}
+}  // namespace detail
 
-void wait_work(const compat::WorkPtr& work) { work->wait(); }
+namespace {
+
+using detail::GroupAccess;
+using detail::GroupState;
+using detail::guarded;
+namespace compat = detail::compat;
+constexpr const char* kInitOp = "init_process_group";
+constexpr const char* kDestroyOp = "destroy_process_group";
+
+// The default group, held weakly: the program's shared_ptr decides its lifetime.
+std::mutex g_default_mutex;
+std::weak_ptr<ProcessGroup> g_default_group;
+// Default groups initialised by this process so far: a re-initialised group gets fresh store
+// keys (its destroy handshake must not count the previous group's arrivals).
+int g_default_groups_created = 0;
 
 bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
@@ -109,7 +95,7 @@ Backend resolve_backend(const InitOptions& options, int rank) {
       return Backend::kGloo;
     case Backend::kNccl:
       if (!nccl_available()) {
-        throw Error(rank, "init_process_group",
+        throw Error(rank, kInitOp,
                     "Backend::kNccl requested, but this SDK was built without NCCL "
                     "(Debian's LibTorch has none): use Backend::kGloo or a CUDA LibTorch");
       }
@@ -120,10 +106,8 @@ Backend resolve_backend(const InitOptions& options, int rank) {
   return Backend::kGloo;
 }
 
-c10::intrusive_ptr<detail::compat::BackendBase> make_backend(Backend backend,
-                                                             const compat::StorePtr& store,
-                                                             int rank, int size,
-                                                             const GroupState& parent) {
+c10::intrusive_ptr<compat::BackendBase> make_backend(Backend backend, const compat::StorePtr& store,
+                                                     int rank, int size, const GroupState& parent) {
 #if defined(DDP_WITH_NCCL)
   if (backend == Backend::kNccl) {
     return compat::make_nccl(store, rank, size, parent.options.timeout);
@@ -138,13 +122,46 @@ c10::intrusive_ptr<detail::compat::BackendBase> make_backend(Backend backend,
                            env_or_empty("GLOO_SOCKET_IFNAME"));
 }
 
+compat::StorePtr connect_store(const InitOptions& options, const LaunchEnv& env, bool host) {
+  return guarded(env.rank, kInitOp, [&] {
+    try {
+      return compat::make_tcp_store(env.master_addr, env.master_port, host, env.world_size,
+                                    options.store_timeout);
+    } catch (const std::exception& e) {
+      throw Error(env.rank, kInitOp,
+                  std::string(host ? "hosting" : "connecting to") + " the TCPStore at " +
+                      env.master_addr + ":" + std::to_string(env.master_port) + " failed (" +
+                      (env.use_agent_store ? "TORCHELASTIC_USE_AGENT_STORE=True"
+                                           : "TORCHELASTIC_USE_AGENT_STORE=False") +
+                      "): " + detail::describe(e));
+    }
+  });
+}
+
+// Every member arrives (so none is still inside a collective); then, when a worker hosts the
+// store, the others say they left it and the host waits for that before letting go.
+void shutdown_handshake(GroupState& s, const compat::StorePtr& store) {
+  if (s.size == 1) return;
+  const auto timeout = s.options.timeout;
+  guarded(s.global_rank, kDestroyOp, [&] {
+    if (store->add("destroy/arrived", 1) == s.size) store->set("destroy/all_arrived", {1});
+    store->wait({"destroy/all_arrived"}, timeout);
+    if (!s.store_hosted_by_a_worker) return;
+    if (s.hosts_store) {
+      store->wait({"destroy/all_left"}, timeout);
+    } else if (store->add("destroy/left", 1) == s.size - 1) {
+      store->set("destroy/all_left", {1});
+    }
+  });
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- Request
 
 void Request::wait() {
   if (!work_) return;
-  guarded(work_->rank, work_->operation, [&] { wait_work(work_->work); });
+  guarded(work_->rank, work_->operation, [&] { detail::wait_work(work_->work); });
 }
 
 bool Request::is_completed() const { return !work_ || work_->work->isCompleted(); }
@@ -158,181 +175,17 @@ int ProcessGroup::rank() const { return state_->rank; }
 int ProcessGroup::size() const { return state_->size; }
 int ProcessGroup::global_rank() const { return state_->global_rank; }
 Backend ProcessGroup::backend() const { return state_->backend; }
+at::Device ProcessGroup::device() const { return state_->device; }
 const LaunchEnv& ProcessGroup::launch_env() const { return state_->env; }
 
-void ProcessGroup::all_reduce(at::Tensor& tensor, ReduceOp op) {
-  const std::string name = "all_reduce";
-  check_tensor(*state_, name, tensor);
-  if (op == ReduceOp::kAvg && !at::isFloatingType(tensor.scalar_type())) {
-    throw Error(state_->global_rank, name, "ReduceOp::kAvg needs a floating-point tensor");
-  }
-  guarded(state_->global_rank, name, [&] {
-    std::vector<at::Tensor> tensors{tensor};
-    c10d::AllreduceOptions opts;
-    opts.reduceOp = to_c10d(op);
-    wait_work(state_->pg->allreduce(tensors, opts));
-  });
-  if (op == ReduceOp::kAvg) tensor.div_(state_->size);
+bool ProcessGroup::destroyed() const {
+  std::lock_guard<std::mutex> lock(state_->lifecycle_mutex);
+  return state_->destroyed;
 }
 
-Request ProcessGroup::all_reduce_async(at::Tensor& tensor) {
-  const std::string name = "all_reduce_async";
-  check_tensor(*state_, name, tensor);
-  auto pending = std::make_shared<detail::PendingWork>();
-  pending->rank = state_->global_rank;
-  pending->operation = name;
-  pending->work = guarded(state_->global_rank, name, [&] {
-    std::vector<at::Tensor> tensors{tensor};
-    return state_->pg->allreduce(tensors, c10d::AllreduceOptions());
-  });
-  return Request(std::move(pending));
-}
-
-void ProcessGroup::broadcast(at::Tensor& tensor, int root) {
-  const std::string name = "broadcast";
-  check_tensor(*state_, name, tensor);
-  check_peer(*state_, name, root);
-  guarded(state_->global_rank, name, [&] {
-    std::vector<at::Tensor> tensors{tensor};
-    c10d::BroadcastOptions opts;
-    opts.rootRank = root;
-    wait_work(state_->pg->broadcast(tensors, opts));
-  });
-}
-
-void ProcessGroup::reduce(at::Tensor& tensor, int root, ReduceOp op) {
-  const std::string name = "reduce";
-  check_tensor(*state_, name, tensor);
-  check_peer(*state_, name, root);
-  if (op == ReduceOp::kAvg && !at::isFloatingType(tensor.scalar_type())) {
-    throw Error(state_->global_rank, name, "ReduceOp::kAvg needs a floating-point tensor");
-  }
-  guarded(state_->global_rank, name, [&] {
-    std::vector<at::Tensor> tensors{tensor};
-    c10d::ReduceOptions opts;
-    opts.rootRank = root;
-    opts.reduceOp = to_c10d(op);
-    wait_work(state_->pg->reduce(tensors, opts));
-  });
-  if (op == ReduceOp::kAvg && rank() == root) tensor.div_(state_->size);
-}
-
-namespace {
-
-// Gloo needs equal shapes: exchange dim-0 sizes, pad to the largest, gather, then trim.
-struct Padded {
-  at::Tensor input;
-  std::vector<int64_t> sizes;
-  bool scalar = false;
-};
-
-}  // namespace
-
-static Padded pad_for_gather(ProcessGroup& group, GroupState& s, const std::string& name,
-                             const at::Tensor& tensor) {
-  check_tensor(s, name, tensor);
-  Padded out;
-  out.scalar = tensor.dim() == 0;
-  at::Tensor t = out.scalar ? tensor.reshape({1}) : tensor;
-  auto local = torch::tensor({t.size(0)}, torch::kLong);
-  std::vector<std::vector<at::Tensor>> outputs(1);
-  for (int i = 0; i < s.size; ++i) outputs[0].push_back(torch::empty({1}, torch::kLong));
-  guarded(s.global_rank, name + " (exchanging sizes)", [&] {
-    std::vector<at::Tensor> inputs{local};
-    wait_work(s.pg->allgather(outputs, inputs, c10d::AllgatherOptions()));
-  });
-  int64_t largest = 0;
-  for (auto& size : outputs[0]) {
-    out.sizes.push_back(size.item<int64_t>());
-    largest = std::max(largest, out.sizes.back());
-  }
-  if (largest == t.size(0)) {
-    out.input = t;
-  } else {
-    auto shape = t.sizes().vec();
-    shape[0] = largest;
-    out.input = torch::zeros(shape, t.options());
-    out.input.narrow(0, 0, t.size(0)).copy_(t);
-  }
-  return out;
-}
-
-static std::vector<at::Tensor> trim(std::vector<at::Tensor> gathered, const Padded& padded) {
-  for (size_t i = 0; i < gathered.size(); ++i) {
-    gathered[i] = padded.scalar ? gathered[i].reshape({})
-                                : gathered[i].narrow(0, 0, padded.sizes[i]).contiguous();
-  }
-  return gathered;
-}
-
-std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& tensor) {
-  const std::string name = "all_gather";
-  Padded padded = pad_for_gather(*this, *state_, name, tensor);
-  std::vector<std::vector<at::Tensor>> outputs(1);
-  for (int i = 0; i < state_->size; ++i) outputs[0].push_back(torch::empty_like(padded.input));
-  guarded(state_->global_rank, name, [&] {
-    std::vector<at::Tensor> inputs{padded.input};
-    wait_work(state_->pg->allgather(outputs, inputs, c10d::AllgatherOptions()));
-  });
-  return trim(std::move(outputs[0]), padded);
-}
-
-std::vector<at::Tensor> ProcessGroup::gather(const at::Tensor& tensor, int root) {
-  const std::string name = "gather";
-  check_peer(*state_, name, root);
-  Padded padded = pad_for_gather(*this, *state_, name, tensor);
-  std::vector<std::vector<at::Tensor>> outputs;
-  if (rank() == root) {
-    outputs.resize(1);
-    for (int i = 0; i < state_->size; ++i) outputs[0].push_back(torch::empty_like(padded.input));
-  }
-  guarded(state_->global_rank, name, [&] {
-    std::vector<at::Tensor> inputs{padded.input};
-    c10d::GatherOptions opts;
-    opts.rootRank = root;
-    wait_work(state_->pg->gather(outputs, inputs, opts));
-  });
-  if (rank() != root) return {};
-  return trim(std::move(outputs[0]), padded);
-}
-
-void ProcessGroup::barrier() {
-  guarded(state_->global_rank, "barrier",
-          [&] { wait_work(state_->pg->barrier(c10d::BarrierOptions())); });
-}
-
-void ProcessGroup::send(const at::Tensor& tensor, int dst, int tag) {
-  isend(tensor, dst, tag).wait();
-}
-
-void ProcessGroup::recv(at::Tensor& tensor, int src, int tag) { irecv(tensor, src, tag).wait(); }
-
-Request ProcessGroup::isend(const at::Tensor& tensor, int dst, int tag) {
-  const std::string name = "send to rank " + std::to_string(dst);
-  check_tensor(*state_, name, tensor);
-  check_peer(*state_, name, dst);
-  auto pending = std::make_shared<detail::PendingWork>();
-  pending->rank = state_->global_rank;
-  pending->operation = name;
-  pending->work = guarded(state_->global_rank, name, [&] {
-    std::vector<at::Tensor> tensors{tensor};
-    return state_->pg->send(tensors, dst, tag);
-  });
-  return Request(std::move(pending));
-}
-
-Request ProcessGroup::irecv(at::Tensor& tensor, int src, int tag) {
-  const std::string name = "recv from rank " + std::to_string(src);
-  check_tensor(*state_, name, tensor);
-  check_peer(*state_, name, src);
-  auto pending = std::make_shared<detail::PendingWork>();
-  pending->rank = state_->global_rank;
-  pending->operation = name;
-  pending->work = guarded(state_->global_rank, name, [&] {
-    std::vector<at::Tensor> tensors{tensor};
-    return state_->pg->recv(tensors, src, tag);
-  });
-  return Request(std::move(pending));
+CommCounters ProcessGroup::counters() const {
+  return {state_->operations.load(std::memory_order_relaxed),
+          state_->bytes.load(std::memory_order_relaxed)};
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks) {
@@ -341,7 +194,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
       std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end()) {
     throw Error(state_->global_rank, name, "ranks must be non-empty, sorted and distinct");
   }
-  for (int r : ranks) check_peer(*state_, name, r);
+  for (int r : ranks) detail::check_peer(*state_, name, r);
+  detail::backend_for(*state_, name);  // throws if destroyed
   const int id = state_->subgroups_created++;
   auto it = std::find(ranks.begin(), ranks.end(), rank());
   if (it == ranks.end()) return nullptr;
@@ -349,18 +203,22 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
   child->env = state_->env;
   child->options = state_->options;
   child->backend = state_->backend;
+  child->device = state_->device;
   child->name = state_->name + "/group_" + std::to_string(id);
-  child->store = compat::make_prefix_store(child->name, state_->store);
+  {
+    std::lock_guard<std::mutex> lock(state_->lifecycle_mutex);
+    child->store = compat::make_prefix_store(child->name, state_->store);
+  }
   child->rank = static_cast<int>(it - ranks.begin());
   child->size = static_cast<int>(ranks.size());
   child->global_rank = state_->global_rank;
   child->pg = guarded(state_->global_rank, name, [&] {
     return make_backend(child->backend, child->store, child->rank, child->size, *state_);
   });
-  return std::make_shared<ProcessGroup>(std::move(child));
+  return GroupAccess::make(std::move(child));
 }
 
-// ---------------------------------------------------------------- init
+// ---------------------------------------------------------------- init / destroy
 
 bool nccl_available() {
 #if defined(DDP_WITH_NCCL)
@@ -375,7 +233,13 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
 }
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options, const LaunchEnv& env) {
-  const std::string name = "init_process_group";
+  if (options.install_failure_handlers) install_failure_handlers();
+  std::lock_guard<std::mutex> registry(g_default_mutex);
+  if (auto existing = g_default_group.lock(); existing && !existing->destroyed()) {
+    throw Error(env.rank, kInitOp,
+                "the default process group already exists: call destroy_process_group() "
+                "before initialising another one");
+  }
   auto state = std::make_shared<GroupState>();
   state->env = env;
   state->options = options;
@@ -383,32 +247,60 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options, con
   state->size = env.world_size;
   state->global_rank = env.rank;
   state->backend = resolve_backend(options, env.rank);
+  if (state->backend == Backend::kNccl) {
+    compat::select_cuda_device(env.local_rank);
+    state->device = compat::nccl_device(env.local_rank);
+  }
   compat::StorePtr root;
   if (!env.from_launcher) {
-    // A world of one needs no network rendezvous.
-    root = compat::make_hash_store();
+    root = compat::make_hash_store();  // a world of one needs no network rendezvous
   } else {
-    const bool host = env.rank == 0 && !env.use_agent_store;
-    root = guarded(env.rank, name, [&] {
-      try {
-        return compat::make_tcp_store(env.master_addr, env.master_port, host, env.world_size,
-                                      options.store_timeout);
-      } catch (const std::exception& e) {
-        throw Error(env.rank, name,
-                    std::string(host ? "hosting" : "connecting to") + " the TCPStore at " +
-                        env.master_addr + ":" + std::to_string(env.master_port) + " failed (" +
-                        (env.use_agent_store ? "TORCHELASTIC_USE_AGENT_STORE=True"
-                                             : "TORCHELASTIC_USE_AGENT_STORE=False") +
-                        "): " + describe(e));
-      }
-    });
+    state->store_hosted_by_a_worker = !env.use_agent_store;
+    state->hosts_store = env.rank == 0 && !env.use_agent_store;
+    root = connect_store(options, env, state->hosts_store);
   }
-  state->store = compat::make_prefix_store(
-      options.key_prefix + "/attempt_" + std::to_string(env.restart_count), root);
-  state->pg = guarded(env.rank, name, [&] {
+  std::string prefix = options.key_prefix + "/attempt_" + std::to_string(env.restart_count);
+  if (g_default_groups_created > 0) prefix += "/init_" + std::to_string(g_default_groups_created);
+  state->store = compat::make_prefix_store(prefix, root);
+  state->pg = guarded(env.rank, kInitOp, [&] {
     return make_backend(state->backend, state->store, state->rank, state->size, *state);
   });
-  return std::make_shared<ProcessGroup>(std::move(state));
+  auto group = GroupAccess::make(std::move(state));
+  g_default_group = group;
+  ++g_default_groups_created;
+  return group;
+}
+
+std::shared_ptr<ProcessGroup> default_group() {
+  std::lock_guard<std::mutex> registry(g_default_mutex);
+  auto group = g_default_group.lock();
+  return group && !group->destroyed() ? group : nullptr;
+}
+
+void destroy_process_group(const std::shared_ptr<ProcessGroup>& group_or_null) {
+  auto group = group_or_null ? group_or_null : default_group();
+  if (!group) {
+    throw Error(-1, kDestroyOp,
+                "there is no default process group (init_process_group was not called, or "
+                "the group was already destroyed)");
+  }
+  GroupState& s = GroupAccess::state(*group);
+  compat::StorePtr store;
+  {
+    std::lock_guard<std::mutex> lock(s.lifecycle_mutex);
+    if (s.destroyed) return;
+    store = s.store;
+  }
+  shutdown_handshake(s, store);
+  c10::intrusive_ptr<compat::BackendBase> pg;
+  {
+    std::lock_guard<std::mutex> lock(s.lifecycle_mutex);
+    s.destroyed = true;
+    pg = std::move(s.pg);
+    s.store.reset();
+    s.shm.reset();
+  }
+  pg.reset();  // outside the lock: the backend's destructor joins its threads
 }
 
 }  // namespace ddp

@@ -7,7 +7,10 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <mutex>
+#include <set>
 #include <sstream>
 
 #include <torch/cuda.h>
@@ -16,6 +19,7 @@
 #include "ddp/error.h"
 #include "ddp/process_group.h"
 #include "snapshot_format.h"
+#include "testing_hooks.h"
 
 namespace ddp {
 namespace {
@@ -113,16 +117,41 @@ void set_rng_state(at::Generator generator, const at::Tensor& state) {
 // The states of every rank's generators, gathered on rank 0 (collective).
 std::vector<std::pair<std::string, at::Tensor>> gather_rng_states(ProcessGroup& group) {
   std::vector<std::pair<std::string, at::Tensor>> out;
-  auto cpu = group.gather(rng_state(at::detail::getDefaultCPUGenerator()), 0);
+  // RNG states are CPU byte tensors; an NCCL group moves them through its device.
+  auto gather = [&](at::Tensor state) {
+    auto all = group.gather(state.to(group.device()), 0);
+    for (auto& t : all) t = t.cpu();
+    return all;
+  };
+  auto cpu = gather(rng_state(at::detail::getDefaultCPUGenerator()));
   for (std::size_t r = 0; r < cpu.size(); ++r) out.emplace_back(rng_key("cpu", r), cpu[r]);
   if (auto device = cuda_rng_device(group)) {
-    auto cuda = group.gather(rng_state(at::globalContext().defaultGenerator(*device)), 0);
+    auto cuda = gather(rng_state(at::globalContext().defaultGenerator(*device)));
     for (std::size_t r = 0; r < cuda.size(); ++r) out.emplace_back(rng_key("cuda", r), cuda[r]);
   }
   return out;
 }
 
+std::mutex g_hook_mutex;
+std::function<void(const fs::path&)> g_before_rename;
+
+void run_before_rename_hook(const fs::path& temp) {
+  std::function<void(const fs::path&)> hook;
+  {
+    std::lock_guard<std::mutex> lock(g_hook_mutex);
+    hook = g_before_rename;
+  }
+  if (hook) hook(temp);
+}
+
 }  // namespace
+
+namespace detail::testing {
+void set_before_snapshot_rename(std::function<void(const fs::path&)> hook) {
+  std::lock_guard<std::mutex> lock(g_hook_mutex);
+  g_before_rename = std::move(hook);
+}
+}  // namespace detail::testing
 
 Snapshotter::Snapshotter(std::shared_ptr<ProcessGroup> group, SnapshotOptions options)
     : group_(std::move(group)), options_(std::move(options)) {
@@ -184,7 +213,7 @@ fs::path Snapshotter::save(const torch::nn::Module& model, const torch::optim::O
           options_.directory / (std::string(kTempPrefix) + std::to_string(progress.global_step) +
                                 "-" + std::to_string(::getpid()));
       write_durably(temp, bytes);
-      if (options_.before_rename) options_.before_rename(temp);
+      run_before_rename_hook(temp);
       fs::rename(temp, target);
       fsync_directory(options_.directory);
       auto all = list();
@@ -194,7 +223,7 @@ fs::path Snapshotter::save(const torch::nn::Module& model, const torch::optim::O
     }
   }
   // The broadcast doubles as the barrier: the others return once rank 0 has published.
-  at::Tensor status = torch::tensor({failure.empty() ? 0 : 1}, torch::kInt);
+  at::Tensor status = torch::tensor({failure.empty() ? 0 : 1}, torch::kInt).to(group_->device());
   group_->broadcast(status, 0);
   if (!failure.empty()) {
     throw Error(group_->global_rank(), kSaveOp, "writing " + target.string() + ": " + failure);
@@ -206,64 +235,85 @@ fs::path Snapshotter::save(const torch::nn::Module& model, const torch::optim::O
   return target;
 }
 
+// Loads one snapshot file into model, optimizer and this rank's RNG. Returns "" on success,
+// else what is wrong (the model may then be partly loaded: a later load overwrites it).
+std::string Snapshotter::load_file(const fs::path& path, torch::nn::Module& model,
+                                   torch::optim::Optimizer* optimizer, TrainingProgress* out) {
+  const int rank = group_->global_rank();
+  try {
+    if (!fs::exists(path)) return "missing on this rank";
+    const std::string bytes = read_file(path);
+    auto decoded = detail::decode_snapshot(bytes);
+    if (!decoded.ok()) return decoded.error_message();
+    std::istringstream payload{std::string(decoded->payload)};
+    torch::serialize::InputArchive archive;
+    archive.load_from(payload);
+    torch::serialize::InputArchive model_archive;
+    archive.read("model", model_archive);
+    model.load(model_archive);
+    if (optimizer != nullptr) {
+      torch::serialize::InputArchive optimizer_archive;
+      if (archive.try_read("optimizer", optimizer_archive)) optimizer->load(optimizer_archive);
+    }
+    // A job resumed with another world size reuses rank 0's RNG state on the extra ranks.
+    at::Tensor state;
+    const int saved_rank = rank < decoded->header.world_size ? rank : 0;
+    if (archive.try_read(rng_key("cpu", saved_rank), state)) {
+      set_rng_state(at::detail::getDefaultCPUGenerator(), state);
+    }
+    if (auto device = cuda_rng_device(*group_)) {
+      if (archive.try_read(rng_key("cuda", saved_rank), state)) {
+        set_rng_state(at::globalContext().defaultGenerator(*device), state);
+      }
+    }
+    *out = TrainingProgress{decoded->header.epoch, decoded->header.step_in_epoch,
+                            decoded->header.global_step, decoded->header.user};
+    return "";
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
 std::optional<TrainingProgress> Snapshotter::load_latest(torch::nn::Module& model,
                                                          torch::optim::Optimizer* optimizer) {
   warnings_.clear();
   const int rank = group_->global_rank();
-  const auto candidates = list();
-  std::optional<TrainingProgress> loaded;
-  for (const auto& path : candidates) {
-    std::string problem;
-    try {
-      const std::string bytes = read_file(path);
-      auto decoded = detail::decode_snapshot(bytes);
-      if (!decoded.ok()) {
-        problem = decoded.error_message();
-      } else {
-        std::istringstream payload{std::string(decoded->payload)};
-        torch::serialize::InputArchive archive;
-        archive.load_from(payload);
-        torch::serialize::InputArchive model_archive;
-        archive.read("model", model_archive);
-        model.load(model_archive);
-        if (optimizer != nullptr) {
-          torch::serialize::InputArchive optimizer_archive;
-          if (archive.try_read("optimizer", optimizer_archive)) optimizer->load(optimizer_archive);
-        }
-        // A job resumed with another world size reuses rank 0's RNG state on the extra ranks.
-        at::Tensor state;
-        const int saved_rank = rank < decoded->header.world_size ? rank : 0;
-        if (archive.try_read(rng_key("cpu", saved_rank), state)) {
-          set_rng_state(at::detail::getDefaultCPUGenerator(), state);
-        }
-        if (auto device = cuda_rng_device(*group_)) {
-          if (archive.try_read(rng_key("cuda", saved_rank), state)) {
-            set_rng_state(at::globalContext().defaultGenerator(*device), state);
-          }
-        }
-        loaded = TrainingProgress{decoded->header.epoch, decoded->header.step_in_epoch,
-                                  decoded->header.global_step, decoded->header.user};
+  // The candidates: every step any rank sees, newest first. A file some rank lacks is a
+  // problem to report, not a reason for that rank to load something older on its own.
+  std::vector<int64_t> local;
+  for (const auto& path : list()) local.push_back(step_of(path));
+  std::set<int64_t, std::greater<>> steps;
+  const at::Tensor mine = torch::tensor(local, torch::kLong).to(group_->device());
+  for (const auto& seen_on_device : group_->all_gather(mine)) {
+    const at::Tensor seen = seen_on_device.cpu();
+    for (int64_t i = 0; i < seen.numel(); ++i) steps.insert(seen[i].item<int64_t>());
+  }
+  for (int64_t step : steps) {
+    const fs::path path = options_.directory / file_name(step);
+    TrainingProgress progress;
+    const std::string problem = load_file(path, model, optimizer, &progress);
+    // Loaded only if loaded everywhere.
+    at::Tensor ok = torch::tensor({problem.empty() ? 1 : 0}, torch::kInt).to(group_->device());
+    group_->all_reduce(ok, ReduceOp::kMin);
+    if (ok.item<int>() == 1) return progress;
+    const auto problems = group_->all_gather_bytes(problem);
+    for (std::size_t r = 0; r < problems.size(); ++r) {
+      if (problems[r].empty()) continue;
+      warnings_.push_back(path.string() + ": rank " + std::to_string(r) + ": " + problems[r]);
+      if (group_->is_primary()) {
+        std::cerr << "ddp rank " << rank << ": " << kLoadOp << ": skipping " << path.string()
+                  << ": rank " << r << ": " << problems[r] << "; trying the previous snapshot\n";
       }
-    } catch (const c10::Error& e) {
-      problem = e.what_without_backtrace();
-    } catch (const std::exception& e) {
-      problem = e.what();
     }
-    if (loaded) break;
-    warnings_.push_back(path.string() + ": " + problem);
-    std::cerr << "ddp rank " << rank << ": " << kLoadOp << ": skipping " << path.string() << ": "
-              << problem << "; trying the previous snapshot\n";
   }
-  // Nobody may start overwriting snapshots before every rank has read its own.
-  group_->barrier();
-  if (!loaded && !candidates.empty()) {
-    std::string details;
-    for (const auto& w : warnings_) details += "\n  " + w;
-    throw Error(rank, kLoadOp,
-                "no readable snapshot in " + options_.directory.string() + ":" + details +
-                    "\nmove the directory away to start from scratch");
-  }
-  return loaded;
+  if (steps.empty()) return std::nullopt;
+  std::string details;
+  for (const auto& w : warnings_) details += "\n  " + w;
+  throw Error(rank, kLoadOp,
+              "no snapshot in " + options_.directory.string() + " is readable by every rank:" +
+                  details + "\nmove the directory away to start from scratch");
 }
 
 }  // namespace ddp

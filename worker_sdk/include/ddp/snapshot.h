@@ -13,15 +13,17 @@
 //   other ranks wait for it. A crash at any point leaves the previous snapshot intact.
 // - Files: <directory>/snapshot-<global step, 12 digits>.ddpsnap, format in
 //   worker_sdk/src/snapshot_format.h (versioned, CRC-32 checked). The last keep_last are kept.
-// - Every rank reads the directory itself (it must be shared by the ranks: one node, or a
-//   shared filesystem). A corrupt newest snapshot is reported on stderr and in
-//   load_warnings(), and the previous one is loaded; if snapshots exist but none is readable,
-//   load_latest() throws ddp::Error("snapshot.load") rather than silently start over.
+// - Every rank reads the directory itself (one node, or a shared filesystem). The ranks
+//   agree on what they load: the newest snapshot that every rank can read. A snapshot some
+//   rank cannot read (missing, corrupt, truncated) is reported on rank 0's stderr and in
+//   every rank's load_warnings(), naming the rank and the problem, and the previous one is
+//   tried. If snapshots exist but none is readable by every rank, load_latest() throws
+//   ddp::Error("snapshot.load") on every rank with the same message, rather than silently
+//   start over; ranks never resume from different steps.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -44,9 +46,6 @@ struct SnapshotOptions {
   std::filesystem::path directory;
   // How many complete snapshots to keep (older ones are deleted after each save). At least 1.
   std::size_t keep_last = 3;
-  // Fault injection for tests: called on rank 0 once the temp file is durable, just before
-  // the rename that publishes it. Leave empty in production.
-  std::function<void(const std::filesystem::path& temp_file)> before_rename;
 };
 
 struct TrainingProgress {
@@ -67,9 +66,9 @@ class Snapshotter {
                              const torch::optim::Optimizer* optimizer,
                              const TrainingProgress& progress);
 
-  // Collective. Loads the newest readable snapshot into `model` and `optimizer` (may be null)
-  // and restores this rank's RNG state. Returns its progress, or nullopt when the directory
-  // holds no snapshot (a fresh start).
+  // Collective. Loads the newest snapshot that every rank can read into `model` and
+  // `optimizer` (may be null) and restores this rank's RNG state. Returns its progress, or
+  // nullopt when no rank sees a snapshot (a fresh start).
   std::optional<TrainingProgress> load_latest(torch::nn::Module& model,
                                               torch::optim::Optimizer* optimizer);
 
@@ -79,6 +78,9 @@ class Snapshotter {
   const std::vector<std::string>& load_warnings() const { return warnings_; }
 
  private:
+  std::string load_file(const std::filesystem::path& path, torch::nn::Module& model,
+                        torch::optim::Optimizer* optimizer, TrainingProgress* out);
+
   std::shared_ptr<ProcessGroup> group_;
   SnapshotOptions options_;
   std::vector<std::string> warnings_;

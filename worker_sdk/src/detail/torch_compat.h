@@ -8,6 +8,11 @@
 //   never by aggregate initialisation.
 // - ProcessGroupGloo::createDeviceForHostname gained a defaulted `lazyInit` in 2.x.
 // - Work lives in c10d::Work in both (1.13 still aliases ProcessGroup::Work to it).
+// - ATen's batch-norm statistics ops (batch_norm_stats, batch_norm_gather_stats_with_counts,
+//   batch_norm_elemt, batch_norm_backward_reduce/elemt), which SyncBatchNorm is built on,
+//   have only CUDA kernels in 1.13. Whether 2.x has CPU ones was not verified here, so the
+//   SDK uses them for CUDA tensors only and computes the same quantities with ordinary ops
+//   on CPU (batch_norm_stats.cc): aten_batch_norm_stats_on() decides.
 //
 // Include from .cc files only: it pulls in c10d headers, which are slow to compile.
 #pragma once
@@ -27,6 +32,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #endif
 #if defined(DDP_WITH_NCCL)
+#include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
@@ -53,6 +59,8 @@ inline StorePtr make_tcp_store(const std::string& host, std::uint16_t port, bool
   return c10::make_intrusive<::c10d::TCPStore>(host, opts);
 }
 
+inline bool aten_batch_norm_stats_on(const at::Tensor& t) { return t.is_cuda(); }
+
 inline StorePtr make_hash_store() { return c10::make_intrusive<::c10d::HashStore>(); }
 
 inline StorePtr make_prefix_store(const std::string& prefix, StorePtr inner) {
@@ -74,6 +82,28 @@ inline c10::intrusive_ptr<BackendBase> make_gloo(const StorePtr& store, int rank
     options->devices.push_back(::c10d::ProcessGroupGloo::createDefaultDevice());
   }
   return c10::make_intrusive<::c10d::ProcessGroupGloo>(store, rank, size, options);
+}
+
+// NCCL needs each rank on its own device: LOCAL_RANK picks it (modulo the devices visible, so
+// CUDA_VISIBLE_DEVICES restrictions work). A no-op without NCCL.
+inline void select_cuda_device(int local_rank) {
+#if defined(DDP_WITH_NCCL)
+  const auto count = static_cast<int>(c10::cuda::device_count());
+  if (count > 0) c10::cuda::set_device(static_cast<c10::DeviceIndex>(local_rank % count));
+#else
+  (void)local_rank;
+#endif
+}
+
+// The device of LOCAL_RANK for an NCCL group (the CPU in a build without NCCL).
+inline at::Device nccl_device(int local_rank) {
+#if defined(DDP_WITH_NCCL)
+  const auto count = static_cast<int>(c10::cuda::device_count());
+  if (count > 0) return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_rank % count));
+#else
+  (void)local_rank;
+#endif
+  return at::Device(at::kCPU);
 }
 
 #if defined(DDP_WITH_NCCL)

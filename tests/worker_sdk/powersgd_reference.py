@@ -1,0 +1,43 @@
+"""PowerSGD reference for toolbox_test.cc: PyTorch 1.13's own DDP and powerSGD_hook on the
+initial weights and batches the test wrote (argv[1]); rank 0 saves the final weights
+(argv[2]). Run as one process per rank with the launcher's environment (Gloo)."""
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def main():
+    data_path, out_path = sys.argv[1], sys.argv[2]
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    data = torch.load(data_path)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16),
+                              torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    with torch.no_grad():
+        for p, value in zip(net.parameters(), data["init"]):
+            p.copy_(value)
+    model = DDP(net)
+    state = powersgd.PowerSGDState(process_group=None, matrix_approximation_rank=1,
+                                   start_powerSGD_iter=2)
+    model.register_comm_hook(state, powersgd.powerSGD_hook)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    xs, ys = data["x"], data["y"]
+    per_rank = xs.shape[1] // world
+    for step in range(xs.shape[0]):
+        opt.zero_grad()
+        x = xs[step][rank * per_rank:(rank + 1) * per_rank]
+        y = ys[step][rank * per_rank:(rank + 1) * per_rank]
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    if rank == 0:
+        torch.save([p.detach().clone() for p in net.parameters()], out_path)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
