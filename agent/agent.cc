@@ -389,6 +389,11 @@ void Agent::on_coordinator_event(const CoordinatorEvent& event) {
 }
 
 // This node's ranks' progress under their global ranks, named by this node.
+std::vector<RankProgress> Agent::rank_progress() const {
+  if (!hang_watch_.detecting() || !assignment_) return {};
+  return global(hang_watch_.progress());
+}
+
 std::vector<RankProgress> Agent::global(const std::vector<LocalRankProgress>& local) const {
   std::vector<RankProgress> ranks;
   const int offset = assignment_ ? assignment_->rank_offset : 0;

@@ -93,6 +93,9 @@ AgentMetrics::AgentMetrics(metrics::Registry& r, AgentMetricsOptions options, co
   if (options_.store) {
     r.add_collector([this](std::vector<FamilyData>& out) { collect_store(out); });
   }
+  if (options_.progress) {
+    r.add_collector([this](std::vector<FamilyData>& out) { collect_progress(out); });
+  }
 }
 
 const char* AgentMetrics::state_name(State s) {
@@ -228,6 +231,29 @@ void AgentMetrics::collect_store(std::vector<FamilyData>& out) const {
       .add(job, static_cast<double>(now.bytes));
   family("ddprun_store_pending_waits", "Clients blocked in wait() now.", MetricType::kGauge)
       .add(job, static_cast<double>(now.pending_waits));
+}
+
+// A rank's series appear with what it reported: last_step once it named a step, the heartbeat
+// age once it sent a heartbeat (before that the first-heartbeat timeout watches it, and an age
+// "since start" would read like silence).
+void AgentMetrics::collect_progress(std::vector<FamilyData>& out) const {
+  out.push_back({"ddprun_worker_last_step",
+                 "The last step each rank reported in its heartbeats (hang detection).",
+                 MetricType::kGauge,
+                 {}});
+  out.push_back({"ddprun_worker_heartbeat_age_seconds",
+                 "Seconds since each rank's last heartbeat (hang detection).",
+                 MetricType::kGauge,
+                 {}});
+  FamilyData& age = out.back();
+  FamilyData& step = out[out.size() - 2];
+  for (const RankProgress& p : options_.progress()) {
+    metrics::Labels labels = {{"job_id", options_.job_id},
+                              {"local_rank", std::to_string(p.local_rank)},
+                              {"rank", std::to_string(p.rank)}};
+    if (p.last_step) step.add(labels, static_cast<double>(*p.last_step));
+    if (p.heartbeat_seen) age.add(std::move(labels), seconds(p.heartbeat_age));
+  }
 }
 
 }  // namespace ddprun::agent

@@ -13,6 +13,8 @@
 //                 job_max_restarts}{job_id}
 //   ddprun_agent_state{job_id,state}                          1 for the current state
 //   ddprun_store_*{job_id}                                    from store::StoreStats
+//   ddprun_worker_last_step{job_id,local_rank,rank}           from the ranks' heartbeats,
+//   ddprun_worker_heartbeat_age_seconds{job_id,local_rank,rank}  with hang detection on
 //
 // Every series carries `job_id` (the run id, --rdzv_id), not `job`: Prometheus sets `job` on
 // every scraped series itself (the scrape job's name), and would rename ours `exported_job`.
@@ -34,6 +36,7 @@
 #include <string>
 
 #include "agent/agent_observer.h"
+#include "agent/hang_detector.h"
 #include "common/clock.h"
 #include "common/result.h"
 #include "metrics/registry.h"
@@ -47,6 +50,9 @@ struct AgentMetricsOptions {
   // The job's store while this node hosts it, null otherwise; asked at scrape time and when a
   // group finishes. Unset: no store metrics.
   std::function<const store::StoreServer*()> store;
+  // This node's ranks' progress now (hang detection; empty between attempts); asked at scrape
+  // time. Unset: no ddprun_worker_* families at all (hang detection off).
+  std::function<std::vector<RankProgress>()> progress;
 };
 
 class AgentMetrics final : public AgentObserver {
@@ -75,6 +81,7 @@ class AgentMetrics final : public AgentObserver {
 
   void set_state(State s);
   void collect_store(std::vector<metrics::FamilyData>& out) const;
+  void collect_progress(std::vector<metrics::FamilyData>& out) const;
 
   const AgentMetricsOptions options_;
   const Clock& clock_;

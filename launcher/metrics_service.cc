@@ -16,14 +16,21 @@ metrics::HttpEndpointOptions endpoint_options(const MetricsSettings& settings) {
   return o;
 }
 
+agent::AgentMetricsOptions agent_metrics_options(const agent::Agent& agent,
+                                                 const std::string& job_id) {
+  agent::AgentMetricsOptions o;
+  o.job_id = job_id;
+  o.store = [&agent] { return agent.store_host().server(); };
+  // The ranks' progress exists only with hang detection: without it, no worker series.
+  if (agent.detects_hangs()) o.progress = [&agent] { return agent.rank_progress(); };
+  return o;
+}
+
 }  // namespace
 
 MetricsService::MetricsService(boost::asio::io_context& io, const MetricsSettings& settings,
                                agent::Agent& agent, const std::string& job_id)
-    : agent_metrics_(
-          registry_,
-          agent::AgentMetricsOptions{job_id, [&agent] { return agent.store_host().server(); }},
-          SystemClock::instance()),
+    : agent_metrics_(registry_, agent_metrics_options(agent, job_id), SystemClock::instance()),
       endpoint_(
           io, endpoint_options(settings), [this] { return registry_.render(); },
           [this] { return agent_metrics_.health(); }) {

@@ -247,5 +247,36 @@ TEST_F(AgentMetricsTest, StoreCountsAddUpAcrossRoundsWhileEachRoundHasANewStore)
   EXPECT_EQ(value("ddprun_store_operations_total{job_id=\"j1\",op=\"set\"}"), 0);
 }
 
+// The ranks' progress as the callback gives it at each scrape: a step only once reported, an
+// age only once a heartbeat came; no worker families at all without the callback.
+TEST(AgentProgressMetricsTest, EachRanksStepAndAgeAppearWithWhatItReported) {
+  FakeClock clock;
+  std::vector<RankProgress> progress(3);
+  progress[0] = {4, "n", 0, 17, Millis(1500), true};
+  progress[1] = {5, "n", 1, std::nullopt, Millis(250), true};    // heartbeats without a step
+  progress[2] = {6, "n", 2, std::nullopt, Millis(9000), false};  // nothing yet
+  metrics::Registry registry;
+  AgentMetricsOptions options;
+  options.job_id = "j1";
+  options.progress = [&progress] { return progress; };
+  AgentMetrics metrics(registry, options, clock);
+  std::string text = registry.render();
+  const std::string r0 = "{job_id=\"j1\",local_rank=\"0\",rank=\"4\"}";
+  const std::string r1 = "{job_id=\"j1\",local_rank=\"1\",rank=\"5\"}";
+  const std::string r2 = "{job_id=\"j1\",local_rank=\"2\",rank=\"6\"}";
+  EXPECT_EQ(sample(text, "ddprun_worker_last_step" + r0), 17);
+  EXPECT_EQ(sample(text, "ddprun_worker_heartbeat_age_seconds" + r0), 1.5);
+  EXPECT_EQ(sample(text, "ddprun_worker_last_step" + r1), -1) << text;  // absent
+  EXPECT_EQ(sample(text, "ddprun_worker_heartbeat_age_seconds" + r1), 0.25);
+  EXPECT_EQ(text.find("rank=\"6\""), std::string::npos) << text;
+  // Read again at the next scrape: a new step shows.
+  progress[0].last_step = 18;
+  EXPECT_EQ(sample(registry.render(), "ddprun_worker_last_step" + r0), 18);
+
+  metrics::Registry without;
+  AgentMetrics no_progress(without, AgentMetricsOptions{"j1", {}, {}}, clock);
+  EXPECT_EQ(without.render().find("ddprun_worker_"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ddprun::agent

@@ -3,6 +3,7 @@
 //   - promtool (Debian's prometheus package) accepts what both kinds of endpoint serve;
 //   - `ddp-rendezvous status` shows the running job through the protocol, and fails clearly
 //     when the daemon is gone;
+//   - with --hang_timeout, each rank's last step and heartbeat age from its real heartbeats;
 //   - a real Prometheus server scrapes both agents and records the group-restart counter going
 //     up after a worker failure.
 #include <unistd.h>
@@ -173,6 +174,8 @@ TEST_F(MetricsTest, PromtoolAcceptsTheMetricsOfTheDaemonAndOfBothAgents) {
     EXPECT_TRUE(contains(scrape->body, "ddprun_agent_world_size{job_id=\"metrics-job\"} 4\n"));
     EXPECT_TRUE(contains(scrape->body, "process_resident_memory_bytes "));
   }
+  // Without --hang_timeout the agents know no progress: no worker series at all.
+  EXPECT_FALSE(contains(scrapes_, "ddprun_worker_")) << scrapes_;
   expect_promtool_accepts("127.0.0.1", daemon_metrics_);
   expect_dashboard_matches_the_scrapes();
   auto daemon_scrape = http_get("127.0.0.1", daemon_metrics_, "/metrics");
@@ -188,6 +191,61 @@ TEST_F(MetricsTest, PromtoolAcceptsTheMetricsOfTheDaemonAndOfBothAgents) {
   release("release.fifo", 4);
   for (const RunResult& run : finish_all(nodes, deadline_after(30s))) {
     EXPECT_TRUE(ExitedWith(run, 0));
+  }
+}
+
+// With hang detection on, each rank's last step and heartbeat age, from the heartbeats of real
+// workers: rank r reports step 100 + r; node 2's local ranks are global ranks 2 and 3.
+TEST_F(MetricsTest, WorkerSeriesShowEachRanksLastStepAndHeartbeatAge) {
+  ASSERT_NO_FATAL_FAILURE(start_daemon_with_metrics());
+  const std::string fifo = out("release.fifo");
+  make_fifo(fifo);
+  std::vector<std::unique_ptr<ChildProcess>> nodes;
+  for (int n : {1, 2}) {
+    // A long timeout: the workers hold still after their one heartbeat and must not be hung.
+    nodes.push_back(start_node(node(n, {mn_worker("hold.py"), "--beat", "100", "--release", fifo},
+                                    {"--hang_timeout", "60"})));
+    ASSERT_NE(nodes.back(), nullptr);
+  }
+  ASSERT_TRUE(wait_for_markers("run_n", 4, deadline_after(40s)));
+  for (int n : {1, 2}) {
+    const uint16_t port = metrics_port(*nodes[n - 1], node_addr(n));
+    ASSERT_NE(port, 0);
+    // The heartbeats are written before the markers, but reach the agent through inotify on its
+    // own loop: scrape until both ranks' steps are there (bounded).
+    const int first = 2 * (n - 1);
+    auto series = [&](const char* name, int local_rank) {
+      return std::string(name) + "{job_id=\"metrics-job\",local_rank=\"" +
+             std::to_string(local_rank) + "\",rank=\"" + std::to_string(first + local_rank) +
+             "\"} ";
+    };
+    std::string body;
+    const Deadline deadline = deadline_after(20s);
+    while (TestClock::now() < deadline) {
+      auto scrape = http_get(node_addr(n), port, "/metrics");
+      ASSERT_TRUE(scrape.ok()) << scrape.error_message();
+      body = scrape->body;
+      if (contains(body, series("ddprun_worker_last_step", 0) + std::to_string(100 + first)) &&
+          contains(body, series("ddprun_worker_last_step", 1) + std::to_string(101 + first))) {
+        break;
+      }
+      std::this_thread::sleep_for(50ms);  // between scrapes of a value that arrives on its own
+    }
+    ASSERT_TRUE(contains(body, series("ddprun_worker_last_step", 1) + std::to_string(101 + first)))
+        << body;
+    for (int local_rank : {0, 1}) {
+      const std::string age = series("ddprun_worker_heartbeat_age_seconds", local_rank);
+      const size_t at = body.find(age);
+      ASSERT_NE(at, std::string::npos) << body;
+      const double seconds = std::stod(body.substr(at + age.size()));
+      EXPECT_GE(seconds, 0.0) << body;
+      EXPECT_LT(seconds, 60.0) << "older than --hang_timeout, yet not hung: " << body;
+    }
+    expect_promtool_accepts(node_addr(n), port);
+  }
+  release("release.fifo", 4);
+  for (const RunResult& run : finish_all(nodes, deadline_after(30s))) {
+    EXPECT_TRUE(ExitedWith(run, 0)) << run.err;
   }
 }
 
