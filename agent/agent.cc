@@ -388,12 +388,21 @@ void Agent::on_coordinator_event(const CoordinatorEvent& event) {
   // Otherwise the group is draining its output; after_group() acts on the interrupt.
 }
 
-// This node's ranks' progress under their global ranks, named by this node.
+std::vector<RankProgress> Agent::progress() const {
+  if (phase_ != Phase::kSupervising) return {};
+  std::vector<LocalRankProgress> running;
+  for (const LocalRankProgress& p : hang_watch_.progress()) {
+    if (p.state != RankState::kExited) running.push_back(p);
+  }
+  return global(running);
+}
+
 std::vector<RankProgress> Agent::rank_progress() const {
   if (!hang_watch_.detecting() || !assignment_) return {};
   return global(hang_watch_.progress());
 }
 
+// This node's ranks' progress under their global ranks, named by this node.
 std::vector<RankProgress> Agent::global(const std::vector<LocalRankProgress>& local) const {
   std::vector<RankProgress> ranks;
   const int offset = assignment_ ? assignment_->rank_offset : 0;

@@ -58,6 +58,10 @@ class Agent final : private WorkerGroupObserver {
   void on_child_exit(pid_t pid, ExitStatus status);
   // The attempt number of the next (or running) worker group's logs.
   int attempt() const { return attempt_; }
+  // This node's running ranks' progress (last step, heartbeat age) under their global ranks;
+  // ranks whose worker exited are left out; empty when no worker group runs. Read-only, for
+  // status lines (agent/progress_summary.h).
+  std::vector<RankProgress> progress() const;
   // Adds an observer of the job's progress (see agent_observer.h); it must outlive the agent.
   void add_observer(AgentObserver& observer) { observers_.push_back(&observer); }
   // The job's store host, for observers that read its statistics (metrics).
@@ -65,7 +69,8 @@ class Agent final : private WorkerGroupObserver {
   // Whether hang detection is on (--hang_timeout > 0).
   bool detects_hangs() const { return hang_watch_.detecting(); }
   // Each local rank's progress now, with its global rank (last step, heartbeat age), while hang
-  // detection is on and an attempt's workers exist; empty otherwise. Read-only, for observers
+  // detection is on and an attempt's workers exist; empty otherwise. Unlike progress(), ranks
+  // whose worker exited stay in (their last step still counts). Read-only, for observers
   // (metrics).
   std::vector<RankProgress> rank_progress() const;
 

@@ -39,6 +39,10 @@ std::string own_device(const std::optional<std::string>& visible, int local_rank
 EnvMap build_worker_env(const EnvMap& base, const AttemptContext& attempt,
                         const WorkerPlacement& placement, const std::string& error_file) {
   EnvMap env = base;
+  // The service manager's variables are the agent's alone: a worker that inherited them could
+  // send READY/STOPPING/WATCHDOG for the agent (libraries call sd_notify when NOTIFY_SOCKET is
+  // set), or be taken for it.
+  for (const char* key : {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"}) env.erase(key);
   auto set = [&env](const char* key, const std::string& value) { env[key] = value; };
   auto num = [](int v) { return std::to_string(v); };
   set("LOCAL_RANK", num(attempt.virtual_local_rank ? 0 : placement.local_rank));

@@ -44,7 +44,8 @@ EnvMap current_environment();
 
 // `base` plus the torchrun worker variables for `placement`, with `error_file` as
 // TORCHELASTIC_ERROR_FILE. What the user set stays: TORCH_NCCL_ASYNC_ERROR_HANDLING (and the
-// legacy name) only get torchrun's default 1 when unset. Pure: no I/O.
+// legacy name) only get torchrun's default 1 when unset. The service manager's NOTIFY_SOCKET,
+// WATCHDOG_USEC and WATCHDOG_PID never reach a worker. Pure: no I/O.
 EnvMap build_worker_env(const EnvMap& base, const AttemptContext& attempt,
                         const WorkerPlacement& placement, const std::string& error_file);
 

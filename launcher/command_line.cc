@@ -14,6 +14,7 @@
 #include "agent/worker_env.h"
 #include "launcher/job_config.h"
 #include "launcher/python_torch.h"
+#include "launcher/slurm_env.h"
 #include "launcher/value_parsers.h"
 #include "rendezvous/rdzv_conf.h"
 
@@ -50,6 +51,7 @@ struct RawFlags {
   std::string local_addr;
   double shutdown_timeout = 30;  // seconds
   std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+  std::string signals_to_forward;     // none; SIGUSR1,SIGUSR2 under SLURM (slurm_env.h)
   double exit_barrier_timeout = 300;  // seconds (ddprun's flag; torchrun's is not on its CLI)
   // torchrun 2.x flags.
   bool virtual_local_rank = false;
@@ -163,6 +165,9 @@ void declare_flags(CLI::App& app, RawFlags& f) {
   add_option(app, f.local_addr, "local_addr", "Address this node advertises");
   add_option(app, f.shutdown_timeout, "shutdown_timeout", "Seconds between SIGTERM and SIGKILL");
   add_option(app, f.signals_to_handle, "signals_to_handle", "Signals forwarded to workers");
+  add_option(app, f.signals_to_forward, "signals_to_forward",
+             "Signals forwarded to workers without ending the job (under SLURM: "
+             "SIGUSR1,SIGUSR2)");
   add_flag(app, f.virtual_local_rank, "virtual_local_rank",
            "LOCAL_RANK=0 for every worker, each seeing only its own GPU");
   add_option(app, f.duplicate_stdout_filters, "duplicate_stdout_filters",
@@ -260,6 +265,10 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
     return usage_error(e.what());
   }
   LaunchConfig config;
+  // Settings no layer above gave, from srun's environment (below the file, above defaults).
+  auto slurm = apply_slurm_layer(app, from_file.keys, agent::current_environment());
+  if (!slurm) return usage_error(slurm.status().message());
+  if (*slurm) config.notes.push_back(**slurm);
   for (const auto& [key, value] : from_file.env) config.agent.extra_env[key] = value;
   std::vector<std::string> entry = app.remaining();
   if (entry.empty()) entry = from_file.entry_point;  // the command line's script wins
@@ -360,6 +369,16 @@ Status validate_values(const RawFlags& f, LaunchConfig& config) {
   if (!filter) return filter.status();
   auto signals = parse_signal_list(f.signals_to_handle);
   if (!signals) return signals.status();
+  auto forwarded = parse_signal_list(f.signals_to_forward, "--signals_to_forward");
+  if (!forwarded) return forwarded.status();
+  for (int signo : *forwarded) {
+    if (std::find(signals->begin(), signals->end(), signo) != signals->end()) {
+      return Status::invalid_argument(agent::signal_name(signo) +
+                                      " is in both --signals_to_handle (ends the job) and "
+                                      "--signals_to_forward (does not): choose one");
+    }
+  }
+  config.signals_to_forward = *forwarded;
   if (f.shutdown_timeout < 0) return Status::error("--shutdown_timeout must be >= 0 seconds");
   if (f.monitor_interval < 0) return Status::error("--monitor_interval must be >= 0 seconds");
   if (f.master_port < -1 || f.master_port > 65535) {

@@ -76,6 +76,7 @@ const std::vector<ConfigKey>& job_config_schema() {
       {"local_addr", T::kString, {}},
       {"shutdown_timeout", T::kNumber, in_range(0, 1e9)},
       {"signals_to_handle", T::kList, {}},
+      {"signals_to_forward", T::kList, {}},
       {"exit_barrier_timeout", T::kNumber, in_range(0, 1e9)},
       {"virtual_local_rank", T::kBool, {}},
       {"duplicate_stdout_filters", T::kList, {}},
@@ -100,6 +101,7 @@ Result<JobConfigExtras> apply_job_config(const std::string& path, CLI::App& app)
   if (!values) return values.status();
   JobConfigExtras extras;
   for (const ConfigValue& v : *values) {
+    extras.keys.insert(v.key);
     auto fail = [&](const std::string& why) {
       return Status::invalid_argument(fmt::format("{}: key '{}': {}", v.where, v.key, why));
     };
@@ -121,8 +123,8 @@ Result<JobConfigExtras> apply_job_config(const std::string& path, CLI::App& app)
       if (Status s = parse_rank_list("local_ranks_filter", text).status(); !s) {
         return fail(s.message());
       }
-    } else if (v.key == "signals_to_handle") {
-      if (Status s = parse_signal_list(text).status(); !s) return fail(s.message());
+    } else if (v.key == "signals_to_handle" || v.key == "signals_to_forward") {
+      if (Status s = parse_signal_list(text, v.key).status(); !s) return fail(s.message());
     } else if (v.key == "rdzv_conf") {
       if (Status s = rdzv::parse_rdzv_conf(text).status(); !s) return fail(s.message());
     }

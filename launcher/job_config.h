@@ -11,6 +11,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ namespace ddprun::launcher {
 struct JobConfigExtras {
   std::vector<std::string> entry_point;    // training_script, then training_script_args
   std::map<std::string, std::string> env;  // extra environment for every worker
+  std::set<std::string> keys;              // every key the file set (for the SLURM layer)
 };
 
 // The keys a job file may hold.

@@ -56,7 +56,11 @@ struct LaunchConfig {
   // the job starts (run_job.cc).
   std::optional<agent::NumaMode> numa_binding;
   MetricsSettings metrics;
+  // --signals_to_forward: signals forwarded to every running worker group without ending the
+  // job (agent/signal_forwarder.h). Default none; SIGUSR1,SIGUSR2 under SLURM.
+  std::vector<int> signals_to_forward;
   std::vector<std::string> warnings;  // printed before the job starts
+  std::vector<std::string> notes;     // printed at info level before the job starts
 };
 
 }  // namespace ddprun::launcher

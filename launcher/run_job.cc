@@ -15,6 +15,7 @@
 #include "agent/local_coordinator.h"
 #include "agent/process_launcher.h"
 #include "agent/rendezvous_coordinator.h"
+#include "launcher/agent_watchers.h"
 #include "launcher/metrics_service.h"
 #include "rendezvous/server.h"
 
@@ -67,6 +68,7 @@ agent::AgentOptions agent_options(const LaunchConfig& config) {
 int run_static(const LaunchConfig& config) {
   boost::asio::io_context io(1);
   agent::PosixProcessLauncher launcher(io);
+  AgentWatchers watchers(io, launcher, config);
   agent::LocalCoordinator coordinator(io, config.job, config.rendezvous.node_rank.value_or(0));
   agent::Agent node_agent(agent_options(config), io, launcher, coordinator,
                           SystemClock::instance());
@@ -75,6 +77,7 @@ int run_static(const LaunchConfig& config) {
     spdlog::error("{}", metrics.error_message());
     return 1;
   }
+  watchers.attach(node_agent);
   return node_agent.run();
 }
 
@@ -89,11 +92,28 @@ bool is_ip_literal(const std::string& text) {
   return !ec;
 }
 
-rdzv::ClientOptions client_options(const RendezvousSettings& r, uint16_t server_port) {
+rdzv::ClientOptions client_options(const RendezvousSettings& r, uint16_t server_port,
+                                   std::shared_ptr<const rdzv::ClientCredentials> credentials) {
   rdzv::ClientOptions o =
       rdzv::ClientOptions::from_conf(r.conf, r.endpoint_host, server_port, r.job_id);
   if (is_ip_literal(r.local_addr)) o.local_address = r.local_addr;
+  o.credentials = std::move(credentials);
   return o;
+}
+
+// The hosted server's options: the agent's own token and TLS files guard it.
+Result<rdzv::ServerOptions> hosted_server_options(const RendezvousSettings& r) {
+  rdzv::ServerOptions options;
+  const rdzv::ServerCredentialFiles files = rdzv::embedded_server_files(r.conf);
+  if (!r.conf.tls_ca_file.empty() && files.tls.cert_file.empty()) {
+    return Status::invalid_argument(
+        "--rdzv_conf: this agent hosts the rendezvous server, which serves TLS: give it "
+        "tls_cert_file and tls_key_file (the server's certificate), or is_host=0");
+  }
+  auto credentials = rdzv::load_server_credentials(files);
+  if (!credentials) return credentials.status().with_context("--rdzv_conf");
+  options.credentials = std::move(*credentials);
+  return options;
 }
 
 agent::RendezvousCoordinatorOptions coordinator_options(const LaunchConfig& config,
@@ -132,10 +152,20 @@ bool may_host(const RendezvousSettings& r) {
 int run_with_rendezvous_server(const LaunchConfig& config) {
   const RendezvousSettings& r = config.rendezvous;
   boost::asio::io_context io(1);
+  auto credentials = rdzv::load_client_credentials(r.conf);
+  if (!credentials) {
+    spdlog::error("{}", credentials.error_message());
+    return 2;
+  }
   std::optional<rdzv::RendezvousServer> server;
   uint16_t port = r.endpoint_port;
   if (may_host(r)) {
-    server.emplace(io, rdzv::ServerOptions{});
+    auto hosted = hosted_server_options(r);
+    if (!hosted) {
+      spdlog::error("{}", hosted.error_message());
+      return 2;
+    }
+    server.emplace(io, std::move(*hosted));
     Status listening = server->listen(r.endpoint_host, r.endpoint_port);
     if (listening) {
       port = server->port();
@@ -148,7 +178,10 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
     }
   }
   agent::PosixProcessLauncher launcher(io);
-  rdzv::TcpRendezvousClient client(io, client_options(r, port));
+  AgentWatchers watchers(io, launcher, config);
+  rdzv::TcpRendezvousClient client(
+      io, client_options(r, port,
+                         std::make_shared<const rdzv::ClientCredentials>(std::move(*credentials))));
   agent::RendezvousCoordinator coordinator(coordinator_options(config, port), client);
   int exit_code = 0;
   {
@@ -160,6 +193,7 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
       spdlog::error("{}", metrics.error_message());
       return 1;
     }
+    watchers.attach(node_agent);
     exit_code = node_agent.run();
   }
   // Leave cleanly and let a hosted server deliver its last decisions before it goes.
@@ -179,6 +213,7 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
 
 int run_job(const LaunchConfig& input) {
   for (const auto& warning : input.warnings) spdlog::warn("{}", warning);
+  for (const auto& note : input.notes) spdlog::info("{}", note);
   LaunchConfig config = input;
   if (config.numa_binding) {
     auto cpus = numa_cpu_binding(*config.numa_binding, config.agent.nproc_per_node);

@@ -106,12 +106,12 @@ Result<std::vector<int>> parse_rank_list(const std::string& flag, const std::str
   return ranks;
 }
 
-Result<std::vector<int>> parse_signal_list(const std::string& text) {
+Result<std::vector<int>> parse_signal_list(const std::string& text, const std::string& flag) {
   std::vector<int> signals;
   for (const auto& name : split(text, ',')) {
     int signo = agent::signal_from_name(name);
     if (signo == 0 || signo == SIGKILL || signo == SIGSTOP || signo == SIGCHLD) {
-      return Status::error("--signals_to_handle: '" + name + "' is not a signal ddprun can handle");
+      return Status::error(flag + ": '" + name + "' is not a signal ddprun can handle");
     }
     signals.push_back(signo);
   }

@@ -84,6 +84,7 @@ ConnectOptions Channel::connect_options(Millis deadline) const {
   c.max_backoff = options_.max_backoff;
   c.jitter = options_.jitter;
   c.limits = options_.limits;
+  c.credentials = options_.credentials;
   return c;
 }
 
@@ -112,8 +113,8 @@ void Channel::connect(std::function<void(Status)> done) {
       LogCoroutineEnd{"rendezvous client connect"});
 }
 
-void Channel::start_connection(tcp::socket socket) {
-  socket_.emplace(std::move(socket));
+void Channel::start_connection(Stream stream) {
+  socket_.emplace(std::move(stream));
   const uint64_t generation = ++generation_;
   last_rx_ = std::chrono::steady_clock::now();
   auto self = shared_from_this();
@@ -233,9 +234,7 @@ void Channel::fail_all_requests(const std::string& why) {
 void Channel::drop_socket() {
   ++generation_;  // the old connection's coroutines see they are stale and stop
   if (socket_) {
-    boost::system::error_code ignored;
-    socket_->shutdown(tcp::socket::shutdown_both, ignored);
-    socket_->close(ignored);
+    socket_->close();
     socket_.reset();
   }
   ticker_.cancel();

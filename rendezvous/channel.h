@@ -67,6 +67,8 @@ struct ClientOptions {
   // 60 s (torchrun's read_timeout).
   Millis request_timeout{60'000};
   CodecLimits limits;
+  // Token and TLS (security/credentials.h); null = neither.
+  std::shared_ptr<const ClientCredentials> credentials;
 
   // Timeouts from --rdzv_conf: connect_timeout = join_timeout, attempt_timeout =
   // min(read_timeout, 10 s), request_timeout = read_timeout, keep_alive_interval,
@@ -134,7 +136,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   };
 
   ConnectOptions connect_options(Millis deadline) const;
-  void start_connection(boost::asio::ip::tcp::socket socket);
+  void start_connection(Stream stream);
   boost::asio::awaitable<void> read_loop(uint64_t generation);
   boost::asio::awaitable<void> write_loop(uint64_t generation);
   boost::asio::awaitable<void> reconnect(std::optional<ClientMessage> resume, uint32_t resume_id);
@@ -155,7 +157,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   std::mt19937_64 rng_;
   std::shared_ptr<bool> stop_ = std::make_shared<bool>(false);  // ends connect retries
   State state_ = State::kIdle;
-  std::optional<boost::asio::ip::tcp::socket> socket_;
+  std::optional<Stream> socket_;
   uint64_t generation_ = 0;  // connection generation: coroutines of an older one do nothing
   SteadyTime last_rx_;
   boost::asio::steady_timer ticker_;  // heartbeats, and the silence check

@@ -23,6 +23,7 @@ enum Type : uint8_t {
   kProgress = 0x08,
   kProgressQuery = 0x09,
   kStatusQuery = 0x0a,
+  kAuthProof = 0x0b,
   kHelloAck = 0x81,
   kReply = 0x82,
   kRoundAssigned = 0x83,
@@ -32,6 +33,7 @@ enum Type : uint8_t {
   kHeartbeatAck = 0x87,
   kError = 0x88,
   kStatusReport = 0x89,
+  kAuthChallenge = 0x8a,
 };
 
 // The fewest bytes one entry of a StatusReport's lists takes on the wire: a count is checked
@@ -53,7 +55,7 @@ void put(ByteWriter& w, const JobOptions& o) {
   w.u8(o.agent_store ? 1 : 0);
 }
 void put(ByteWriter& w, const Hello& m) {
-  w.u8(kHello), w.u32(m.magic), w.u16(m.version), w.str(m.job_id);
+  w.u8(kHello), w.u32(m.magic), w.u16(m.version), w.str(m.job_id), w.str(m.client_nonce);
 }
 void put(ByteWriter& w, const JoinMsg& m) {
   w.u8(kJoin), w.u32(m.request_id), put(w, m.node), put(w, m.job);
@@ -83,9 +85,13 @@ void put(ByteWriter& w, const ProgressMsg& m) {
 }
 void put(ByteWriter& w, const ProgressQueryMsg& m) { w.u8(kProgressQuery), w.u32(m.request_id); }
 void put(ByteWriter& w, const StatusQuery& m) {
-  w.u8(kStatusQuery), w.u32(m.magic), w.u16(m.version);
+  w.u8(kStatusQuery), w.u32(m.magic), w.u16(m.version), w.str(m.client_nonce);
 }
+void put(ByteWriter& w, const AuthProofMsg& m) { w.u8(kAuthProof), w.str(m.proof); }
 void put(ByteWriter& w, const HelloAck& m) { w.u8(kHelloAck), w.u16(m.version); }
+void put(ByteWriter& w, const AuthChallenge& m) {
+  w.u8(kAuthChallenge), w.str(m.server_nonce), w.str(m.server_proof);
+}
 void put(ByteWriter& w, const Reply& m) {
   w.u8(kReply), w.u32(m.request_id), w.u8(m.ok ? 1 : 0), w.str(m.error), w.i64(m.integer);
   w.str(m.payload);
@@ -134,8 +140,17 @@ std::string encode_variant(const Variant& message) {
 }
 
 // Decoders: fill the struct from the reader; the caller checks r.at_end().
+// Nonces and proofs are 32 bytes (security/challenge.h); anything longer is refused unread.
+constexpr size_t kMaxAuthFieldBytes = 64;
 bool get(ByteReader& r, const CodecLimits& l, Hello& m) {
-  return r.u32(m.magic) && r.u16(m.version) && r.str(m.job_id, l.max_string_bytes);
+  return r.u32(m.magic) && r.u16(m.version) && r.str(m.job_id, l.max_string_bytes) &&
+         r.str(m.client_nonce, kMaxAuthFieldBytes);
+}
+bool get(ByteReader& r, const CodecLimits&, AuthProofMsg& m) {
+  return r.str(m.proof, kMaxAuthFieldBytes);
+}
+bool get(ByteReader& r, const CodecLimits&, AuthChallenge& m) {
+  return r.str(m.server_nonce, kMaxAuthFieldBytes) && r.str(m.server_proof, kMaxAuthFieldBytes);
 }
 bool get(ByteReader& r, const CodecLimits& l, NodeInfo& n) {
   int32_t hint = -1;
@@ -194,7 +209,7 @@ bool get(ByteReader& r, const CodecLimits& l, ProgressMsg& m) {
 }
 bool get(ByteReader& r, const CodecLimits&, ProgressQueryMsg& m) { return r.u32(m.request_id); }
 bool get(ByteReader& r, const CodecLimits&, StatusQuery& m) {
-  return r.u32(m.magic) && r.u16(m.version);
+  return r.u32(m.magic) && r.u16(m.version) && r.str(m.client_nonce, kMaxAuthFieldBytes);
 }
 bool get(ByteReader& r, const CodecLimits&, HelloAck& m) { return r.u16(m.version); }
 bool get(ByteReader& r, const CodecLimits& l, Reply& m) {
@@ -376,6 +391,8 @@ Result<ClientMessage> decode_client_message(std::span<const uint8_t> body,
       return finish<V>(r, limits, ProgressQueryMsg{}, "ProgressQuery");
     case kStatusQuery:
       return finish<V>(r, limits, StatusQuery{}, "StatusQuery");
+    case kAuthProof:
+      return finish<V>(r, limits, AuthProofMsg{}, "AuthProof");
     default:
       break;
   }
@@ -407,6 +424,8 @@ Result<ServerMessage> decode_server_message(std::span<const uint8_t> body,
       return finish<V>(r, limits, ErrorMsg{}, "Error");
     case kStatusReport:
       return finish<V>(r, limits, StatusReport{}, "StatusReport");
+    case kAuthChallenge:
+      return finish<V>(r, limits, AuthChallenge{}, "AuthChallenge");
     default:
       break;
   }
@@ -467,9 +486,9 @@ Result<std::vector<NodeProgress>> decode_job_progress(std::string_view payload,
 }
 
 const char* message_name(const ClientMessage& message) {
-  static constexpr const char* kNames[] = {"Hello",         "Join",          "Resume", "Heartbeat",
-                                           "ReportFailure", "ReportSuccess", "Leave",  "Progress",
-                                           "ProgressQuery", "StatusQuery"};
+  static constexpr const char* kNames[] = {
+      "Hello", "Join",     "Resume",        "Heartbeat",   "ReportFailure", "ReportSuccess",
+      "Leave", "Progress", "ProgressQuery", "StatusQuery", "AuthProof"};
   static_assert(std::size(kNames) == std::variant_size_v<ClientMessage>);
   return kNames[message.index()];
 }

@@ -1,5 +1,6 @@
 #include "rendezvous/connector.h"
 
+#include <functional>
 #include <optional>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include "rendezvous/client_handshake.h"
 #include "rendezvous/frame_io.h"
 
 namespace ddprun::rdzv {
@@ -24,19 +26,22 @@ struct AttemptError {
 
 // Resolve, bind, connect and handshake once, within `budget`. A timer closes the socket (and
 // cancels the resolver) when the budget runs out, which aborts whatever is pending.
-asio::awaitable<Result<tcp::socket>> attempt(asio::any_io_executor ex, const ConnectOptions& o,
-                                             Millis budget, bool& permanent) {
+asio::awaitable<Result<Stream>> attempt(asio::any_io_executor ex, const ConnectOptions& o,
+                                        Millis budget, bool& permanent) {
   tcp::resolver resolver(ex);
   tcp::socket socket(ex);
   asio::steady_timer timer(ex);
   bool timed_out = false;
+  std::function<void()> closer = [&socket] {
+    boost::system::error_code ignored;
+    socket.close(ignored);
+  };
   timer.expires_after(budget);
   timer.async_wait([&](const boost::system::error_code& ec) {
     if (ec) return;
     timed_out = true;
     resolver.cancel();
-    boost::system::error_code ignored;
-    socket.close(ignored);
+    closer();
   });
   auto fail = [&](const std::string& step, const boost::system::error_code& ec) {
     timer.cancel();
@@ -74,25 +79,21 @@ asio::awaitable<Result<tcp::socket>> attempt(asio::any_io_executor ex, const Con
   }
   if (ec) co_return fail("connect", ec);
   configure_socket(socket);
-  const std::string hello =
-      encode_frame(ClientMessage(Hello{kProtocolMagic, kProtocolVersion, o.job_id}));
-  co_await asio::async_write(socket, asio::buffer(hello),
-                             asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return fail("handshake", ec);
-  std::vector<uint8_t> body;
-  Status read = co_await read_frame(socket, o.limits, body);
+  const ClientCredentials none;
+  const ClientCredentials& credentials = o.credentials ? *o.credentials : none;
+  Stream stream =
+      credentials.tls ? Stream(std::move(socket), credentials.tls) : Stream(std::move(socket));
+  // The timer closes `socket`, which is now the stream's: point it there.
+  closer = [&stream] { stream.close(); };
+  const std::string server_name =
+      credentials.tls_server_name.empty() ? o.host : credentials.tls_server_name;
+  Status shaken = co_await client_handshake(stream, o.job_id, credentials, server_name, o.limits);
   timer.cancel();
-  if (!read)
-    co_return Status::error(timed_out ? "handshake timed out" : "handshake: " + read.message());
-  auto reply = decode_server_message(body, o.limits);
-  if (reply && std::holds_alternative<HelloAck>(*reply)) co_return std::move(socket);
-  permanent = true;
-  if (reply && std::holds_alternative<ErrorMsg>(*reply)) {
-    co_return Status::error("server refused the handshake: " + std::get<ErrorMsg>(*reply).message);
-  }
-  co_return Status::error(
-      "handshake: the server did not answer with HelloAck; is this a "
-      "ddprun rendezvous endpoint?");
+  if (shaken) co_return std::move(stream);
+  permanent = shaken.is_refused();
+  if (timed_out)
+    co_return Status::error(fmt::format("handshake timed out after {} ms", budget.count()));
+  co_return shaken;
 }
 
 // "3× connect: Connection refused (attempts 1-3); 1× connect timed out ... (attempt 4)".
@@ -114,9 +115,9 @@ std::string summarize(const std::vector<std::string>& errors) {
 
 }  // namespace
 
-asio::awaitable<Result<tcp::socket>> connect_with_backoff(asio::any_io_executor ex,
-                                                          ConnectOptions o, std::mt19937_64& rng,
-                                                          std::shared_ptr<const bool> stop) {
+asio::awaitable<Result<Stream>> connect_with_backoff(asio::any_io_executor ex, ConnectOptions o,
+                                                     std::mt19937_64& rng,
+                                                     std::shared_ptr<const bool> stop) {
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + o.deadline;
   std::vector<std::string> errors;
@@ -134,9 +135,14 @@ asio::awaitable<Result<tcp::socket>> connect_with_backoff(asio::any_io_executor 
     const auto now = std::chrono::steady_clock::now();
     std::uniform_real_distribution<double> jitter(1.0 - o.jitter, 1.0 + o.jitter);
     const auto wait = Millis(static_cast<int64_t>(backoff.count() * jitter(rng)));
-    if (permanent || now + wait >= deadline) {
+    if (permanent) {
+      // Said once, not as an attempt count: retrying a refusal cannot help.
+      co_return Status::refused(
+          fmt::format("rendezvous server at {}:{}: {}", o.host, o.port, socket.error_message()));
+    }
+    if (now + wait >= deadline) {
       co_return Status::error(
-          permanent ? ErrorKind::kRefused : ErrorKind::kUnavailable,
+          ErrorKind::kUnavailable,
           fmt::format(
               "could not reach the rendezvous server at {}:{} within {} ms ({} attempts): {}",
               o.host, o.port, std::chrono::duration_cast<Millis>(now - start).count(),

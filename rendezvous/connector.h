@@ -1,5 +1,6 @@
 // Connecting to a rendezvous server: deadline, exponential backoff with jitter, every
-// attempt's error kept for the final message, then the Hello/HelloAck handshake.
+// attempt's error kept for the final message, then the handshake (client_handshake.h: TLS,
+// Hello, the token's challenge-response).
 //
 // Agents start in any order, so "connection refused" is expected until the host node's server
 // is up; the backoff keeps thousands of agents from hammering it in lockstep.
@@ -18,6 +19,8 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "rendezvous/codec.h"
+#include "rendezvous/security/credentials.h"
+#include "rendezvous/stream.h"
 
 namespace ddprun::rdzv {
 
@@ -38,15 +41,19 @@ struct ConnectOptions {
   Millis max_backoff{3'000};
   double jitter = 0.5;
   CodecLimits limits;
+  // Token and TLS; null = neither (plain TCP, no token).
+  std::shared_ptr<const ClientCredentials> credentials;
 };
 
-// Connects and completes the handshake. A server that answers Hello with an Error (wrong
-// protocol version) is a permanent failure and not retried. The error of a failed connect
+// Connects and completes the handshake. A refused handshake (kRefused: a wrong or missing
+// token, a rejected certificate, a server that answers Hello with an Error) is a permanent
+// failure, not retried, and its error keeps kind kRefused. The error of a failed connect
 // says where it tried, how long, how many attempts, and what each kind of attempt hit.
 // `stop` (may be null) is checked between attempts: a caller that closes stops the retries
 // within one attempt or backoff.
-boost::asio::awaitable<Result<boost::asio::ip::tcp::socket>> connect_with_backoff(
-    boost::asio::any_io_executor executor, ConnectOptions options, std::mt19937_64& rng,
-    std::shared_ptr<const bool> stop);
+boost::asio::awaitable<Result<Stream>> connect_with_backoff(boost::asio::any_io_executor executor,
+                                                            ConnectOptions options,
+                                                            std::mt19937_64& rng,
+                                                            std::shared_ptr<const bool> stop);
 
 }  // namespace ddprun::rdzv

@@ -4,6 +4,13 @@
 //
 // Prints "listening on <host>:<port>" as its first stdout line (so --port 0 is usable from
 // scripts and tests). SIGTERM/SIGINT start the two-stage shutdown; a second signal ends it now.
+// As a systemd Type=notify service (NOTIFY_SOCKET set): READY=1 once it listens, a STATUS=
+// line with its jobs and connections, WATCHDOG=1 from the event loop, STOPPING=1 at shutdown.
+//
+// --state-dir DIR makes it durable (rendezvous/state, docs/rendezvous.md): every decision is
+// committed to DIR/rendezvous.db before a client hears of it, and a daemon started again on the
+// same directory carries on the jobs it finds there. Exit codes: 0 after a shutdown, 1 when it
+// cannot listen, 2 for bad flags or a state it refuses to use, 3 when a save failed.
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -17,9 +24,14 @@
 
 #include "common/config_file.h"
 #include "common/logging.h"
+#include "common/periodic_status.h"
+#include "common/service_watchdog.h"
+#include "common/systemd_notifier.h"
+#include "rendezvous/daemon_security.h"
 #include "rendezvous/rdzv_conf.h"
 #include "rendezvous/server.h"
 #include "rendezvous/server_metrics.h"
+#include "rendezvous/state/state_store.h"
 #include "rendezvous/status_command.h"
 
 namespace {
@@ -32,6 +44,9 @@ struct DaemonFlags {
   std::string shutdown_grace = "2";
   int metrics_port = -1;  // -1: no metrics endpoint
   std::string metrics_addr = "127.0.0.1";
+  ddprun::rdzv::DaemonSecurityFlags security;
+  std::string state_dir;
+  std::string state;
 };
 
 void declare_daemon_flags(CLI::App& app, DaemonFlags& flags) {
@@ -56,6 +71,12 @@ void declare_daemon_flags(CLI::App& app, DaemonFlags& flags) {
                  "Address of the metrics endpoint; anything but loopback exposes job "
                  "information to the network")
       ->capture_default_str();
+  ddprun::rdzv::declare_security_flags(app, flags.security);
+  app.add_option("--state-dir", flags.state_dir,
+                 "Keep the jobs' state in DIR/rendezvous.db (SQLite) so that a restarted daemon "
+                 "resumes them (default: memory only)");
+  app.add_option("--state", flags.state,
+                 "State store as a spec: DIR, sqlite:DIR or memory: (overrides --state-dir)");
 }
 
 // The keys of `ddp-rendezvous --config daemon.yaml`: the flags' names, with underscores.
@@ -64,23 +85,34 @@ const std::vector<ddprun::ConfigKey>& daemon_config_schema() {
   auto duration = [](const std::string& text) -> ddprun::Status {
     return ddprun::rdzv::parse_duration(text).status();
   };
-  static const std::vector<ddprun::ConfigKey> schema = {
-      {"host", T::kString, {}},
-      {"port", T::kInteger, ddprun::in_range(0, 65535)},
-      {"log_level", T::kString, ddprun::one_of({"trace", "debug", "info", "warn", "error", "off"})},
-      {"idle_timeout", T::kScalar, duration},
-      {"shutdown_grace", T::kScalar, duration},
-      {"metrics_port", T::kInteger, ddprun::in_range(0, 65535)},
-      {"metrics_addr", T::kString, {}},
-  };
+  static const std::vector<ddprun::ConfigKey> schema = [&] {
+    std::vector<ddprun::ConfigKey> keys = {
+        {"host", T::kString, {}},
+        {"port", T::kInteger, ddprun::in_range(0, 65535)},
+        {"log_level", T::kString,
+         ddprun::one_of({"trace", "debug", "info", "warn", "error", "off"})},
+        {"idle_timeout", T::kScalar, duration},
+        {"shutdown_grace", T::kScalar, duration},
+        {"state_dir", T::kString, {}},
+        {"state", T::kString, {}},
+        {"metrics_port", T::kInteger, ddprun::in_range(0, 65535)},
+        {"metrics_addr", T::kString, {}},
+    };
+    for (auto& key : ddprun::rdzv::security_config_keys()) keys.push_back(std::move(key));
+    return keys;
+  }();
   return schema;
 }
 
 // Makes the file's settings the defaults of `app`'s options: the command line still wins.
-ddprun::Status apply_daemon_config(const std::string& path, CLI::App& app) {
+ddprun::Status apply_daemon_config(const std::string& path, CLI::App& app, DaemonFlags& flags) {
   auto values = ddprun::load_config_file(path, daemon_config_schema());
   if (!values) return values.status();
   for (const auto& v : *values) {
+    if (v.key == "tokens") {  // a map of job → token file: no single flag takes it
+      flags.security.file_job_tokens = v.map;
+      continue;
+    }
     std::string flag = "--" + v.key;
     std::replace(flag.begin(), flag.end(), '_', '-');
     try {
@@ -106,6 +138,33 @@ std::string find_config_path(int argc, char** argv, DaemonFlags scratch) {
   return path;
 }
 
+// How often the STATUS= line is brought up to date (sent only when it changed).
+constexpr std::chrono::seconds kStatusRefresh{2};
+
+std::string status_line(const std::string& host, const ddprun::rdzv::RendezvousServer& server) {
+  const ddprun::rdzv::ServerStats stats = server.stats();
+  return fmt::format("listening on {}:{}; {} job{}, {} connection{} ({} accepted since start)",
+                     host, server.port(), stats.jobs, stats.jobs == 1 ? "" : "s", stats.connections,
+                     stats.connections == 1 ? "" : "s", stats.totals.accepted);
+}
+
+// The store the flags name, or nullptr without one. Errors are printed; the exit code is 2.
+ddprun::Result<std::unique_ptr<ddprun::rdzv::state::StateStore>> open_store(
+    boost::asio::io_context& io, const DaemonFlags& flags) {
+  using namespace ddprun::rdzv::state;
+  std::string spec = flags.state;
+  if (spec.empty() && !flags.state_dir.empty()) spec = "sqlite:" + flags.state_dir;
+  if (spec.empty()) return std::unique_ptr<StateStore>();
+  auto parsed = parse_state_spec(spec);
+  if (!parsed) return parsed.status();
+  if (parsed->kind == StateSpec::Kind::kEtcd) {
+    return ddprun::Status::invalid_argument(
+        "--state etcd://... is not supported by this build of ddp-rendezvous yet; use "
+        "--state-dir DIR");
+  }
+  return open_state_store(io, *parsed);
+}
+
 int run(const DaemonFlags& flags) {
   using namespace ddprun;
   rdzv::ServerOptions options;
@@ -117,12 +176,33 @@ int run(const DaemonFlags& flags) {
   }
   options.idle_timeout = *idle;
   options.shutdown_grace = *grace;
+  if (Status s = rdzv::apply_security(flags.security, flags.host, options); !s) {
+    spdlog::error("{}", s.message());
+    return 2;
+  }
 
   boost::asio::io_context io;
   // Caught from before the "listening" line: a SIGTERM right after it must still shut down
   // gracefully (the handlers run once the loop does).
   boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+  auto store = open_store(io, flags);  // before the server: it must outlive it
+  if (!store) {
+    spdlog::error("{}", store.error_message());
+    return 2;
+  }
   rdzv::RendezvousServer server(io, options);
+  int exit_code = 0;
+  if (*store) {
+    Status restored = server.restore_state(**store, [&](const Status&) {
+      exit_code = 3;  // agents reconnect to the daemon started in our place
+      io.stop();
+    });
+    if (!restored) {
+      spdlog::error("{}", restored.message());
+      return 2;
+    }
+    spdlog::info("state: {}", (*store)->describe());
+  }
   if (Status s = server.listen(flags.host, flags.port); !s) {
     spdlog::error("{}", s.message());
     return 1;
@@ -141,6 +221,12 @@ int run(const DaemonFlags& flags) {
   }
   std::printf("listening on %s:%u\n", flags.host.c_str(), static_cast<unsigned>(server.port()));
   std::fflush(stdout);
+  auto notifier = make_service_notifier();
+  ServiceWatchdog watchdog(io, *notifier);
+  PeriodicStatus status(io, *notifier, kStatusRefresh,
+                        [&] { return status_line(flags.host, server); });
+  status.start(/*with_ready=*/true);
+  watchdog.start();
 
   int signals_seen = 0;
   std::function<void(const boost::system::error_code&, int)> on_signal =
@@ -152,6 +238,9 @@ int run(const DaemonFlags& flags) {
           return;
         }
         spdlog::info("signal {}: shutting down", signo);
+        status.stop();
+        watchdog.stop();
+        notifier->stopping();
         server.shutdown([&] {
           signals.cancel();
           io.stop();
@@ -160,7 +249,7 @@ int run(const DaemonFlags& flags) {
       };
   signals.async_wait(on_signal);
   io.run();
-  return 0;
+  return exit_code;
 }
 
 }  // namespace
@@ -174,7 +263,7 @@ int main(int argc, char** argv) {
                  "YAML file of settings (flag names as keys, with underscores); the command "
                  "line overrides it");
   if (const std::string path = find_config_path(argc, argv, flags); !path.empty()) {
-    if (ddprun::Status s = apply_daemon_config(path, app); !s) {
+    if (ddprun::Status s = apply_daemon_config(path, app, flags); !s) {
       std::fprintf(stderr, "ddp-rendezvous: error: %s\n", s.message().c_str());
       return 2;
     }
@@ -185,6 +274,16 @@ int main(int argc, char** argv) {
   status_command->add_option("--endpoint", status.endpoint, "The daemon's host:port")
       ->capture_default_str();
   status_command->add_flag("--json", status.json, "Print JSON instead of a table");
+  status_command->add_option("--token-file", status.token_file,
+                             "The daemon's token (its --token-file), when it requires one");
+  status_command->add_option("--tls-ca", status.tls_ca,
+                             "CA bundle that signed the daemon's TLS certificate (TLS daemons)");
+  status_command->add_option("--tls-cert", status.tls_cert,
+                             "This client's certificate, for a daemon that requires one");
+  status_command->add_option("--tls-key", status.tls_key, "The key of --tls-cert");
+  status_command->add_option("--tls-server-name", status.tls_server_name,
+                             "The name the daemon's certificate carries (default: the "
+                             "endpoint's host)");
   CLI11_PARSE(app, argc, argv);
   if (status_command->parsed()) return ddprun::rdzv::run_status_command(status, stdout, stderr);
 

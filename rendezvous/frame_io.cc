@@ -5,28 +5,32 @@
 #include <array>
 
 #include <spdlog/spdlog.h>
-#include <boost/asio/read.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 namespace ddprun::rdzv {
 
-asio::awaitable<Status> read_frame(tcp::socket& socket, const CodecLimits& limits,
+namespace {
+Status read_error(const boost::system::error_code& ec, const char* eof_message) {
+  if (ec.category() == asio::error::get_ssl_category()) {
+    return Status::refused("TLS: " + ec.message());
+  }
+  return Status::closed(ec == asio::error::eof ? eof_message : ec.message());
+}
+}  // namespace
+
+asio::awaitable<Status> read_frame(Stream& stream, const CodecLimits& limits,
                                    std::vector<uint8_t>& body) {
   boost::system::error_code ec;
   std::array<uint8_t, kFrameHeaderBytes> header{};
-  co_await asio::async_read(socket, asio::buffer(header),
-                            asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return Status::closed(ec == asio::error::eof ? "connection closed" : ec.message());
+  co_await stream.read(asio::buffer(header), ec);
+  if (ec) co_return read_error(ec, "connection closed");
   auto len = decode_frame_length(header, limits);
   if (!len) co_return len.status().with_context("bad frame header");
   body.resize(*len);  // bounded by limits.max_frame_bytes above
-  co_await asio::async_read(socket, asio::buffer(body),
-                            asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) {
-    co_return Status::closed(ec == asio::error::eof ? "connection closed in the middle of a frame"
-                                                    : ec.message());
-  }
+  co_await stream.read(asio::buffer(body), ec);
+  if (ec) co_return read_error(ec, "connection closed in the middle of a frame");
   co_return Status();
 }
 

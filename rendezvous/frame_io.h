@@ -1,5 +1,6 @@
-// Reading and writing whole frames on an Asio TCP socket, shared by the server's sessions and
-// the client. The length prefix is checked against CodecLimits before the body buffer is sized.
+// Reading and writing whole frames on a connection's Stream (plain or TLS), shared by the server's
+// sessions and the client. The length prefix is checked against CodecLimits before the body buffer
+// is sized.
 //
 // These awaitables never throw: errors come back as Status. Deadlines are the caller's (a timer
 // that closes the socket), so a stalled read ends with an "operation aborted" error.
@@ -16,6 +17,7 @@
 
 #include "common/result.h"
 #include "rendezvous/codec.h"
+#include "rendezvous/stream.h"
 
 namespace ddprun::rdzv {
 
@@ -24,8 +26,9 @@ using tcp = asio::ip::tcp;
 
 // Reads one frame body (type byte + payload) into `body`, reusing its capacity. Errors: kind
 // kMalformed for a header the limits refuse (the peer deserves an Error frame), kClosed when
-// the connection ended or the read was cancelled.
-asio::awaitable<Status> read_frame(tcp::socket& socket, const CodecLimits& limits,
+// the connection ended or the read was cancelled, kRefused when TLS failed (an alert: the
+// peer refused our certificate, or a record did not verify).
+asio::awaitable<Status> read_frame(Stream& stream, const CodecLimits& limits,
                                    std::vector<uint8_t>& body);
 
 // Marks the descriptor close-on-exec so that workers the agent spawns never inherit it.

@@ -38,8 +38,7 @@ void FrameWriter::finish_when_flushed() {
   wake_.cancel();
 }
 
-asio::awaitable<Status> FrameWriter::run(asio::ip::tcp::socket& socket,
-                                         std::function<bool()> current) {
+asio::awaitable<Status> FrameWriter::run(Stream& stream, std::function<bool()> current) {
   boost::system::error_code ec;
   std::vector<std::string> batch;
   std::vector<asio::const_buffer> buffers;
@@ -54,7 +53,7 @@ asio::awaitable<Status> FrameWriter::run(asio::ip::tcp::socket& socket,
     clear();
     buffers.clear();
     for (const auto& frame : batch) buffers.push_back(asio::buffer(frame));
-    co_await asio::async_write(socket, buffers, asio::redirect_error(asio::use_awaitable, ec));
+    co_await stream.write(buffers, ec);
     if (ec) co_return Status::closed(ec.message());
   }
   co_return Status();

@@ -19,6 +19,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "common/result.h"
+#include "rendezvous/stream.h"
 
 namespace ddprun::rdzv {
 
@@ -37,13 +38,15 @@ class FrameWriter {
   void clear();
   bool empty() const { return queue_.empty(); }
   size_t queued_bytes() const { return queued_bytes_; }
+  // Frames queued and not yet handed to the stream (a peer that does not read its replies
+  // makes this grow: the server bounds it per connection).
+  size_t queued_frames() const { return queue_.size(); }
 
-  // Writes queued frames to `socket` while `current()` holds, waiting for frames when the
+  // Writes queued frames to `stream` while `current()` holds, waiting for frames when the
   // queue is empty. Returns ok when current() turns false (checked after every wait and
   // write) or, after finish_when_flushed(), once the queue is empty; a failed write returns
   // its error (kind kClosed).
-  boost::asio::awaitable<Status> run(boost::asio::ip::tcp::socket& socket,
-                                     std::function<bool()> current);
+  boost::asio::awaitable<Status> run(Stream& stream, std::function<bool()> current);
   // The writer returns once everything queued so far has been written.
   void finish_when_flushed();
   // Wakes a waiting writer so that it re-checks current().

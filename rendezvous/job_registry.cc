@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "rendezvous/codec.h"
+#include "rendezvous/job_snapshot.h"
 
 namespace ddprun::rdzv {
 namespace {
@@ -48,8 +49,8 @@ void JobRegistry::close_connection(Job& job, Peer& peer, const std::string& node
   if (!node_id.empty() && link != job.links.end() && link->second.peer == &peer) {
     link->second.peer = nullptr;
     if (job.round) {
-      dispatch(job, job.round->detach(node_id, clock_.steady_now()));
-      after_change(job, false);
+      commit(job, nullptr, {}, std::nullopt, job.round->detach(node_id, clock_.steady_now()),
+             false);
     }
     schedule(job);
   }
@@ -86,9 +87,7 @@ void JobRegistry::join(Job& job, Peer& peer, const JoinMsg& msg, std::string& no
   Reply ok;
   ok.request_id = msg.request_id;
   ok.integer = static_cast<int64_t>(l.token);
-  peer.send(ok);
-  dispatch(job, *decisions);
-  after_change(job, false);
+  commit(job, &peer, joining, ok, std::move(*decisions), false);
 }
 
 void JobRegistry::resume(Job& job, Peer& peer, const ResumeMsg& msg, std::string& node_id) {
@@ -123,8 +122,7 @@ void JobRegistry::leave(Job& job, Peer& peer, const LeaveMsg& msg, std::string& 
   const std::string leaving = std::exchange(node_id, std::string());
   job.links.erase(leaving);
   if (!job.round) return;
-  dispatch(job, job.round->leave(leaving, clock_.steady_now()));
-  after_change(job, true);
+  commit(job, nullptr, {}, std::nullopt, job.round->leave(leaving, clock_.steady_now()), true);
 }
 
 void JobRegistry::report_failure(Job& job, Peer& peer, const ReportFailureMsg& msg,
@@ -137,9 +135,7 @@ void JobRegistry::report_failure(Job& job, Peer& peer, const ReportFailureMsg& m
   if (!decisions) return peer.send(error_reply(msg.request_id, decisions.error_message()));
   Reply ok;
   ok.request_id = msg.request_id;
-  peer.send(ok);
-  dispatch(job, *decisions);
-  after_change(job, false);
+  commit(job, &peer, node_id, ok, std::move(*decisions), false);
 }
 
 void JobRegistry::report_success(Job& job, Peer& peer, const ReportSuccessMsg& msg,
@@ -151,9 +147,7 @@ void JobRegistry::report_success(Job& job, Peer& peer, const ReportSuccessMsg& m
   if (!decisions) return peer.send(error_reply(msg.request_id, decisions.error_message()));
   Reply ok;
   ok.request_id = msg.request_id;
-  peer.send(ok);
-  dispatch(job, *decisions);
-  after_change(job, false);
+  commit(job, &peer, node_id, ok, std::move(*decisions), false);
 }
 
 void JobRegistry::progress(Job& job, const ProgressMsg& msg, const std::string& node_id) {
@@ -182,6 +176,59 @@ void JobRegistry::query_progress(Job& job, Peer& peer, const ProgressQueryMsg& m
   reply.request_id = msg.request_id;
   reply.payload = encode_job_progress(nodes);
   peer.send(reply);
+}
+
+void JobRegistry::commit(Job& job, Peer* reply_to, const std::string& reply_node,
+                         std::optional<Reply> reply, Decisions decisions, bool prune_links) {
+  auto deliver = [this, id = job.id, reply_to, reply_node, reply = std::move(reply),
+                  decisions = std::move(decisions), prune_links] {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return;  // forgotten meanwhile: nobody is left to tell
+    Job& j = *it->second;
+    if (reply) {
+      // The requester may have disconnected while the state was being recorded.
+      auto link = j.links.find(reply_node);
+      if (link != j.links.end() && link->second.peer == reply_to) reply_to->send(*reply);
+    }
+    dispatch(j, decisions);
+    after_change(j, prune_links);
+  };
+  if (!journal_.recording()) return deliver();
+  journal_.record(job.id, snapshot(job), std::move(deliver));
+  schedule(job);  // the deadlines move now; the pushes wait for the record
+}
+
+std::optional<std::string> JobRegistry::snapshot(const Job& job) const {
+  if (!job.round) return std::nullopt;
+  std::map<std::string, uint64_t> tokens;
+  for (const auto& [id, link] : job.links) {
+    if (link.token != 0 && job.round->knows(id)) tokens.emplace(id, link.token);
+  }
+  return encode_job_snapshot(*job.round, tokens);
+}
+
+Status JobRegistry::restore(state::StateStore& store, DecisionJournal::FailureHandler on_failure) {
+  auto stored = store.load_all();
+  if (!stored) return stored.status().with_context("loading the state from " + store.describe());
+  const SteadyTime now = clock_.steady_now();
+  std::vector<std::pair<std::string, JobSnapshot>> jobs;
+  for (auto& [id, bytes] : *stored) {
+    auto snap = decode_job_snapshot(id, bytes, now);
+    if (!snap) return snap.status().with_context(store.describe());
+    jobs.emplace_back(id, std::move(*snap));
+  }
+  for (auto& [id, snap] : jobs) {
+    auto& job = jobs_[id];
+    job = std::make_unique<Job>(executor_, id);
+    if (snap.round) job->round.emplace(std::move(*snap.round));
+    for (const auto& [node, token] : snap.tokens) job->links[node].token = token;
+    schedule(*job);
+    spdlog::info("restored job '{}' from {}: round {}, {} node(s), {} restart(s) used", id,
+                 store.describe(), job->round ? job->round->round() : 0, snap.tokens.size(),
+                 job->round ? job->round->restart_count() : 0);
+  }
+  journal_.attach(&store, std::move(on_failure));
+  return Status();
 }
 
 void JobRegistry::dispatch(Job& job, const Decisions& decisions) {
@@ -234,8 +281,7 @@ void JobRegistry::on_timer(const std::string& job_id) {
   Job& job = *jobs_.at(job_id);
   job.timer_at.reset();
   if (!job.round) return;
-  dispatch(job, job.round->advance(clock_.steady_now()));
-  after_change(job, true);
+  commit(job, nullptr, {}, std::nullopt, job.round->advance(clock_.steady_now()), true);
   erase_if_idle(job);
 }
 
@@ -244,18 +290,19 @@ void JobRegistry::erase_if_idle(Job& job) {
   const std::string id = job.id;  // copied: erasing destroys `job`
   spdlog::debug("job '{}' has no nodes and no connections left; forgetting it", id);
   jobs_.erase(id);
+  if (journal_.recording()) journal_.record(id, std::nullopt, {});
 }
 
-std::vector<JobRegistry::JobSnapshot> JobRegistry::snapshot() const {
-  std::vector<JobSnapshot> out;
+std::vector<JobRegistry::JobView> JobRegistry::views() const {
+  std::vector<JobView> out;
   out.reserve(jobs_.size());
   for (const auto& [id, job] : jobs_) {
-    JobSnapshot s;
+    JobView s;
     s.id = id;
     s.connections = job->connections;
     if (job->round) s.round = job->round->snapshot();
     for (const auto& [node_id, link] : job->links) {
-      JobSnapshot::LinkView view;
+      JobView::LinkView view;
       if (link.peer) {
         view.address = link.peer->address();
         view.last_heard = link.peer->last_heard();
@@ -264,8 +311,7 @@ std::vector<JobRegistry::JobSnapshot> JobRegistry::snapshot() const {
     }
     out.push_back(std::move(s));
   }
-  std::sort(out.begin(), out.end(),
-            [](const JobSnapshot& a, const JobSnapshot& b) { return a.id < b.id; });
+  std::sort(out.begin(), out.end(), [](const JobView& a, const JobView& b) { return a.id < b.id; });
   return out;
 }
 

@@ -3,7 +3,9 @@
 //
 // The registry is the only place that turns RoundState decisions into frames: it answers the
 // request that caused them first, then pushes every decision to the node's connection — or
-// keeps it for the node while it is disconnected and within its reconnect grace.
+// keeps it for the node while it is disconnected and within its reconnect grace. With a state
+// store (restore()), each change of a job is recorded (DecisionJournal) before that reply and
+// those pushes go out.
 //
 // Thread-safety: none. Everything runs on the server's io_context (its single owner).
 #pragma once
@@ -20,6 +22,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "common/clock.h"
+#include "rendezvous/decision_journal.h"
 #include "rendezvous/messages.h"
 #include "rendezvous/round_state.h"
 #include "rendezvous/server_counters.h"
@@ -63,8 +66,9 @@ class JobRegistry {
     std::optional<uint64_t> last_assigned_round;  // to count each closed round once
   };
 
-  // A read-only view of one job, for status queries and metrics.
-  struct JobSnapshot {
+  // A read-only view of one job, for status queries and metrics (not the durable state of
+  // job_snapshot.h).
+  struct JobView {
     std::string id;
     size_t connections = 0;
     std::optional<RoundState::Snapshot> round;  // none before the first join
@@ -101,13 +105,26 @@ class JobRegistry {
   void query_progress(Job& job, Peer& peer, const ProgressQueryMsg& msg);
 
   size_t job_count() const { return jobs_.size(); }
+  bool has_job(const std::string& job_id) const { return jobs_.contains(job_id); }
   // Every job as it is now, by job id.
-  std::vector<JobSnapshot> snapshot() const;
+  std::vector<JobView> views() const;
   const Clock& clock() const { return clock_; }
   // Cancels every job timer (server shutdown).
   void cancel_timers();
 
+  // Loads every job `store` holds (each node then has its heartbeat_timeout to resume; see
+  // job_snapshot.h) and records every later change there. Call once, before serving. Errors
+  // name the store and the job whose state cannot be read; nothing is loaded then.
+  Status restore(state::StateStore& store, DecisionJournal::FailureHandler on_failure);
+  // Stops recording (server shutdown; see DecisionJournal::detach).
+  void stop_recording() { journal_.detach(); }
+
  private:
+  // Records the job's new state, then (once durable) answers `reply_to` (if still the
+  // connection of `reply_node`) with `reply`, pushes `decisions` and prunes links if asked.
+  void commit(Job& job, Peer* reply_to, const std::string& reply_node, std::optional<Reply> reply,
+              Decisions decisions, bool prune_links);
+  std::optional<std::string> snapshot(const Job& job) const;
   void dispatch(Job& job, const Decisions& decisions);
   void after_change(Job& job, bool prune_links);
   void schedule(Job& job);
@@ -120,6 +137,7 @@ class JobRegistry {
   std::shared_ptr<ServerCounters> counters_;
   std::unordered_map<std::string, std::unique_ptr<Job>> jobs_;
   std::mt19937_64 token_rng_;
+  DecisionJournal journal_;  // last member: its completions refer to the registry
 };
 
 }  // namespace ddprun::rdzv

@@ -17,7 +17,7 @@
 namespace ddprun::rdzv {
 
 inline constexpr uint32_t kProtocolMagic = 0x44445052;  // "DDPR"
-inline constexpr uint16_t kProtocolVersion = 2;
+inline constexpr uint16_t kProtocolVersion = 3;
 
 // Why the members must stop their workers and join the next round.
 enum class RestartReason : uint8_t {
@@ -40,6 +40,14 @@ struct Hello {
   uint32_t magic = kProtocolMagic;
   uint16_t version = kProtocolVersion;
   std::string job_id;  // the job this connection belongs to
+  // Empty, or a fresh kNonceBytes nonce when the client holds a token for the job: it asks
+  // the server to prove that it holds the token too (security/challenge.h).
+  std::string client_nonce;
+};
+// The client's half of the challenge-response: HMAC proof that it holds the job's token, or
+// empty when the server's proof did not verify (the tokens differ; the server says so).
+struct AuthProofMsg {
+  std::string proof;
 };
 struct JoinMsg {
   uint32_t request_id = 0;
@@ -87,18 +95,27 @@ struct ProgressQueryMsg {
 };
 // A read-only query of the server's jobs (ddp-rendezvous status), sent INSTEAD of Hello as a
 // connection's first frame: the server answers one StatusReport and closes. Same magic and
-// version check as Hello. Belongs to no job; changes nothing.
+// version check as Hello. Belongs to no job; changes nothing. A server with a daemon-wide
+// token authenticates it like a Hello (client_nonce, AuthChallenge, AuthProof) before it
+// answers; a server with per-job tokens only refuses it.
 struct StatusQuery {
   uint32_t magic = kProtocolMagic;
   uint16_t version = kProtocolVersion;
+  std::string client_nonce;  // as Hello's: empty, or a fresh nonce when the client has a token
 };
 using ClientMessage =
     std::variant<Hello, JoinMsg, ResumeMsg, HeartbeatMsg, ReportFailureMsg, ReportSuccessMsg,
-                 LeaveMsg, ProgressMsg, ProgressQueryMsg, StatusQuery>;
+                 LeaveMsg, ProgressMsg, ProgressQueryMsg, StatusQuery, AuthProofMsg>;
 
 // ---- server → client ----
 struct HelloAck {
   uint16_t version = kProtocolVersion;
+};
+// The server's answer to a Hello that carries a nonce, for a job that has a token: its own
+// nonce and its proof that it holds the token. The client answers with AuthProof.
+struct AuthChallenge {
+  std::string server_nonce;
+  std::string server_proof;
 };
 // The answer to one request: ok, or an error sentence. Join's reply carries the membership
 // token in `integer`; ProgressQuery's carries the job's progress in `payload`.
@@ -196,8 +213,9 @@ struct StatusReport {
   std::vector<JobStatus> jobs;
 };
 
-using ServerMessage = std::variant<HelloAck, Reply, RoundAssigned, RestartRequested, JobFailed,
-                                   JobSucceeded, HeartbeatAck, ErrorMsg, StatusReport>;
+using ServerMessage =
+    std::variant<HelloAck, Reply, RoundAssigned, RestartRequested, JobFailed, JobSucceeded,
+                 HeartbeatAck, ErrorMsg, StatusReport, AuthChallenge>;
 // The decisions of a rendezvous that are pushed to members.
 using Push = std::variant<RoundAssigned, RestartRequested, JobFailed, JobSucceeded>;
 

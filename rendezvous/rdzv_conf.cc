@@ -68,8 +68,21 @@ const std::vector<std::string>& known_keys() {
                                                 "is_host",
                                                 "timeout",
                                                 "store_type",
-                                                "use_libuv"};
+                                                "use_libuv",
+                                                "token_file",
+                                                "tls_ca_file",
+                                                "tls_cert_file",
+                                                "tls_key_file",
+                                                "tls_server_name"};
   return keys;
+}
+std::string* security_field(RendezvousConf& conf, const std::string& key) {
+  if (key == "token_file") return &conf.token_file;
+  if (key == "tls_ca_file") return &conf.tls_ca_file;
+  if (key == "tls_cert_file") return &conf.tls_cert_file;
+  if (key == "tls_key_file") return &conf.tls_key_file;
+  if (key == "tls_server_name") return &conf.tls_server_name;
+  return nullptr;
 }
 }  // namespace
 
@@ -139,6 +152,9 @@ Result<RendezvousConf> parse_rdzv_conf(std::string_view text) {
             "--rdzv_conf store_type=file has no effect: ddprun's rendezvous is its own server, "
             "and the job's store is the TCP store the agent hosts");
       }
+    } else if (std::string* path = security_field(conf, key)) {
+      if (value.empty()) bad = Status::invalid_argument("needs a value");
+      *path = std::string(value);
     } else if (key == "use_libuv") {
       auto b = parse_bool(value);
       if (!b) bad = b.status();
@@ -154,6 +170,16 @@ Result<RendezvousConf> parse_rdzv_conf(std::string_view text) {
     return Status::error(fmt::format(
         "--rdzv_conf: heartbeat_timeout ({} ms) must exceed keep_alive_interval ({} ms) > 0",
         conf.heartbeat_timeout.count(), conf.keep_alive_interval.count()));
+  }
+  if (conf.tls_cert_file.empty() != conf.tls_key_file.empty()) {
+    return Status::invalid_argument(
+        "--rdzv_conf: tls_cert_file and tls_key_file go together (this node's certificate and "
+        "its key)");
+  }
+  if (conf.tls_ca_file.empty() && (!conf.tls_cert_file.empty() || !conf.tls_server_name.empty())) {
+    return Status::invalid_argument(
+        "--rdzv_conf: TLS needs tls_ca_file (the CA that signed the server's certificate): "
+        "without it the server cannot be verified");
   }
   return conf;
 }

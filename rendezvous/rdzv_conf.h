@@ -9,6 +9,13 @@
 // is its server, and the job's store is the agent's TCP store). Durations are seconds like
 // torchrun ("30", "0.5"), or carry a unit: "250ms", "2s".
 //
+// ddprun's own keys secure the control plane (docs/reliability.md): token_file (the job's
+// shared secret, security/token_file.h), tls_ca_file (verifies the server; on the host agent's
+// embedded server with tls_cert_file, also the clients: mutual TLS), tls_cert_file and
+// tls_key_file (this node's certificate: presented to the server, and served by the host
+// agent's embedded server), tls_server_name (the name the server's certificate must carry;
+// default the endpoint's host).
+//
 // Like torchrun, keys nobody knows are accepted: they are listed in `ignored_keys` for one
 // warning (with a "did you mean" for a near miss). Repeated keys and bad values of known keys
 // are errors that name the key.
@@ -41,6 +48,13 @@ struct RendezvousConf {
   Millis read_timeout{60'000};
   // Whether this agent hosts the server; nullopt = decide by matching the endpoint's host.
   std::optional<bool> is_host;
+
+  // Security (see above); empty = not used.
+  std::string token_file;
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_server_name;
 
   // What the launcher should warn about once: keys it ignored (unknown to ddprun and torchrun,
   // each with a suggestion when one is close), and known keys that have no effect here.

@@ -54,6 +54,9 @@ inline constexpr int32_t kRendezvousFailureExitCode = 1;
 
 class RoundState {
  public:
+  // Turns a RoundState into bytes and back (job_snapshot.h): the rendezvous's durable state.
+  friend struct RoundStateCodec;
+
   enum class Phase { kGathering, kRunning, kSucceeded, kFailed };
 
   RoundState(std::string job_id, JobOptions options, SteadyTime now);

@@ -1,17 +1,38 @@
 #include "rendezvous/server.h"
 
+#include <fcntl.h>
+#include <sys/resource.h>
+
+#include <cerrno>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "rendezvous/codec.h"
 #include "rendezvous/frame_io.h"
 #include "rendezvous/job_registry.h"
 #include "rendezvous/session.h"
 
 namespace ddprun::rdzv {
+namespace {
+// Refused connections get an Error frame, which takes a session for up to the linger time:
+// this many beyond max_connections are allowed for that; past it they are closed unanswered.
+constexpr size_t kRefusalSlack = 64;
+// How long the accept loop rests after running out of file descriptors.
+constexpr Millis kDescriptorPause{50};
+
+UniqueFd open_spare_descriptor() { return UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC)); }
+
+rlim_t descriptor_limit() {
+  rlimit limit{};
+  return ::getrlimit(RLIMIT_NOFILE, &limit) == 0 ? limit.rlim_cur : 0;
+}
+}  // namespace
 
 RendezvousServer::RendezvousServer(asio::io_context& io, ServerOptions options, const Clock& clock)
     : io_(io),
@@ -19,7 +40,8 @@ RendezvousServer::RendezvousServer(asio::io_context& io, ServerOptions options, 
       clock_(clock),
       registry_(std::make_shared<JobRegistry>(io.get_executor(), clock_, counters_)),
       acceptor_(io),
-      grace_timer_(io) {}
+      grace_timer_(io),
+      spare_fd_(open_spare_descriptor()) {}
 
 RendezvousServer::~RendezvousServer() {
   *alive_ = false;
@@ -60,31 +82,90 @@ Status RendezvousServer::listen(const std::string& address, uint16_t port) {
 asio::awaitable<void> RendezvousServer::accept_loop() {
   auto alive = alive_;
   boost::system::error_code ec;
+  asio::steady_timer pause(io_);
   while (*alive && !stopping_) {
     tcp::socket socket =
         co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
     if (!*alive || stopping_ || ec == asio::error::operation_aborted) break;
+    if (ec == asio::error::no_descriptors || ec.value() == ENFILE) {
+      shed_one_connection();
+      // The backlog still holds connections we cannot take: give the ones we serve a moment
+      // to end, rather than spinning on accept.
+      pause.expires_after(kDescriptorPause);
+      co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      continue;
+    }
     if (ec) {
-      // EMFILE and friends: keep serving the connections we have; retry on the next accept.
       spdlog::warn("rendezvous server: accept failed: {}", ec.message());
       continue;
     }
-    if (sessions_.size() >= options_.max_connections) {
-      ++counters_->rejected_limit;
-      socket.close(ec);
-      continue;
-    }
-    ++counters_->accepted;
-    auto session = std::make_shared<Session>(std::move(socket), registry_, options_, counters_,
-                                             [this, alive](Session* s) {
-                                               if (*alive) on_session_end(s);
-                                             });
-    sessions_.emplace(session.get(), session);
+    admit(std::move(socket));
+  }
+}
+
+void RendezvousServer::admit(tcp::socket socket) {
+  boost::system::error_code ec;
+  const auto source = socket.remote_endpoint(ec).address();
+  if (sessions_.size() >= options_.max_connections + kRefusalSlack) {
+    counters_->count_limit(Limit::kConnections);
+    socket.close(ec);  // beyond the slack even a refusal is more than we can afford
+    return;
+  }
+  ++counters_->accepted;
+  auto session = std::make_shared<Session>(std::move(socket), registry_, options_, counters_,
+                                           [this, alive = alive_](Session* s) {
+                                             if (*alive) on_session_end(s);
+                                           });
+  sessions_.emplace(session.get(), session);
+  size_t& from_source = connections_per_source_[source];
+  ++from_source;
+  if (sessions_.size() > options_.max_connections) {
+    session->start_refusing(
+        Limit::kConnections,
+        fmt::format("too many connections: this server has {} (max_connections)",
+                    options_.max_connections));
+  } else if (from_source > options_.max_connections_per_source) {
+    session->start_refusing(Limit::kConnectionsPerSource,
+                            fmt::format("too many connections from {}: it has {} open "
+                                        "(max_connections_per_source)",
+                                        source.to_string(), options_.max_connections_per_source));
+  } else {
     session->start();
   }
 }
 
+// Out of descriptors: the spare one is given up to accept the oldest waiting connection, which
+// is told why (plain TCP only: a TLS client could not read it) and closed, then taken back.
+void RendezvousServer::shed_one_connection() {
+  counters_->count_limit(Limit::kFileDescriptors);
+  uint64_t held_back = 0;
+  if (counters_->refusal_log.allow(clock_.steady_now(), held_back)) {
+    spdlog::warn(
+        "rendezvous server: out of file descriptors (limit {}); refusing new connections until "
+        "some close ({} similar refusals not logged)",
+        descriptor_limit(), held_back);
+  }
+  spare_fd_.reset();
+  boost::system::error_code ec;
+  tcp::socket shed(io_);
+  acceptor_.accept(shed, ec);
+  if (!ec) {
+    if (!options_.credentials || !options_.credentials->has_tls()) {
+      const std::string frame =
+          encode_frame(ServerMessage(ErrorMsg{"rendezvous server out of file descriptors"}));
+      shed.non_blocking(true, ec);
+      shed.write_some(asio::buffer(frame), ec);  // best effort: a fresh socket has room
+    }
+    shed.close(ec);
+  }
+  spare_fd_ = open_spare_descriptor();
+}
+
 void RendezvousServer::on_session_end(Session* session) {
+  if (auto it = connections_per_source_.find(session->source());
+      it != connections_per_source_.end() && --it->second == 0) {
+    connections_per_source_.erase(it);
+  }
   sessions_.erase(session);
   if (stopping_) maybe_finish_shutdown();
 }
@@ -96,6 +177,8 @@ void RendezvousServer::shutdown(std::function<void()> done) {
   }
   stopping_ = true;
   shutdown_done_ = std::move(done);
+  // The connections closed now are not members lost: the stored state stays as it was.
+  registry_->stop_recording();
   boost::system::error_code ignored;
   acceptor_.close(ignored);
   spdlog::debug("rendezvous server shutting down ({} connections)", sessions_.size());
@@ -120,12 +203,17 @@ void RendezvousServer::maybe_finish_shutdown() {
   }
 }
 
+Status RendezvousServer::restore_state(state::StateStore& store,
+                                       std::function<void(const Status&)> on_failure) {
+  return registry_->restore(store, std::move(on_failure));
+}
+
 ServerStats RendezvousServer::stats() const {
   return ServerStats{sessions_.size(), registry_->job_count(), *counters_};
 }
 
-std::vector<JobRegistry::JobSnapshot> RendezvousServer::jobs() const {
-  return registry_->snapshot();
+std::vector<JobRegistry::JobView> RendezvousServer::jobs() const {
+  return registry_->views();
 }
 
 }  // namespace ddprun::rdzv

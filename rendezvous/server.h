@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -27,10 +28,12 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "common/clock.h"
+#include "common/posix_fd.h"
 #include "common/result.h"
 #include "rendezvous/job_registry.h"
 #include "rendezvous/server_counters.h"
 #include "rendezvous/server_options.h"
+#include "rendezvous/state/state_store.h"
 
 namespace ddprun::rdzv {
 
@@ -67,10 +70,19 @@ class RendezvousServer {
   // shutdown() has begun.
   bool stopping() const { return stopping_; }
   // Every job as it is now (status queries and metrics read the same view).
-  std::vector<JobRegistry::JobSnapshot> jobs() const;
+  std::vector<JobRegistry::JobView> jobs() const;
+
+  // Durable state (--state-dir): loads the jobs `store` holds, whose nodes then have their
+  // heartbeat_timeout to resume, and from now on records every decision there before any
+  // client hears of it (decision_journal.h). `on_failure` runs once if a save fails (no
+  // decision is sent after that). `store` must outlive the server. Call before listen().
+  Status restore_state(state::StateStore& store, std::function<void(const Status&)> on_failure);
 
  private:
   boost::asio::awaitable<void> accept_loop();
+  // Starts a session for a new connection, or one that refuses it (a connection limit).
+  void admit(boost::asio::ip::tcp::socket socket);
+  void shed_one_connection();
   void on_session_end(Session* session);
   void maybe_finish_shutdown();
 
@@ -82,6 +94,9 @@ class RendezvousServer {
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer grace_timer_;
   std::unordered_map<Session*, std::shared_ptr<Session>> sessions_;
+  std::map<boost::asio::ip::address, size_t> connections_per_source_;
+  // Held open so that, out of descriptors, the server can still accept and refuse one.
+  UniqueFd spare_fd_;
   uint16_t port_ = 0;
   bool stopping_ = false;
   std::function<void()> shutdown_done_;

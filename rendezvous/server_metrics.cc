@@ -12,12 +12,12 @@ using metrics::FamilyData;
 using metrics::Labels;
 using metrics::MetricType;
 
-constexpr std::array<const char*, 10> kClientLabels = {
-    "hello",          "join",  "resume",   "heartbeat",      "report_failure",
-    "report_success", "leave", "progress", "progress_query", "status_query"};
-constexpr std::array<const char*, 9> kServerLabels = {
+constexpr std::array<const char*, 11> kClientLabels = {
+    "hello", "join",     "resume",         "heartbeat",    "report_failure", "report_success",
+    "leave", "progress", "progress_query", "status_query", "auth_proof"};
+constexpr std::array<const char*, 10> kServerLabels = {
     "hello_ack",     "reply",         "round_assigned", "restart_requested", "job_failed",
-    "job_succeeded", "heartbeat_ack", "error",          "status_report"};
+    "job_succeeded", "heartbeat_ack", "error",          "status_report",     "auth_challenge"};
 static_assert(kClientLabels.size() == std::variant_size_v<ClientMessage>);
 static_assert(kServerLabels.size() == std::variant_size_v<ServerMessage>);
 
@@ -41,11 +41,16 @@ void collect_connections(const ServerStats& s, std::vector<FamilyData>& out) {
       .add({}, static_cast<double>(c.accepted));
   FamilyData& rejected =
       family(out, "ddprun_rendezvous_connections_rejected_total",
-             "Connections refused: at max_connections on accept, or at the handshake (bad "
-             "magic, unsupported version, no Hello first).",
+             "Connections and requests refused: at the handshake (bad magic, unsupported "
+             "version, no Hello first), by authentication (token or TLS), or by a limit "
+             "(reason: the limit).",
              MetricType::kCounter);
-  rejected.add({{"reason", "max_connections"}}, static_cast<double>(c.rejected_limit));
   rejected.add({{"reason", "handshake"}}, static_cast<double>(c.rejected_handshake));
+  rejected.add({{"reason", "auth"}}, static_cast<double>(c.rejected_auth));
+  for (size_t i = 0; i < kLimitCount; ++i) {
+    rejected.add({{"reason", to_string(static_cast<Limit>(i))}},
+                 static_cast<double>(c.rejected_limit[i]));
+  }
   family(out, "ddprun_rendezvous_deadline_drops_total",
          "Connections closed because a read deadline passed (handshake, idle or heartbeat "
          "timeout).",
@@ -85,7 +90,7 @@ void collect_round_durations(const RoundDurations& d, std::vector<FamilyData>& o
   h.samples.push_back({h.name + "_count", {}, static_cast<double>(d.count)});
 }
 
-void collect_jobs(const std::vector<JobRegistry::JobSnapshot>& jobs, std::vector<FamilyData>& out) {
+void collect_jobs(const std::vector<JobRegistry::JobView>& jobs, std::vector<FamilyData>& out) {
   family(out, "ddprun_rendezvous_jobs", "Jobs the server knows now.", MetricType::kGauge)
       .add({}, static_cast<double>(jobs.size()));
   FamilyData& state = family(out, "ddprun_rendezvous_job_state",

@@ -2,9 +2,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 
 #include "common/clock.h"
 #include "rendezvous/codec.h"
+#include "rendezvous/security/credentials.h"
 
 namespace ddprun::rdzv {
 
@@ -17,8 +20,26 @@ struct ServerOptions {
   Millis idle_timeout{60'000};
   // Frames queued for one slow reader beyond this drop that connection. Default 16 MiB.
   size_t max_outbox_bytes = 16u << 20;
-  // Connections beyond this are closed at once on accept. Default 65536.
+  // Connections beyond this are refused with an Error frame (and closed at once beyond this
+  // plus a little slack for the refusals themselves). Default 65536.
   size_t max_connections = 65'536;
+  // Open connections from one source address beyond this are refused: one host (a runaway
+  // script, a broken client reconnecting in a loop) cannot take every slot. A node uses one
+  // connection (plus one per status query). Default 512.
+  size_t max_connections_per_source = 512;
+  // A Hello naming a job the server does not know yet is refused once it serves this many.
+  // Default 1024.
+  size_t max_jobs = 1024;
+  // A Join whose max_nodes exceeds this is refused, as is a node joining a job that already
+  // has this many nodes (members, waiting and standby together). Default 16384.
+  uint32_t max_nodes_per_job = 16'384;
+  // A connection with this many frames queued and unread (it sends requests and does not read
+  // the replies) is refused with an Error and closed. Pushes count too, so the default is far
+  // above what a node ever has outstanding (a handful). Default 256.
+  size_t max_requests_in_flight = 256;
+  // Who may talk to the server: the job tokens and TLS (security/credentials.h); null = anyone
+  // who can reach the port (the network is trusted).
+  std::shared_ptr<const ServerCredentials> credentials;
   // Shutdown stage one (stop accepting, tell clients, flush) lasts at most this before stage
   // two closes every connection. Default 2 s.
   Millis shutdown_grace{2'000};

@@ -7,6 +7,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 
 #include "rendezvous/frame_io.h"
 #include "rendezvous/status_report.h"
@@ -17,33 +18,114 @@ namespace {
 constexpr Millis kLinger{1000};
 }  // namespace
 
+namespace {
+Stream make_stream(tcp::socket socket, const ServerOptions& options) {
+  if (options.credentials && options.credentials->has_tls()) {
+    return Stream(std::move(socket), options.credentials->tls());
+  }
+  return Stream(std::move(socket));
+}
+
+std::string describe(const boost::system::error_code& ec, const tcp::endpoint& ep) {
+  return ec ? "unknown peer" : fmt::format("{}:{}", ep.address().to_string(), ep.port());
+}
+}  // namespace
+
 Session::Session(tcp::socket socket, std::shared_ptr<JobRegistry> registry,
                  const ServerOptions& options, std::shared_ptr<ServerCounters> counters,
                  std::function<void(Session*)> on_end)
-    : socket_(std::move(socket)),
+    : stream_(make_stream(std::move(socket), options)),
       registry_holder_(std::move(registry)),
       registry_(*registry_holder_),
       options_(options),
       counters_(std::move(counters)),
       on_end_(std::move(on_end)),
-      deadline_(socket_.get_executor()),
-      writer_(socket_.get_executor(), options.max_outbox_bytes) {
+      handshake_(options.credentials, ""),
+      deadline_(stream_.tcp().get_executor()),
+      writer_(stream_.tcp().get_executor(), options.max_outbox_bytes) {
   boost::system::error_code ec;
-  auto ep = socket_.remote_endpoint(ec);
-  peer_name_ = ec ? "unknown peer" : fmt::format("{}:{}", ep.address().to_string(), ep.port());
+  const auto ep = stream_.tcp().remote_endpoint(ec);
+  peer_name_ = describe(ec, ep);
+  if (!ec) source_ = ep.address();
+  handshake_ = ServerHandshake(options.credentials, peer_name_);
 }
 
 Session::~Session() = default;
 
 void Session::start() {
-  configure_socket(socket_);
+  configure_socket(stream_.tcp());
   auto self = shared_from_this();
+  const auto ex = stream_.tcp().get_executor();
   asio::co_spawn(
-      socket_.get_executor(), [self] { return self->read_loop(); },
-      LogCoroutineEnd{"rendezvous session reader"});
+      ex, [self] { return self->read_loop(); }, LogCoroutineEnd{"rendezvous session reader"});
   asio::co_spawn(
-      socket_.get_executor(), [self] { return self->write_loop(); },
-      LogCoroutineEnd{"rendezvous session writer"});
+      ex, [self] { return self->write_loop(); }, LogCoroutineEnd{"rendezvous session writer"});
+}
+
+void Session::start_refusing(Limit limit, std::string why) {
+  refusal_.emplace(limit, std::move(why));
+  start();
+}
+
+void Session::log_refusal(const std::string& why) {
+  uint64_t held_back = 0;
+  if (!counters_->refusal_log.allow(registry_.clock().steady_now(), held_back)) return;
+  if (held_back > 0) {
+    spdlog::warn("rendezvous: {} ({} similar refusals not logged)", why, held_back);
+  } else {
+    spdlog::warn("rendezvous: {}", why);
+  }
+}
+
+void Session::refuse(Limit limit, const std::string& why) {
+  counters_->count_limit(limit);
+  log_refusal(fmt::format("refused {}: {}", peer_name_, why));
+  close_with_error(why);
+}
+
+// The TLS handshake, under the handshake deadline. False: it failed (counted and logged as an
+// authentication failure: the peer has no or a bad certificate, or does not speak TLS).
+asio::awaitable<bool> Session::open_tls() {
+  if (!stream_.is_tls()) co_return true;
+  if (!co_await speaks_tls()) co_return false;
+  Status tls = co_await stream_.handshake(Stream::Role::kServer);
+  if (tls) co_return true;
+  if (open_) {  // not the deadline closing a silent peer (counted as such)
+    ++counters_->rejected_auth;
+    log_refusal(fmt::format("authentication failed from {} (before it named a job): {}", peer_name_,
+                            tls.message()));
+  }
+  co_return false;
+}
+
+// A client speaking plain TCP to a TLS server opens with a frame, whose first byte is the high
+// byte of its length, where TLS opens with a handshake record (0x16). It is told in its own
+// language, so that its agent can say what to fix instead of retrying a closed connection.
+asio::awaitable<bool> Session::speaks_tls() {
+  constexpr uint8_t kTlsHandshakeRecord = 0x16;
+  uint8_t first = 0;
+  boost::system::error_code ec;
+  co_await stream_.tcp().async_receive(asio::buffer(&first, 1), tcp::socket::message_peek,
+                                       asio::redirect_error(asio::use_awaitable, ec));
+  if (ec || first == kTlsHandshakeRecord) co_return !ec;
+  const std::string why = fmt::format(
+      "authentication failed from {}: this rendezvous server requires TLS and the client "
+      "speaks plain TCP (give the agent --rdzv_conf tls_ca_file=...)",
+      peer_name_);
+  ++counters_->rejected_auth;
+  log_refusal(why);
+  const std::string frame = encode_frame(ServerMessage(ErrorMsg{why}));
+  co_await asio::async_write(stream_.tcp(), asio::buffer(frame),
+                             asio::redirect_error(asio::use_awaitable, ec));
+  // Read what it sent until it hangs up (or the deadline): closing with unread input would
+  // reset the connection and could destroy the Error before it is read.
+  stream_.tcp().shutdown(tcp::socket::shutdown_send, ec);
+  std::array<uint8_t, 512> scratch{};
+  while (!ec && open_) {
+    co_await stream_.tcp().async_read_some(asio::buffer(scratch),
+                                           asio::redirect_error(asio::use_awaitable, ec));
+  }
+  co_return false;
 }
 
 void Session::arm_deadline(Millis timeout) {
@@ -61,8 +143,13 @@ asio::awaitable<void> Session::read_loop() {
   std::vector<uint8_t> body;
   bool peer_gone = false;  // the peer hung up: there is nothing left to drain
   arm_deadline(options_.handshake_timeout);
+  if (!co_await open_tls()) {
+    finish();
+    co_return;
+  }
+  if (refusal_) refuse(refusal_->first, refusal_->second);
   while (open_ && !closing_) {
-    Status ok = co_await read_frame(socket_, options_.limits, body);
+    Status ok = co_await read_frame(stream_, options_.limits, body);
     if (!ok) {
       spdlog::debug("rendezvous: {} disconnected: {}", peer_name_, ok.message());
       // Only a frame we refused deserves an answer; a vanished peer gets none.
@@ -74,10 +161,13 @@ asio::awaitable<void> Session::read_loop() {
     ok = message.status();
     if (ok) count_in(*message, body.size());
     if (ok && !job_) {
-      const auto* query = std::get_if<StatusQuery>(&*message);
-      ok = query ? answer_status(*query) : handshake(*message);
+      ok = handshake(*message);
       if (!ok) ++counters_->rejected_handshake;
-      if (ok && query) break;  // answered; closing once flushed
+    } else if (ok && writer_.queued_frames() >= options_.max_requests_in_flight) {
+      refuse(Limit::kRequestsInFlight,
+             fmt::format("too many requests in flight: {} answers queued that this connection "
+                         "has not read (max_requests_in_flight)",
+                         writer_.queued_frames()));
     } else if (ok) {
       handle(std::move(*message));
     }
@@ -107,8 +197,7 @@ asio::awaitable<void> Session::drain() {
   std::array<uint8_t, 4096> scratch{};
   boost::system::error_code ec;
   while (open_) {
-    co_await socket_.async_read_some(asio::buffer(scratch),
-                                     asio::redirect_error(asio::use_awaitable, ec));
+    co_await stream_.read_some(asio::buffer(scratch), ec);
     if (ec) break;
   }
 }
@@ -119,32 +208,63 @@ void Session::count_in(const ClientMessage& message, size_t body_bytes) {
   last_heard_ = registry_.clock().steady_now();
 }
 
-Status Session::answer_status(const StatusQuery& query) {
-  if (query.magic != kProtocolMagic) return Status::malformed("bad protocol magic");
-  if (query.version != kProtocolVersion) {
-    return Status::refused(fmt::format("protocol version {} is not supported (server speaks {})",
-                                       query.version, kProtocolVersion));
-  }
-  send(build_status_report(registry_.snapshot(), registry_.clock().steady_now(),
+// A status query that passed the handshake: one report of every job, then close.
+void Session::answer_status() {
+  send(build_status_report(registry_.views(), registry_.clock().steady_now(),
                            options_.limits.max_frame_bytes));
   close_after_flush();
+}
+
+Status Session::handshake(const ClientMessage& frame) {
+  ServerHandshake::Step step = handshake_.on_frame(frame);
+  if (step.challenge) {
+    send(*step.challenge);
+    return Status();
+  }
+  if (step.authentication_failed) {
+    ++counters_->rejected_auth;
+    log_refusal(step.refusal.message());
+    close_with_error(step.refusal.message());
+    return Status();  // answered and closing; not a malformed frame
+  }
+  if (!step.refusal) return step.refusal;
+  if (step.accepted_status_query) {
+    answer_status();
+    return Status();
+  }
+  const std::string& job_id = step.accepted_job;
+  if (!registry_.has_job(job_id) && registry_.job_count() >= options_.max_jobs) {
+    refuse(Limit::kJobs,
+           fmt::format("too many jobs: this server already serves {} (max_jobs); job {} is "
+                       "refused",
+                       registry_.job_count(), job_id));
+    return Status();
+  }
+  job_ = &registry_.open_connection(job_id);
+  send(HelloAck{});
   return Status();
 }
 
-Status Session::handshake(const ClientMessage& first) {
-  const auto* hello = std::get_if<Hello>(&first);
-  if (!hello) {
-    return Status::malformed(fmt::format("expected Hello, got {}", message_name(first)));
+bool Session::join_within_limits(const JoinMsg& join) {
+  const uint32_t limit = options_.max_nodes_per_job;
+  std::string why;
+  if (join.job.max_nodes > limit) {
+    why = fmt::format(
+        "join asks for up to {} nodes; this server allows {} per job "
+        "(max_nodes_per_job)",
+        join.job.max_nodes, limit);
+  } else if (job_->links.size() >= limit && !job_->links.contains(join.node.node_id)) {
+    why = fmt::format("job {} already has {} nodes (max_nodes_per_job)", job_->id, limit);
   }
-  if (hello->magic != kProtocolMagic) return Status::malformed("bad protocol magic");
-  if (hello->version != kProtocolVersion) {
-    return Status::refused(fmt::format("protocol version {} is not supported (server speaks {})",
-                                       hello->version, kProtocolVersion));
-  }
-  if (hello->job_id.empty()) return Status::malformed("Hello without a job id");
-  job_ = &registry_.open_connection(hello->job_id);
-  send(HelloAck{});
-  return Status();
+  if (why.empty()) return true;
+  counters_->count_limit(Limit::kNodesPerJob);
+  log_refusal(fmt::format("refused a join from {}: {}", peer_name_, why));
+  Reply refused;
+  refused.request_id = join.request_id;
+  refused.ok = false;
+  refused.error = why;
+  send(refused);
+  return false;
 }
 
 void Session::handle(ClientMessage&& message) {
@@ -155,8 +275,10 @@ void Session::handle(ClientMessage&& message) {
           close_with_error("a second Hello on one connection");
         } else if constexpr (std::is_same_v<M, StatusQuery>) {
           close_with_error("a status query must be a connection's first frame");
+        } else if constexpr (std::is_same_v<M, AuthProofMsg>) {
+          close_with_error("AuthProof outside the handshake");
         } else if constexpr (std::is_same_v<M, JoinMsg>) {
-          registry_.join(*job_, *this, m, node_id_);
+          if (join_within_limits(m)) registry_.join(*job_, *this, m, node_id_);
         } else if constexpr (std::is_same_v<M, ResumeMsg>) {
           registry_.resume(*job_, *this, m, node_id_);
         } else if constexpr (std::is_same_v<M, HeartbeatMsg>) {
@@ -189,13 +311,12 @@ void Session::send(const ServerMessage& message) {
 }
 
 asio::awaitable<void> Session::write_loop() {
-  Status written = co_await writer_.run(socket_, [this] { return open_; });
+  Status written = co_await writer_.run(stream_, [this] { return open_; });
   if (!written) {
     close_now();
   } else if (open_ && closing_) {
     // Flushed: half-close so the peer reads everything, then give it a moment to hang up.
-    boost::system::error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.shutdown_send();
   }
 }
 
@@ -215,9 +336,7 @@ void Session::close_after_flush() {
 void Session::close_now() {
   if (!open_) return;
   open_ = false;
-  boost::system::error_code ignored;
-  socket_.shutdown(tcp::socket::shutdown_both, ignored);
-  socket_.close(ignored);
+  stream_.close();
   deadline_.cancel();
   writer_.wake();
 }

@@ -1,12 +1,17 @@
 // One client connection on the server: one reader coroutine, one writer coroutine, a deadline
 // on every read.
 //
-// Deadlines: handshake_timeout until Hello, then idle_timeout, then (once the connection
-// carries a member) the job's heartbeat_timeout. A frame that is malformed, oversized or of
-// the wrong kind ends the connection with an Error frame; no other connection notices.
+// The opening: the TLS handshake (when the server has TLS), then Hello and, for a job with a
+// token, the challenge-response (server_handshake.h); a refusal is an Error frame, counted
+// and logged (rate-limited), and no other connection waits on it.
 //
-// A connection whose first frame is a StatusQuery (instead of Hello) gets one StatusReport of
-// every job and is closed: it never belongs to a job.
+// Deadlines: handshake_timeout until the opening is done, then idle_timeout, then (once the
+// connection carries a member) the job's heartbeat_timeout. A frame that is malformed, oversized or
+// of the wrong kind ends the connection with an Error frame; no other connection notices.
+//
+// A connection whose first frame is a StatusQuery (instead of Hello) gets, once authenticated
+// like a Hello (server_handshake.h), one StatusReport of every job and is closed: it never
+// belongs to a job.
 //
 // Lifetime: owned by shared_ptr; both coroutines hold one. When the reader ends the session
 // leaves the registry and calls `on_end` (the server forgets it).
@@ -15,6 +20,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>  // before Boost 1.74's awaitable.hpp (see frame_io.h)
 #include <vector>
@@ -26,7 +32,9 @@
 #include "rendezvous/frame_writer.h"
 #include "rendezvous/job_registry.h"
 #include "rendezvous/server_counters.h"
+#include "rendezvous/server_handshake.h"
 #include "rendezvous/server_options.h"
+#include "rendezvous/stream.h"
 
 namespace ddprun::rdzv {
 
@@ -40,6 +48,10 @@ class Session final : public Peer, public std::enable_shared_from_this<Session> 
   ~Session() override;
 
   void start();
+  // Starts a connection that a limit refuses: it gets the Error frame `why` (after the TLS
+  // handshake, so that a TLS client can read it) and is closed.
+  void start_refusing(Limit limit, std::string why);
+  const boost::asio::ip::address& source() const { return source_; }
   // Peer: queue a frame; a reader that falls max_outbox_bytes behind is disconnected.
   void send(const ServerMessage& message) override;
   void kick(const std::string& why) override { close_with_error(why); }
@@ -54,28 +66,37 @@ class Session final : public Peer, public std::enable_shared_from_this<Session> 
   boost::asio::awaitable<void> read_loop();
   boost::asio::awaitable<void> write_loop();
   boost::asio::awaitable<void> drain();
-  Status handshake(const ClientMessage& first);
-  Status answer_status(const StatusQuery& query);
+  boost::asio::awaitable<bool> open_tls();
+  boost::asio::awaitable<bool> speaks_tls();
+  Status handshake(const ClientMessage& frame);
+  void answer_status();
   void count_in(const ClientMessage& message, size_t body_bytes);
   void close_after_flush();
+  // A limit refuses the request or connection: count, log (rate-limited) and say why.
+  void refuse(Limit limit, const std::string& why);
+  void log_refusal(const std::string& why);
+  bool join_within_limits(const JoinMsg& join);
   void handle(ClientMessage&& message);
   void arm_deadline(Millis timeout);
   void finish();
 
-  boost::asio::ip::tcp::socket socket_;
+  Stream stream_;
   std::shared_ptr<JobRegistry> registry_holder_;
   JobRegistry& registry_;
   const ServerOptions options_;
   std::shared_ptr<ServerCounters> counters_;  // shared with the server; outlives either
   std::function<void(Session*)> on_end_;
   std::string peer_name_;  // "ip:port" for logs
+  boost::asio::ip::address source_;
+  ServerHandshake handshake_;
+  std::optional<std::pair<Limit, std::string>> refusal_;  // start_refusing()
 
   JobRegistry::Job* job_ = nullptr;       // set by Hello; valid until finish()
   std::string node_id_;                   // the node this connection carries, if any
   Millis member_timeout_{0};              // the job's heartbeat_timeout once joined
   std::optional<SteadyTime> last_heard_;  // when the last whole frame arrived
 
-  boost::asio::steady_timer deadline_;  // closes the socket when a read stalls
+  boost::asio::steady_timer deadline_;  // closes the stream when a read stalls
   FrameWriter writer_;                  // bounded by max_outbox_bytes: a slow reader is dropped
   bool closing_ = false;                // no more frames accepted; the writer closes after flushing
   bool open_ = true;

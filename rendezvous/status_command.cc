@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "rendezvous/security/tls_context.h"
+#include "rendezvous/security/token_file.h"
 #include "rendezvous/status_client.h"
 
 namespace ddprun::rdzv {
@@ -103,16 +105,50 @@ nlohmann::json status_to_json(const StatusReport& report) {
   return {{"jobs", std::move(jobs)}, {"truncated", report.truncated}};
 }
 
+namespace {
+
+// The token and TLS files the flags name; errors name the flag.
+Result<ClientCredentials> load_credentials(const StatusCommandOptions& options) {
+  ClientCredentials credentials;
+  if (!options.token_file.empty()) {
+    auto token = load_token_file(options.token_file);
+    if (!token) return token.status().with_context("--token-file");
+    credentials.token = std::move(*token);
+  }
+  if (options.tls_ca.empty()) {
+    if (!options.tls_cert.empty() || !options.tls_key.empty() || !options.tls_server_name.empty()) {
+      return Status::invalid_argument(
+          "--tls-cert, --tls-key and --tls-server-name need --tls-ca (the CA that signed the "
+          "daemon's certificate)");
+    }
+    return credentials;
+  }
+  auto tls = make_client_tls(
+      TlsClientFiles{options.tls_ca, options.tls_cert, options.tls_key, options.tls_server_name});
+  if (!tls) return tls.status().with_context("--tls-ca/--tls-cert/--tls-key");
+  credentials.tls = std::move(*tls);
+  credentials.tls_server_name = options.tls_server_name;
+  return credentials;
+}
+
+}  // namespace
+
 int run_status_command(const StatusCommandOptions& options, std::FILE* out, std::FILE* err) {
   auto endpoint = parse_host_port(options.endpoint, kDefaultPort);
   if (!endpoint) {
     std::fprintf(err, "ddp-rendezvous status: --endpoint %s\n", endpoint.error_message().c_str());
     return 2;
   }
+  auto credentials = load_credentials(options);
+  if (!credentials) {
+    std::fprintf(err, "ddp-rendezvous status: %s\n", credentials.error_message().c_str());
+    return 2;
+  }
   StatusQueryOptions query;
   query.host = endpoint->host;
   query.port = endpoint->port;
   query.timeout = options.timeout;
+  query.credentials = std::move(*credentials);
   auto report = query_status(query);
   if (!report) {
     std::fprintf(err, "ddp-rendezvous status: %s\n", report.error_message().c_str());

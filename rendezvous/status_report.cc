@@ -10,7 +10,7 @@ constexpr size_t kReportFixedBytes = kFrameHeaderBytes + 1 + 1 + 4;
 constexpr size_t kJobFixedBytes = 4 + 1 + 8 + 4 * 5 + 4;
 constexpr size_t kNodeFixedBytes = 4 + 4 + 1 + 4 + 4 + 8;
 
-JobStatus job_status(const JobRegistry::JobSnapshot& job) {
+JobStatus job_status(const JobRegistry::JobView& job) {
   JobStatus j;
   j.job_id = job.id;
   j.phase = job_phase(job);
@@ -25,7 +25,7 @@ JobStatus job_status(const JobRegistry::JobSnapshot& job) {
   return j;
 }
 
-NodeStatus node_status(const RoundState::NodeView& node, const JobRegistry::JobSnapshot& job,
+NodeStatus node_status(const RoundState::NodeView& node, const JobRegistry::JobView& job,
                        SteadyTime now) {
   NodeStatus n;
   n.node_id = node.node_id;
@@ -45,7 +45,7 @@ NodeStatus node_status(const RoundState::NodeView& node, const JobRegistry::JobS
 
 }  // namespace
 
-JobPhase job_phase(const JobRegistry::JobSnapshot& job) {
+JobPhase job_phase(const JobRegistry::JobView& job) {
   if (!job.round) return JobPhase::kNoRound;
   switch (job.round->phase) {
     case RoundState::Phase::kGathering:
@@ -60,7 +60,7 @@ JobPhase job_phase(const JobRegistry::JobSnapshot& job) {
   return JobPhase::kNoRound;
 }
 
-StatusReport build_status_report(const std::vector<JobRegistry::JobSnapshot>& jobs, SteadyTime now,
+StatusReport build_status_report(const std::vector<JobRegistry::JobView>& jobs, SteadyTime now,
                                  uint32_t max_frame_bytes) {
   StatusReport report;
   size_t size = kReportFixedBytes;

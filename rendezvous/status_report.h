@@ -15,10 +15,10 @@
 
 namespace ddprun::rdzv {
 
-StatusReport build_status_report(const std::vector<JobRegistry::JobSnapshot>& jobs, SteadyTime now,
+StatusReport build_status_report(const std::vector<JobRegistry::JobView>& jobs, SteadyTime now,
                                  uint32_t max_frame_bytes);
 
 // The phase a job's snapshot is in (kNoRound before its first join).
-JobPhase job_phase(const JobRegistry::JobSnapshot& job);
+JobPhase job_phase(const JobRegistry::JobView& job);
 
 }  // namespace ddprun::rdzv

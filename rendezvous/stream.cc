@@ -32,7 +32,14 @@ asio::awaitable<Status> Stream::handshake(Role role, const std::string& server_n
   if (!tls_) co_return Status();
   SSL* ssl_handle = tls_->native_handle();
   if (role == Role::kClient && !server_name.empty()) {
-    tls_->set_verify_callback(ssl::host_name_verification(server_name));
+    name_mismatch_ = false;
+    tls_->set_verify_callback([this, check = ssl::host_name_verification(server_name)](
+                                  bool preverified, ssl::verify_context& ctx) mutable {
+      const bool ok = check(preverified, ctx);
+      // The chain verified but this certificate does not carry the name: say so.
+      if (preverified && !ok) name_mismatch_ = true;
+      return ok;
+    });
     boost::system::error_code not_ip;
     asio::ip::make_address(server_name, not_ip);
     // SNI carries host names only, never addresses (RFC 6066).
@@ -45,11 +52,10 @@ asio::awaitable<Status> Stream::handshake(Role role, const std::string& server_n
   if (!ec) co_return Status();
   std::string why = ec.message();
   const long verify = SSL_get_verify_result(ssl_handle);
-  if (verify != X509_V_OK) {
+  if (name_mismatch_) {
+    why += fmt::format(" (the server's certificate is not for '{}')", server_name);
+  } else if (verify != X509_V_OK) {
     why += fmt::format(" ({})", X509_verify_cert_error_string(verify));
-  } else if (role == Role::kClient && !server_name.empty() &&
-             why.find("certificate verify failed") != std::string::npos) {
-    why += fmt::format(" (the certificate is not for '{}')", server_name);
   }
   const bool refused = ec.category() == asio::error::get_ssl_category();
   co_return Status::error(refused ? ErrorKind::kRefused : ErrorKind::kClosed,
@@ -69,8 +75,7 @@ asio::awaitable<size_t> Stream::read_some(asio::mutable_buffer buffer,
   if (tls_) {
     co_return co_await tls_->async_read_some(buffer, asio::redirect_error(asio::use_awaitable, ec));
   }
-  co_return co_await plain_->async_read_some(buffer,
-                                             asio::redirect_error(asio::use_awaitable, ec));
+  co_return co_await plain_->async_read_some(buffer, asio::redirect_error(asio::use_awaitable, ec));
 }
 
 asio::awaitable<void> Stream::write(const std::vector<asio::const_buffer>& buffers,

@@ -62,6 +62,8 @@ class Stream {
   TlsContext context_;  // kept alive for tls_
   std::unique_ptr<boost::asio::ssl::stream<boost::asio::ip::tcp::socket>> tls_;
   std::string batch_;  // a TLS write's frames, joined
+  // Set by the verify callback when the chain was good but the host name did not match.
+  bool name_mismatch_ = false;
 };
 
 }  // namespace ddprun::rdzv

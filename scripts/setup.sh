@@ -13,7 +13,8 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   cmake g++ ninja-build pkg-config
   libboost-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
-  libgtest-dev libgmock-dev zlib1g-dev libabsl-dev
+  libgtest-dev libgmock-dev zlib1g-dev libabsl-dev libsystemd-dev systemd
+  libsqlite3-dev etcd-server libssl-dev openssl
   libtorch-dev libgloo-dev python3-torch dataset-fashion-mnist
   prometheus
 )

@@ -12,7 +12,8 @@ namespace ddprun::rdzv {
 namespace {
 
 void append_u32(std::string& out, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<char>((v >> shift) & 0xff));
 }
 
 // Every field length-prefixed, so that no two different (job, nonce, nonce) triples share an

@@ -23,9 +23,9 @@ Status load(const char* what, const std::string& path, boost::system::error_code
 Status use_identity(ssl::context& ctx, const std::string& cert, const std::string& key,
                     const char* role) {
   if (cert.empty() != key.empty()) {
-    return Status::invalid_argument(fmt::format(
-        "TLS {} certificate and key go together: got a {} without a {}", role,
-        cert.empty() ? "key" : "certificate", cert.empty() ? "certificate" : "key"));
+    return Status::invalid_argument(
+        fmt::format("TLS {} certificate and key go together: got a {} without a {}", role,
+                    cert.empty() ? "key" : "certificate", cert.empty() ? "certificate" : "key"));
   }
   if (cert.empty()) return Status();
   boost::system::error_code ec;

@@ -38,7 +38,9 @@ void Secret::wipe() {
 }
 
 Result<Secret> load_token_file(const std::string& path) {
-  auto where = [&](const std::string& what) { return fmt::format("token file {}: {}", path, what); };
+  auto where = [&](const std::string& what) {
+    return fmt::format("token file {}: {}", path, what);
+  };
   // O_NOFOLLOW is not used: a symlink to a private file (systemd's credentials) is fine; the
   // mode checked is the target's, through the descriptor actually read.
   const int raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -48,7 +50,7 @@ Result<Secret> load_token_file(const std::string& path) {
     return Status::error(where(std::strerror(err)));
   }
   UniqueFd fd(raw);
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return Status::error(where(std::strerror(errno)));
   if (!S_ISREG(st.st_mode)) return Status::invalid_argument(where("not a regular file"));
   if ((st.st_mode & 077) != 0) {
@@ -80,9 +82,9 @@ Result<Secret> load_token_file(const std::string& path) {
   const size_t length = end - begin;
   if (length == 0) return Status::invalid_argument(where("empty"));
   if (length < kMinTokenBytes) {
-    return Status::invalid_argument(where(fmt::format(
-        "the token is {} bytes; use at least {} (e.g. openssl rand -hex 32 > {})", length,
-        kMinTokenBytes, path)));
+    return Status::invalid_argument(
+        where(fmt::format("the token is {} bytes; use at least {} (e.g. openssl rand -hex 32 > {})",
+                          length, kMinTokenBytes, path)));
   }
   if (length > kMaxTokenBytes) {
     return Status::invalid_argument(

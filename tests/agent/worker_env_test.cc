@@ -73,6 +73,21 @@ TEST(WorkerEnv, AgentStoreFlagIsPythonBoolean) {
   EXPECT_EQ(build_worker_env({}, attempt, {}, "e").at("TORCHELASTIC_USE_AGENT_STORE"), "True");
 }
 
+TEST(WorkerEnv, WorkersNeverInheritTheServiceManagersVariables) {
+  // The agent runs as a Type=notify unit: these are its own, for READY/WATCHDOG/STOPPING.
+  const EnvMap base{{"NOTIFY_SOCKET", "/run/systemd/notify"},
+                    {"WATCHDOG_USEC", "30000000"},
+                    {"WATCHDOG_PID", "4242"},
+                    {"NOTIFY_SOCKET_NOT", "kept"},
+                    {"PATH", "/bin"}};
+  const EnvMap env = build_worker_env(base, {}, {}, "e");
+  EXPECT_EQ(env.count("NOTIFY_SOCKET"), 0u);
+  EXPECT_EQ(env.count("WATCHDOG_USEC"), 0u);
+  EXPECT_EQ(env.count("WATCHDOG_PID"), 0u);
+  EXPECT_EQ(env.at("NOTIFY_SOCKET_NOT"), "kept");  // only the exact names go
+  EXPECT_EQ(env.at("PATH"), "/bin");
+}
+
 TEST(WorkerEnv, EnvpHasKeyEqualsValue) {
   EXPECT_EQ(to_envp({{"A", "1"}, {"B", "x=y"}}), (std::vector<std::string>{"A=1", "B=x=y"}));
 }

@@ -48,7 +48,9 @@ void DdprunTest::SetUp() {
   ::mkdir(tmp.c_str(), 0755);
   for (const auto& [key, value] : current_environment()) {
     if (starts_with(key, "PET_") || starts_with(key, "TORCHELASTIC_") ||
-        starts_with(key, "PYTHON") || key == "OMP_NUM_THREADS" || key == "DDPRUN_LOG_LEVEL") {
+        starts_with(key, "PYTHON") || key == "OMP_NUM_THREADS" || key == "DDPRUN_LOG_LEVEL" ||
+        // A test run inside a SLURM job or a systemd unit must not configure ddprun from it.
+        starts_with(key, "SLURM") || key == "NOTIFY_SOCKET" || starts_with(key, "WATCHDOG_")) {
       continue;
     }
     env_[key] = value;

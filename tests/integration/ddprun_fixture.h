@@ -58,7 +58,8 @@ class DdprunTest : public ::testing::Test {
   static RunResult finish(ChildProcess& child, Deadline deadline);
 
   // ddprun's environment; tests may change it before starting ddprun. By default: the test's
-  // own environment without PET_*, TORCHELASTIC_*, OMP_NUM_THREADS and PYTHON* variables,
+  // own environment without PET_*, TORCHELASTIC_*, OMP_NUM_THREADS, PYTHON*, SLURM*,
+  // NOTIFY_SOCKET and WATCHDOG_* variables,
   // plus TMPDIR=<temp>/tmp, PYTHON_EXEC=<python()>, DDPRUN_TEST_OUT=<out_dir()>,
   // PYTHONDONTWRITEBYTECODE=1.
   std::map<std::string, std::string> env_;

@@ -24,7 +24,9 @@ std::vector<ClientMessage> sample_client_messages() {
           LeaveMsg{6},
           ProgressMsg{3, {{0, 0, 12, 250, true}, {1, 1, -1, 900, false}}},
           ProgressQueryMsg{8},
-          StatusQuery{}};
+          StatusQuery{},
+          StatusQuery{kProtocolMagic, kProtocolVersion, std::string(32, 'n')},
+          AuthProofMsg{std::string(32, 'p')}};
 }
 
 StatusReport sample_status_report() {
@@ -48,7 +50,8 @@ std::vector<ServerMessage> sample_server_messages() {
           JobSucceeded{5},
           HeartbeatAck{},
           ErrorMsg{"shutting down"},
-          sample_status_report()};
+          sample_status_report(),
+          AuthChallenge{std::string(32, 's'), std::string(32, 'q')}};
 }
 
 TEST(CodecTest, ClientMessagesRoundTrip) {

@@ -138,7 +138,8 @@ TEST_F(StatusTest, ServerCountsMessagesBytesRoundsAndRejections) {
   const ServerCounters& c = s.totals;
   EXPECT_EQ(c.accepted, 4u);  // 2 nodes, the raw connection, the query
   EXPECT_EQ(c.rejected_handshake, 1u);
-  EXPECT_EQ(c.rejected_limit, 0u);
+  EXPECT_EQ(c.total_limit_refusals(), 0u);
+  EXPECT_EQ(c.rejected_auth, 0u);
   auto in = [&](auto m) { return c.messages_in[ClientMessage(m).index()]; };
   auto out = [&](auto m) { return c.messages_out[ServerMessage(m).index()]; };
   EXPECT_EQ(in(Hello{}), 2u);
@@ -154,7 +155,7 @@ TEST_F(StatusTest, ServerCountsMessagesBytesRoundsAndRejections) {
 }
 
 TEST(StatusReportTest, KeepsTheFrameWithinTheLimitAndSaysSo) {
-  JobRegistry::JobSnapshot job;
+  JobRegistry::JobView job;
   job.id = "job";
   RoundState::Snapshot round;
   round.phase = RoundState::Phase::kRunning;

@@ -1,0 +1,147 @@
+#include "rendezvous/job_snapshot.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace ddprun::rdzv {
+
+namespace {
+constexpr int kFormatVersion = 1;
+using json = nlohmann::json;
+}  // namespace
+
+// Friend of RoundState: reads and rebuilds its private fields.
+struct RoundStateCodec {
+  static json options_to_json(const JobOptions& o) {
+    return {{"min_nodes", o.min_nodes},
+            {"max_nodes", o.max_nodes},
+            {"max_restarts", o.max_restarts},
+            {"join_timeout_ms", o.join_timeout.count()},
+            {"last_call_timeout_ms", o.last_call_timeout.count()},
+            {"heartbeat_timeout_ms", o.heartbeat_timeout.count()},
+            {"exit_barrier_timeout_ms", o.exit_barrier_timeout.count()},
+            {"agent_store", o.agent_store}};
+  }
+
+  static JobOptions options_from_json(const json& j) {
+    JobOptions o;
+    o.min_nodes = j.at("min_nodes");
+    o.max_nodes = j.at("max_nodes");
+    o.max_restarts = j.at("max_restarts");
+    o.join_timeout = Millis(j.at("join_timeout_ms").get<int64_t>());
+    o.last_call_timeout = Millis(j.at("last_call_timeout_ms").get<int64_t>());
+    o.heartbeat_timeout = Millis(j.at("heartbeat_timeout_ms").get<int64_t>());
+    o.exit_barrier_timeout = Millis(j.at("exit_barrier_timeout_ms").get<int64_t>());
+    o.agent_store = j.at("agent_store");
+    return o;
+  }
+
+  static json node_to_json(const RoundState::NodeRecord& r) {
+    json n = {{"local_world_size", r.info.local_world_size},
+              {"master_addr", r.info.master_addr},
+              {"master_port", r.info.master_port},
+              {"state", static_cast<int>(r.state)},
+              {"join_seq", r.join_seq},
+              {"expected", r.expected},
+              {"succeeded", r.succeeded}};
+    if (r.info.node_rank_hint) n["node_rank_hint"] = *r.info.node_rank_hint;
+    if (r.last_group_rank) n["group_rank"] = *r.last_group_rank;
+    return n;
+  }
+
+  static RoundState::NodeRecord node_from_json(const std::string& id, const json& n) {
+    RoundState::NodeRecord r;
+    r.info.node_id = id;
+    r.info.local_world_size = n.at("local_world_size");
+    r.info.master_addr = n.at("master_addr");
+    r.info.master_port = n.at("master_port");
+    if (n.contains("node_rank_hint")) r.info.node_rank_hint = n["node_rank_hint"].get<uint32_t>();
+    const int state = n.at("state");
+    if (state < 0 || state > static_cast<int>(RoundState::NodeState::kMember)) {
+      throw std::out_of_range(fmt::format("node '{}' has an unknown state {}", id, state));
+    }
+    r.state = static_cast<RoundState::NodeState>(state);
+    r.join_seq = n.at("join_seq");
+    r.expected = n.at("expected");
+    r.succeeded = n.at("succeeded");
+    if (n.contains("group_rank")) r.last_group_rank = n["group_rank"].get<uint32_t>();
+    return r;
+  }
+
+  static json to_json(const RoundState& s) {
+    json nodes = json::object();
+    for (const auto& [id, rec] : s.nodes_) nodes[id] = node_to_json(rec);
+    return {{"options", options_to_json(s.options_)},
+            {"phase", static_cast<int>(s.phase_)},
+            {"round", s.round_},
+            {"restart_count", s.restart_count_},
+            {"next_join_seq", s.next_join_seq_},
+            {"expected_total", s.expected_total_},
+            {"min_reached", s.min_reached_at_.has_value()},
+            {"barrier", s.barrier_deadline_.has_value()},
+            {"nodes", std::move(nodes)}};
+  }
+
+  // Rebuilds the state with its clocks restarted at `now` (job_snapshot.h).
+  static RoundState from_json(const std::string& job_id, const json& j, SteadyTime now) {
+    RoundState s(job_id, options_from_json(j.at("options")), now);
+    const int phase = j.at("phase");
+    if (phase < 0 || phase > static_cast<int>(RoundState::Phase::kFailed)) {
+      throw std::out_of_range(fmt::format("unknown phase {}", phase));
+    }
+    s.phase_ = static_cast<RoundState::Phase>(phase);
+    s.round_ = j.at("round");
+    s.restart_count_ = j.at("restart_count");
+    s.next_join_seq_ = j.at("next_join_seq");
+    s.expected_total_ = j.at("expected_total");
+    if (j.at("min_reached").get<bool>()) s.min_reached_at_ = now;
+    if (j.at("barrier").get<bool>()) s.barrier_deadline_ = now + s.options_.exit_barrier_timeout;
+    for (const auto& [id, n] : j.at("nodes").items()) {
+      RoundState::NodeRecord rec = node_from_json(id, n);
+      // Nobody is connected to a daemon that just started: each node has heartbeat_timeout to
+      // resume, as if its connection had dropped now (without the restart that detach() makes:
+      // the daemon died, not the node).
+      rec.grace_deadline = now + s.options_.heartbeat_timeout;
+      s.graces_.emplace(*rec.grace_deadline, id);
+      if (rec.state == RoundState::NodeState::kPending) ++s.pending_count_;
+      if (rec.state == RoundState::NodeState::kMember) ++s.member_count_;
+      if (rec.state == RoundState::NodeState::kMember && rec.succeeded) ++s.succeeded_count_;
+      if (rec.expected && rec.state == RoundState::NodeState::kIdle) ++s.expected_missing_;
+      s.nodes_.emplace(id, std::move(rec));
+    }
+    return s;
+  }
+};
+
+std::string encode_job_snapshot(const RoundState& round,
+                                const std::map<std::string, uint64_t>& tokens) {
+  json j = {{"v", kFormatVersion}, {"round", RoundStateCodec::to_json(round)}, {"tokens", tokens}};
+  return j.dump();
+}
+
+Result<JobSnapshot> decode_job_snapshot(const std::string& job_id, const std::string& bytes,
+                                        SteadyTime now) {
+  auto bad = [&](const std::string& why) {
+    return Status::malformed(
+        fmt::format("the stored state of job '{}' is unreadable: {}", job_id, why));
+  };
+  const json j = json::parse(bytes, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+  try {
+    const int version = j.at("v");
+    if (version > kFormatVersion) {
+      return Status::refused(fmt::format(
+          "the stored state of job '{}' was written by a newer ddp-rendezvous (format {}; this "
+          "build reads up to {})",
+          job_id, version, kFormatVersion));
+    }
+    JobSnapshot out;
+    if (j.contains("round")) out.round.emplace(RoundStateCodec::from_json(job_id, j["round"], now));
+    out.tokens = j.at("tokens").get<std::map<std::string, uint64_t>>();
+    return out;
+  } catch (const std::exception& e) {
+    return bad(e.what());
+  }
+}
+
+}  // namespace ddprun::rdzv

@@ -1,0 +1,116 @@
+#include "rendezvous/state/etcd_state_store.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+#include <boost/asio/post.hpp>
+
+namespace ddprun::rdzv::state {
+
+EtcdStateStore::EtcdStateStore(std::shared_ptr<EtcdClient> client, EtcdStateStoreOptions options)
+    : client_(std::move(client)), options_(std::move(options)), keys_(options_.cluster) {}
+
+EtcdStateStore::~EtcdStateStore() { *alive_ = false; }
+
+std::string EtcdStateStore::describe() const {
+  return fmt::format("etcd://{} (keys under {})", fmt::join(client_->options().endpoints, ","),
+                     keys_.jobs_prefix());
+}
+
+Result<std::map<std::string, std::string>> EtcdStateStore::load_all() {
+  // A private loop and client: load_all may be called from a handler on the owner's loop,
+  // which must not be run re-entrantly. The private client starts at the member that answered
+  // the shared one last.
+  boost::asio::io_context io;
+  EtcdClientOptions o = client_->options();
+  std::rotate(o.endpoints.begin(),
+              std::find(o.endpoints.begin(), o.endpoints.end(), client_->current_endpoint()),
+              o.endpoints.end());
+  auto client = std::make_shared<EtcdClient>(io, std::move(o));
+  const std::string prefix = keys_.jobs_prefix();
+  etcd::RangeRequest request{prefix, etcd::prefix_range_end(prefix), options_.load_page_size, 0};
+  std::map<std::string, std::string> jobs;
+  for (;;) {
+    std::optional<Result<etcd::RangeResponse>> page;
+    client->range(request, [&](Result<etcd::RangeResponse> r) { page = std::move(r); });
+    io.run();  // ends when the request has completed: it is the only work
+    io.restart();
+    if (!page) return Status::error("etcd range ended without an answer");
+    if (!*page) return page->status().with_context("loading the rendezvous state from etcd");
+    for (auto& kv : (*page)->kvs) jobs[kv.key.substr(prefix.size())] = std::move(kv.value);
+    if (!(*page)->more || (*page)->kvs.empty()) break;
+    // The next page at the same revision, from just after the last key.
+    request.revision = (*page)->revision;
+    request.key = (*page)->kvs.back().key + '\0';
+  }
+  return jobs;
+}
+
+void EtcdStateStore::save(std::string job_id, std::optional<std::string> state,
+                          std::function<void(Status)> done) {
+  if (state && state->size() > options_.max_state_bytes) {
+    Status too_big = Status::refused(fmt::format(
+        "the state of job '{}' is {} bytes, more than the {} bytes an etcd state store accepts",
+        job_id, state->size(), options_.max_state_bytes));
+    boost::asio::post(client_->io(), [done = std::move(done), too_big] { done(too_big); });
+    return;
+  }
+  JobQueue& q = queues_[job_id];
+  q.has_next = true;
+  q.next = std::move(state);
+  q.next_done.push_back(std::move(done));
+  if (!q.in_flight) send(job_id);
+}
+
+void EtcdStateStore::send(const std::string& job_id) {
+  JobQueue& q = queues_[job_id];
+  q.in_flight = true;
+  q.has_next = false;
+  q.sent = std::move(q.next_done);
+  q.next_done.clear();
+  const std::string key = keys_.job(job_id);
+  etcd::RequestOp op = q.next ? etcd::RequestOp(etcd::PutRequest{key, std::move(*q.next), 0})
+                              : etcd::RequestOp(etcd::DeleteRangeRequest{key, {}});
+  q.next.reset();
+  auto on_done = [this, alive = alive_, job_id](Status s) {
+    if (*alive) finish(job_id, s);
+  };
+  if (!fence_) {
+    if (auto* put = std::get_if<etcd::PutRequest>(&op)) {
+      client_->put(std::move(*put), [on_done](auto r) { on_done(r.status()); });
+    } else {
+      client_->delete_range(std::get<etcd::DeleteRangeRequest>(std::move(op)),
+                            [on_done](auto r) { on_done(r.status()); });
+    }
+    return;
+  }
+  etcd::TxnRequest txn;
+  txn.compare.push_back(
+      {fence_->leader_key, etcd::Compare::Target::kCreateRevision, fence_->create_revision, {}});
+  txn.success.push_back(std::move(op));
+  client_->txn(std::move(txn), [on_done, fence = *fence_](Result<etcd::TxnResponse> r) {
+    if (r && !r->succeeded) {
+      return on_done(Status::refused(fmt::format(
+          "this replica no longer leads: {} is not the key it created at revision {}; another "
+          "replica has taken over",
+          fence.leader_key, fence.create_revision)));
+    }
+    on_done(r.status());
+  });
+}
+
+void EtcdStateStore::finish(const std::string& job_id, const Status& result) {
+  auto it = queues_.find(job_id);
+  auto sent = std::move(it->second.sent);
+  it->second.in_flight = false;
+  if (it->second.has_next) {
+    send(job_id);
+  } else {
+    queues_.erase(it);
+  }
+  // After the queue is settled: a completion may save again.
+  for (auto& done : sent) done(result);
+}
+
+}  // namespace ddprun::rdzv::state

@@ -1,0 +1,29 @@
+#include "rendezvous/state/memory_state_store.h"
+
+#include <utility>
+
+#include <boost/asio/post.hpp>
+
+namespace ddprun::rdzv::state {
+
+Result<std::map<std::string, std::string>> MemoryStateStore::load_all() {
+  if (!failure_) return failure_;
+  return jobs_;
+}
+
+void MemoryStateStore::save(std::string job_id, std::optional<std::string> state,
+                            std::function<void(Status)> done) {
+  Status result = failure_;
+  if (result) {
+    if (state) {
+      jobs_[job_id] = std::move(*state);
+    } else {
+      jobs_.erase(job_id);
+    }
+    ++save_count_;
+  }
+  // Posted, never inline: the server must not rely on a completion re-entering it.
+  boost::asio::post(io_, [done = std::move(done), result = std::move(result)] { done(result); });
+}
+
+}  // namespace ddprun::rdzv::state

@@ -1,0 +1,137 @@
+// EtcdStateStore against a real three-member etcd cluster (Debian's etcd-server) on loopback:
+// saves read back by another client, forgets, order of one job's saves, a member killed by PID
+// while saving, and the fence that stops a deposed leader from overwriting its successor.
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "rendezvous/state/etcd_client.h"
+#include "rendezvous/state/etcd_state_store.h"
+#include "tests/rendezvous/state/state_test_util.h"
+
+namespace ddprun::rdzv::state {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::EtcdCluster;
+using testing::run_until;
+
+class EtcdStateStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(testing::etcd_binary())) {
+      GTEST_SKIP() << "no etcd binary at " << testing::etcd_binary()
+                   << " (install Debian's etcd-server, or set DDPRUN_ETCD)";
+    }
+    cluster_ = std::make_unique<EtcdCluster>(3);
+    ASSERT_TRUE(cluster_->start()) << "etcd did not start:\n" << cluster_->logs();
+  }
+
+  std::shared_ptr<EtcdClient> client(std::vector<std::string> endpoints) {
+    return std::make_shared<EtcdClient>(
+        io_, EtcdClientOptions{.endpoints = std::move(endpoints), .request_timeout = 1s});
+  }
+
+  // Saves and waits for the completion; the completion's status.
+  Status save_and_wait(StateStore& store, const std::string& job,
+                       std::optional<std::string> state) {
+    std::optional<Status> result;
+    store.save(job, std::move(state), [&](Status s) { result = std::move(s); });
+    if (!run_until(
+            io_, [&] { return result.has_value(); }, 20s)) {
+      return Status::timed_out("save did not complete");
+    }
+    return *result;
+  }
+
+  boost::asio::io_context io_;
+  std::unique_ptr<EtcdCluster> cluster_;
+};
+
+TEST_F(EtcdStateStoreTest, SavesAreReadBackByAnotherClientAndForgetsDelete) {
+  EtcdStateStore store(client(cluster_->endpoints()), {.cluster = "t1"});
+  ASSERT_TRUE(save_and_wait(store, "job-a", std::string("A\0bytes", 7)).ok());
+  ASSERT_TRUE(save_and_wait(store, "job-b", "B1").ok());
+  ASSERT_TRUE(save_and_wait(store, "job-c", "C").ok());
+  ASSERT_TRUE(save_and_wait(store, "job-c", std::nullopt).ok());
+  ASSERT_TRUE(save_and_wait(store, "job-never-saved", std::nullopt).ok());
+
+  // Another client, preferring another member, in another cluster namespace and in this one.
+  EtcdStateStore other(client({cluster_->endpoint(2), cluster_->endpoint(0)}), {.cluster = "t1"});
+  auto all = other.load_all();
+  ASSERT_TRUE(all.ok()) << all.error_message();
+  EXPECT_EQ(*all, (std::map<std::string, std::string>{{"job-a", std::string("A\0bytes", 7)},
+                                                      {"job-b", "B1"}}));
+  EtcdStateStore elsewhere(client(cluster_->endpoints()), {.cluster = "t2"});
+  EXPECT_TRUE(elsewhere.load_all()->empty());
+}
+
+TEST_F(EtcdStateStoreTest, ManySavesOfOneJobCompleteInOrderAndTheLastWins) {
+  EtcdStateStore store(client(cluster_->endpoints()), {.cluster = "order"});
+  std::vector<int> completed;
+  const int kSaves = 50;
+  for (int i = 0; i < kSaves; ++i) {
+    store.save("job", std::to_string(i), [&, i](Status s) {
+      EXPECT_TRUE(s.ok()) << s.message();
+      completed.push_back(i);
+    });
+  }
+  EXPECT_TRUE(completed.empty()) << "a completion ran inside save()";
+  ASSERT_TRUE(run_until(
+      io_, [&] { return completed.size() == kSaves; }, 30s));
+  for (int i = 0; i < kSaves; ++i) ASSERT_EQ(completed[i], i);
+  EXPECT_EQ(store.load_all()->at("job"), std::to_string(kSaves - 1));
+}
+
+TEST_F(EtcdStateStoreTest, SavesGoOnWhenTheMemberInUseIsKilled) {
+  EtcdStateStore store(client(cluster_->endpoints()), {.cluster = "loss"});
+  ASSERT_TRUE(save_and_wait(store, "job", "before").ok());
+  cluster_->kill_member(0);  // the member the client prefers (it answered last)
+  Status after = save_and_wait(store, "job", "after");
+  ASSERT_TRUE(after.ok()) << after.message() << "\n" << cluster_->logs();
+  EtcdStateStore reader(client({cluster_->endpoint(1), cluster_->endpoint(2)}),
+                        {.cluster = "loss"});
+  auto all = reader.load_all();
+  ASSERT_TRUE(all.ok()) << all.error_message();
+  EXPECT_EQ(all->at("job"), "after");
+}
+
+TEST_F(EtcdStateStoreTest, AFencedStoreRefusesToWriteOnceAnotherLeaderKeyExists) {
+  auto c = client(cluster_->endpoints());
+  EtcdStateStore store(c, {.cluster = "fence"});
+  // Become "leader" by creating the leader key, as EtcdLeadership does.
+  std::optional<Result<etcd::PutResponse>> put;
+  c->put({store.keys().leader(), "replica-1", 0}, [&](auto r) { put = std::move(r); });
+  ASSERT_TRUE(run_until(
+      io_, [&] { return put.has_value(); }, 10s));
+  ASSERT_TRUE(put->ok()) << put->error_message();
+  std::optional<Result<etcd::RangeResponse>> read;
+  c->range({store.keys().leader(), {}, 0, 0}, [&](auto r) { read = std::move(r); });
+  ASSERT_TRUE(run_until(
+      io_, [&] { return read.has_value(); }, 10s));
+  ASSERT_TRUE(read->ok() && (*read)->kvs.size() == 1);
+  store.set_fence(LeaderFence{store.keys().leader(), (*read)->kvs[0].create_revision});
+  ASSERT_TRUE(save_and_wait(store, "job", "mine").ok());
+
+  // Another replica's term: the key deleted (lease expired) and created again.
+  std::optional<Result<etcd::DeleteRangeResponse>> del;
+  c->delete_range({store.keys().leader(), {}}, [&](auto r) { del = std::move(r); });
+  ASSERT_TRUE(run_until(
+      io_, [&] { return del.has_value(); }, 10s));
+  put.reset();
+  c->put({store.keys().leader(), "replica-2", 0}, [&](auto r) { put = std::move(r); });
+  ASSERT_TRUE(run_until(
+      io_, [&] { return put.has_value(); }, 10s));
+
+  Status stale = save_and_wait(store, "job", "stale");
+  EXPECT_TRUE(stale.is_refused()) << stale.message();
+  EXPECT_NE(stale.message().find("no longer leads"), std::string::npos) << stale.message();
+  EXPECT_EQ(store.load_all()->at("job"), "mine");
+}
+
+}  // namespace
+}  // namespace ddprun::rdzv::state
