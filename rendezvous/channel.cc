@@ -114,7 +114,7 @@ void Channel::connect(std::function<void(Status)> done) {
 }
 
 void Channel::start_connection(Stream stream) {
-  socket_.emplace(std::move(stream));
+  socket_ = std::make_shared<Stream>(std::move(stream));
   const uint64_t generation = ++generation_;
   last_rx_ = std::chrono::steady_clock::now();
   auto self = shared_from_this();
@@ -146,8 +146,11 @@ void Channel::tick(uint64_t generation) {
 asio::awaitable<void> Channel::read_loop(uint64_t generation) {
   std::vector<uint8_t> body;
   auto self = shared_from_this();  // keeps *this alive while the coroutine runs
-  while (generation == generation_ && socket_) {
-    Status read = co_await read_frame(*socket_, options_.limits, body);
+  // Held while the read is pending: a TLS stream's operations refer to it until they complete,
+  // even after drop_socket() closed it.
+  const std::shared_ptr<Stream> stream = socket_;
+  while (generation == generation_ && stream) {
+    Status read = co_await read_frame(*stream, options_.limits, body);
     if (generation != generation_ || state_ == State::kClosed) co_return;
     if (!read) co_return on_connection_lost(read.message());
     auto message = decode_server_message(body, options_.limits);
@@ -160,7 +163,9 @@ asio::awaitable<void> Channel::read_loop(uint64_t generation) {
 
 asio::awaitable<void> Channel::write_loop(uint64_t generation) {
   auto self = shared_from_this();
-  Status written = co_await writer_.run(*socket_, [this, generation] {
+  const std::shared_ptr<Stream> stream = socket_;  // see read_loop
+  if (generation != generation_ || !stream) co_return;
+  Status written = co_await writer_.run(*stream, [this, generation] {
     return generation == generation_ && socket_ && state_ != State::kClosed;
   });
   if (!written && generation == generation_ && state_ != State::kClosed) {

@@ -157,7 +157,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   std::mt19937_64 rng_;
   std::shared_ptr<bool> stop_ = std::make_shared<bool>(false);  // ends connect retries
   State state_ = State::kIdle;
-  std::optional<Stream> socket_;
+  std::shared_ptr<Stream> socket_;  // shared with the connection's read and write loops
   uint64_t generation_ = 0;  // connection generation: coroutines of an older one do nothing
   SteadyTime last_rx_;
   boost::asio::steady_timer ticker_;  // heartbeats, and the silence check

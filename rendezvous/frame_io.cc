@@ -6,14 +6,14 @@
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/redirect_error.hpp>
-#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 namespace ddprun::rdzv {
 
 namespace {
-Status read_error(const boost::system::error_code& ec, const char* eof_message) {
-  if (ec.category() == asio::error::get_ssl_category()) {
+Status read_error(const Stream& stream, const boost::system::error_code& ec,
+                  const char* eof_message) {
+  if (stream.is_tls_error(ec)) {
     return Status::refused("TLS: " + ec.message());
   }
   return Status::closed(ec == asio::error::eof ? eof_message : ec.message());
@@ -25,12 +25,12 @@ asio::awaitable<Status> read_frame(Stream& stream, const CodecLimits& limits,
   boost::system::error_code ec;
   std::array<uint8_t, kFrameHeaderBytes> header{};
   co_await stream.read(asio::buffer(header), ec);
-  if (ec) co_return read_error(ec, "connection closed");
+  if (ec) co_return read_error(stream, ec, "connection closed");
   auto len = decode_frame_length(header, limits);
   if (!len) co_return len.status().with_context("bad frame header");
   body.resize(*len);  // bounded by limits.max_frame_bytes above
   co_await stream.read(asio::buffer(body), ec);
-  if (ec) co_return read_error(ec, "connection closed in the middle of a frame");
+  if (ec) co_return read_error(stream, ec, "connection closed in the middle of a frame");
   co_return Status();
 }
 

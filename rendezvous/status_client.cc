@@ -15,6 +15,10 @@
 namespace ddprun::rdzv {
 namespace {
 
+// After a timeout, how long the cancelled exchange may take to unwind (it ends at once, except
+// in a host name resolution, which cannot be cancelled and is then dropped with the io_context).
+constexpr Millis kUnwind{1000};
+
 // `stream` is the caller's, so that it is closed before the io_context goes.
 asio::awaitable<Result<StatusReport>> exchange(asio::any_io_executor ex,
                                                std::optional<Stream>& stream,
@@ -59,9 +63,16 @@ Result<StatusReport> query_status(const StatusQueryOptions& options) {
         if (error) result = Status::error("the status query ended with an exception");
       });
   io.run_for(options.timeout);
-  if (stream) stream->close();  // the pending steps are dropped with the io_context
+  const bool timed_out = !result.has_value();
+  if (timed_out && stream) {
+    // Let the exchange unwind while the stream exists: a TLS stream's pending operations refer
+    // to it until they complete. Closing completes them at once.
+    stream->close();
+    io.restart();
+    io.run_for(kUnwind);
+  }
   const std::string where = fmt::format("rendezvous server {}:{}", options.host, options.port);
-  if (!result) {
+  if (timed_out) {
     return Status::timed_out(
         fmt::format("{}: no status report within {} ms", where, options.timeout.count()));
   }

@@ -15,10 +15,9 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ssl/stream.hpp>
 
 #include "common/result.h"
-#include "rendezvous/security/tls_context.h"
+#include "rendezvous/security/provider.h"
 
 namespace ddprun::rdzv {
 
@@ -28,8 +27,9 @@ class Stream {
 
   // Plain TCP.
   explicit Stream(boost::asio::ip::tcp::socket socket);
-  // TLS over `socket`; handshake() must succeed before anything else is read or written.
-  Stream(boost::asio::ip::tcp::socket socket, TlsContext tls);
+  // TLS over `socket` (the OpenSSL module's transport); handshake() must succeed before
+  // anything else is read or written.
+  Stream(boost::asio::ip::tcp::socket socket, const TlsContext& tls);
   Stream(Stream&&) noexcept;
   Stream& operator=(Stream&&) noexcept;
   ~Stream();
@@ -50,6 +50,11 @@ class Stream {
                                            boost::system::error_code& ec);
   boost::asio::awaitable<void> write(const std::vector<boost::asio::const_buffer>& buffers,
                                      boost::system::error_code& ec);
+  // Whether `ec` from a read or write is TLS refusing something (an alert, a record that does
+  // not verify) rather than the connection ending.
+  bool is_tls_error(const boost::system::error_code& ec) const {
+    return tls_ && tls_->is_tls_error(ec);
+  }
 
   // Half-close: the peer reads what was written, then end of stream. (TLS: no close_notify;
   // the frame protocol says when a conversation ends, so a truncation attack gains nothing.)
@@ -59,11 +64,7 @@ class Stream {
 
  private:
   std::optional<boost::asio::ip::tcp::socket> plain_;
-  TlsContext context_;  // kept alive for tls_
-  std::unique_ptr<boost::asio::ssl::stream<boost::asio::ip::tcp::socket>> tls_;
-  std::string batch_;  // a TLS write's frames, joined
-  // Set by the verify callback when the chain was good but the host name did not match.
-  bool name_mismatch_ = false;
+  std::unique_ptr<TlsTransport> tls_;
 };
 
 }  // namespace ddprun::rdzv

@@ -3,7 +3,11 @@
 // ddp-rendezvous process. Reports the time until every node has its assignment, and the
 // server's CPU time and peak RSS (from /proc). Not a test: run by hand, see docs/benchmarks.md.
 //
-//   rendezvous_load [nodes=1000] [rounds=1]
+//   rendezvous_load [nodes=1000] [plain|token|tls]
+//
+// token: the daemon has --token-file and every node the token (the challenge-response on every
+// connection); tls: that plus TLS (a server certificate made with the openssl command, every
+// node verifying it against the CA).
 #include <signal.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -22,6 +26,9 @@
 #include <boost/asio/io_context.hpp>
 
 #include "rendezvous/client.h"
+#include "rendezvous/rdzv_conf.h"
+#include "rendezvous/security/credentials.h"
+#include "tests/rendezvous/test_pki.h"
 
 extern char** environ;
 
@@ -36,17 +43,21 @@ struct ServerProcess {
   uint16_t port = 0;
 };
 
-ServerProcess spawn_server() {
+ServerProcess spawn_server(const std::vector<std::string>& extra) {
   int fds[2];
   if (::pipe(fds) != 0) std::abort();
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  const char* argv[] = {DDP_RENDEZVOUS_BIN, "--host", "127.0.0.1", "--port", "0",
-                        "--log-level",      "warn",   nullptr};
+  std::vector<std::string> args = {DDP_RENDEZVOUS_BIN, "--host", "127.0.0.1", "--port", "0",
+                                   "--log-level",      "warn",   "--max-connections-per-source",
+                                   "100000"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   ServerProcess p;
-  if (posix_spawn(&p.pid, DDP_RENDEZVOUS_BIN, &actions, nullptr, const_cast<char**>(argv),
-                  environ) != 0) {
+  if (posix_spawn(&p.pid, DDP_RENDEZVOUS_BIN, &actions, nullptr, argv.data(), environ) != 0) {
     std::abort();
   }
   ::close(fds[1]);
@@ -86,13 +97,40 @@ double seconds_since(BenchClock::time_point t) {
 
 int main(int argc, char** argv) {
   const int nodes = argc > 1 ? std::stoi(argv[1]) : 1000;
+  const std::string mode = argc > 2 ? argv[2] : "plain";
+  if (mode != "plain" && mode != "token" && mode != "tls") {
+    std::fprintf(stderr, "mode must be plain, token or tls\n");
+    return 2;
+  }
   rlimit lim{};
   ::getrlimit(RLIMIT_NOFILE, &lim);
   lim.rlim_cur = lim.rlim_max;  // one socket per simulated node
   ::setrlimit(RLIMIT_NOFILE, &lim);
   spdlog::set_level(spdlog::level::warn);
 
-  ServerProcess server = spawn_server();
+  // Credentials for both sides (token, and for tls a CA and a server certificate).
+  ddprun::rdzv::testing::TestPki pki;
+  std::vector<std::string> server_flags;
+  RendezvousConf conf;
+  if (mode != "plain") {
+    const std::string token = pki.token("bench", "0123456789abcdef0123456789abcdef");
+    server_flags = {"--token-file", token};
+    conf.token_file = token;
+  }
+  if (mode == "tls") {
+    server_flags.insert(server_flags.end(),
+                        {"--tls-cert", pki.cert("server"), "--tls-key", pki.key("server")});
+    conf.tls_ca_file = pki.cert("ca");
+  }
+  auto loaded = load_client_credentials(conf);
+  if (!loaded) {
+    std::fprintf(stderr, "%s\n", loaded.error_message().c_str());
+    return 2;
+  }
+  const auto credentials = std::make_shared<const ClientCredentials>(std::move(*loaded));
+  ServerProcess server = spawn_server(server_flags);
+  double cpu_start = 0, hwm0 = 0, rss0 = 0;
+  server_usage(server.pid, cpu_start, hwm0, rss0);
   boost::asio::io_context io;
   std::vector<std::unique_ptr<TcpRendezvousClient>> clients;
   int connected = 0, failed = 0, assigned = 0;
@@ -105,6 +143,7 @@ int main(int argc, char** argv) {
     o.connect_timeout = std::chrono::seconds(60);
     o.heartbeat_timeout = std::chrono::seconds(60);
     o.keep_alive_interval = std::chrono::seconds(10);
+    o.credentials = credentials;
     clients.push_back(std::make_unique<TcpRendezvousClient>(io, o));
     clients.back()->connect([&](Status s) { s.ok() ? ++connected : ++failed; });
   }
@@ -138,9 +177,11 @@ int main(int argc, char** argv) {
   server_usage(server.pid, cpu_after, hwm, rss);
 
   std::printf(
-      "nodes=%d connect_all=%.3fs join_to_all_assigned=%.3fs server_cpu_during_join=%.3fs "
-      "server_cpu_total=%.3fs server_peak_rss=%.1fMiB server_rss=%.1fMiB failed=%d\n",
-      nodes, connect_s, join_s, cpu_after - cpu_before, cpu_after, hwm, rss, failed);
+      "mode=%s nodes=%d connect_all=%.3fs server_cpu_during_connect=%.3fs "
+      "join_to_all_assigned=%.3fs server_cpu_during_join=%.3fs server_cpu_total=%.3fs "
+      "server_peak_rss=%.1fMiB server_rss=%.1fMiB failed=%d\n",
+      mode.c_str(), nodes, connect_s, cpu_before - cpu_start, join_s, cpu_after - cpu_before,
+      cpu_after, hwm, rss, failed);
   clients.clear();
   ::kill(server.pid, SIGKILL);  // our own child, by PID
   ::waitpid(server.pid, nullptr, 0);

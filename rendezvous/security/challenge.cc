@@ -1,15 +1,25 @@
 #include "rendezvous/security/challenge.h"
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 
-#include <openssl/crypto.h>
-#include <openssl/err.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
+#include "rendezvous/security/provider.h"
 
 namespace ddprun::rdzv {
 namespace {
+
+// The module, which a token's presence means was loaded (load_token_file checks). A Secret
+// made some other way (tests) loads it here; one that cannot be loaded then is fatal, since a
+// proof cannot be made without it.
+const SecurityProvider& provider() {
+  auto loaded = security_provider();
+  if (!loaded) {
+    std::fprintf(stderr, "ddprun: %s\n", loaded.error_message().c_str());
+    std::abort();
+  }
+  return **loaded;
+}
 
 void append_u32(std::string& out, uint32_t v) {
   for (int shift = 24; shift >= 0; shift -= 8)
@@ -26,27 +36,19 @@ std::string proof(const Secret& secret, std::string_view label, std::string_view
     append_u32(input, static_cast<uint32_t>(field.size()));
     input.append(field);
   }
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int mac_len = 0;
-  const auto& key = secret.bytes();
-  const unsigned char* result =
-      HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-           reinterpret_cast<const unsigned char*>(input.data()), input.size(), mac, &mac_len);
-  // HMAC-SHA256 over memory cannot fail short of OpenSSL being unusable.
-  if (result == nullptr || mac_len != kProofBytes) std::abort();
-  return std::string(reinterpret_cast<const char*>(mac), mac_len);
+  const auto mac = provider().hmac_sha256(secret.bytes(), input);
+  return std::string(reinterpret_cast<const char*>(mac.data()), mac.size());
 }
 
 }  // namespace
 
 Result<std::string> random_nonce() {
+  auto loaded = security_provider();
+  if (!loaded) return loaded.status();
   std::string nonce(kNonceBytes, '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(nonce.data()), static_cast<int>(nonce.size())) !=
-      1) {
-    char reason[256];
-    ERR_error_string_n(ERR_get_error(), reason, sizeof reason);
-    return Status::error(std::string("cannot draw a random nonce: ") + reason);
-  }
+  Status drawn = (*loaded)->random_bytes(
+      std::span<uint8_t>(reinterpret_cast<uint8_t*>(nonce.data()), nonce.size()));
+  if (!drawn) return drawn.with_context("cannot draw a random nonce");
   return nonce;
 }
 
@@ -61,8 +63,7 @@ std::string client_proof(const Secret& secret, std::string_view job_id,
 }
 
 bool proofs_equal(std::string_view expected, std::string_view received) {
-  return expected.size() == received.size() &&
-         CRYPTO_memcmp(expected.data(), received.data(), expected.size()) == 0;
+  return provider().equal_constant_time(expected, received);
 }
 
 }  // namespace ddprun::rdzv

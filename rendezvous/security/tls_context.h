@@ -1,38 +1,13 @@
-// TLS settings for rendezvous connections (Boost.Asio's SSL over OpenSSL), built once from
-// files and shared by every connection.
-//
-//   server: its certificate chain and key; with client_ca_file, every client must present a
-//           certificate signed by that CA (mutual TLS), else the handshake fails.
-//   client: the CA that signed the server's certificate (always verified, host name included:
-//           TLS that does not check who answers protects nothing); optionally its own
-//           certificate and key for mutual TLS.
-//
-// TLS 1.2 is the oldest version either side accepts. Errors name the file and OpenSSL's reason.
+// TLS settings for rendezvous connections, built once from files (tls_files.h) and shared by
+// every connection; the work is done by the OpenSSL module (provider.h), loaded here on first
+// use. Errors name the file and OpenSSL's reason, or why the module could not be loaded.
 #pragma once
 
-#include <memory>
-#include <string>
-
-#include <boost/asio/ssl/context.hpp>
-
 #include "common/result.h"
+#include "rendezvous/security/provider.h"
+#include "rendezvous/security/tls_files.h"
 
 namespace ddprun::rdzv {
-
-struct TlsServerFiles {
-  std::string cert_file;       // PEM certificate chain, leaf first
-  std::string key_file;        // PEM private key of the leaf
-  std::string client_ca_file;  // "" = clients are not asked for certificates
-};
-
-struct TlsClientFiles {
-  std::string ca_file;      // PEM CA bundle that verifies the server; required
-  std::string cert_file;    // this client's certificate for mutual TLS ("" = none)
-  std::string key_file;     // and its key (both or neither)
-  std::string server_name;  // the name the server's certificate must carry; "" = the host dialled
-};
-
-using TlsContext = std::shared_ptr<boost::asio::ssl::context>;
 
 Result<TlsContext> make_server_tls(const TlsServerFiles& files);
 Result<TlsContext> make_client_tls(const TlsClientFiles& files);

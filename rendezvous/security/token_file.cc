@@ -8,9 +8,9 @@
 #include <cstring>
 
 #include <fmt/format.h>
-#include <openssl/crypto.h>
 
 #include "common/posix_fd.h"
+#include "rendezvous/security/provider.h"
 
 namespace ddprun::rdzv {
 
@@ -33,7 +33,8 @@ Secret& Secret::operator=(Secret&& other) noexcept {
 }
 
 void Secret::wipe() {
-  if (!bytes_.empty()) OPENSSL_cleanse(bytes_.data(), bytes_.size());
+  // explicit_bzero: a plain memset before a free may be optimised away.
+  if (!bytes_.empty()) ::explicit_bzero(bytes_.data(), bytes_.size());
   bytes_.clear();
 }
 
@@ -90,6 +91,9 @@ Result<Secret> load_token_file(const std::string& path) {
     return Status::invalid_argument(
         where(fmt::format("the token is {} bytes; at most {}", length, kMaxTokenBytes)));
   }
+  // A token is used for proofs, which need the OpenSSL module: find out now, where the error
+  // can name what is missing, not in the middle of a handshake.
+  if (auto module = security_provider(); !module) return module.status();
   return Secret(std::vector<uint8_t>(b.begin() + begin, b.begin() + end));
 }
 

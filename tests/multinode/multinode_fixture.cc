@@ -35,7 +35,8 @@ uint16_t free_port(const std::string& addr) {
 
 std::string RdzvTimeouts::conf() const {
   return "join_timeout=" + join_timeout + ",last_call_timeout=" + last_call_timeout +
-         ",heartbeat_timeout=" + heartbeat_timeout + ",keep_alive_interval=" + keep_alive_interval;
+         ",heartbeat_timeout=" + heartbeat_timeout + ",keep_alive_interval=" + keep_alive_interval +
+         (more.empty() ? "" : "," + more);
 }
 
 std::string MultinodeTest::mn_worker(const std::string& name) {
@@ -73,10 +74,12 @@ std::unique_ptr<ChildProcess> MultinodeTest::start_node(const NodeSpec& spec) {
   return start_node_args(spec.node, args);
 }
 
-std::unique_ptr<ChildProcess> MultinodeTest::start_daemon(std::string* endpoint) {
+std::unique_ptr<ChildProcess> MultinodeTest::start_daemon(std::string* endpoint,
+                                                          const std::vector<std::string>& extra) {
   ChildOptions options;
   options.executable = daemon_binary();
   options.args = {"--host", "127.0.0.1", "--port", "0"};
+  options.args.insert(options.args.end(), extra.begin(), extra.end());
   options.env = env_;
   options.cwd = temp().path();
   auto child = ChildProcess::start(options);

@@ -33,6 +33,7 @@ struct RdzvTimeouts {
   std::string last_call_timeout = "1";
   std::string heartbeat_timeout = "2";
   std::string keep_alive_interval = "0.5";
+  std::string more;          // further "k=v,..." appended (token_file, tls_*)
   std::string conf() const;  // the --rdzv_conf value
 };
 
@@ -63,7 +64,9 @@ class MultinodeTest : public DdprunTest {
 
   // Starts ddp-rendezvous on 127.0.0.1, port 0; waits for its "listening on" line and returns
   // "127.0.0.1:<port>" through `endpoint`. nullptr (and a failure) when it does not come up.
-  std::unique_ptr<ChildProcess> start_daemon(std::string* endpoint);
+  // `extra`: more daemon flags.
+  std::unique_ptr<ChildProcess> start_daemon(std::string* endpoint,
+                                             const std::vector<std::string>& extra = {});
 
   // The markers (JSON) whose names start with `prefix`, by name.
   std::map<std::string, nlohmann::json> markers(const std::string& prefix) const;

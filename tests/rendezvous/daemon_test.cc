@@ -4,8 +4,12 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <fstream>
+#include <sstream>
 
 #include "tests/rendezvous/rdzv_test_util.h"
 #include "tests/rendezvous/test_pki.h"
@@ -19,7 +23,10 @@ class Daemon {
  public:
   // The daemon on a free loopback port, with `extra` flags after the test's own; stderr goes
   // with stdout when `merge_stderr`.
-  explicit Daemon(std::vector<std::string> extra = {}, bool merge_stderr = false) {
+  // `max_fds` > 0: the daemon's RLIMIT_NOFILE (set on this process around the spawn, which
+  // the child inherits; posix_spawn cannot set it).
+  explicit Daemon(std::vector<std::string> extra = {}, bool merge_stderr = false,
+                  rlim_t max_fds = 0) {
     int fds[2];
     EXPECT_EQ(::pipe2(fds, O_CLOEXEC), 0);
     posix_spawn_file_actions_t actions;
@@ -33,7 +40,15 @@ class Daemon {
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
+    rlimit saved{};
+    ::getrlimit(RLIMIT_NOFILE, &saved);
+    if (max_fds > 0) {
+      rlimit low = saved;
+      low.rlim_cur = max_fds;
+      ::setrlimit(RLIMIT_NOFILE, &low);
+    }
     EXPECT_EQ(posix_spawn(&pid_, DDP_RENDEZVOUS_BIN, &actions, nullptr, argv.data(), environ), 0);
+    if (max_fds > 0) ::setrlimit(RLIMIT_NOFILE, &saved);
     posix_spawn_file_actions_destroy(&actions);
     ::close(fds[1]);
     out_ = fds[0];
@@ -80,6 +95,7 @@ class Daemon {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
   const std::string& text() const { return text_; }
+  pid_t pid() const { return pid_; }
   // SIGTERM, then wait (bounded) for stdout to close; returns the exit status or -1.
   int terminate(Millis timeout) {
     ::kill(pid_, SIGTERM);
@@ -133,6 +149,73 @@ TEST(DaemonTest, ServesTwoJobsAtOnceAndStopsOnSigterm) {
   EXPECT_EQ(daemon.terminate(5s), 0);
   ASSERT_TRUE(run_until(
       io, [&] { return all([](TestNode& n) { return n.count<ConnectionLost>() > 0; }); }));
+}
+
+// CPU time (user + system) the process has used, from /proc/<pid>/stat, in clock ticks.
+long cpu_ticks(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), {});
+  std::istringstream fields(text.substr(text.rfind(')') + 2));
+  std::string field;
+  long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14) utime = std::stol(field);
+    if (i == 15) stime = std::stol(field);
+  }
+  return utime + stime;
+}
+
+// Out of file descriptors, the daemon refuses newcomers one by one with an Error (a spare
+// descriptor lets it accept and close each), does not spin on accept, and serves again as
+// soon as connections close.
+TEST(DaemonTest, OutOfDescriptorsItRefusesNewcomersWithoutSpinningAndRecovers) {
+  Daemon daemon({}, false, /*max_fds=*/40);
+  const uint16_t port = daemon.port();
+  boost::asio::io_context raw_io;
+  std::vector<std::unique_ptr<boost::asio::ip::tcp::socket>> raw;
+  for (int i = 0; i < 80; ++i) {
+    auto socket = std::make_unique<boost::asio::ip::tcp::socket>(raw_io);
+    boost::system::error_code ec;
+    socket->connect({boost::asio::ip::make_address("127.0.0.1"), port}, ec);
+    if (!ec) raw.push_back(std::move(socket));
+  }
+  const long ticks_before = cpu_ticks(daemon.pid());
+  // Every connection is either held (a session) or refused and closed; collect the refusals.
+  std::string refusals;
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  size_t closed = 0;
+  std::vector<bool> done(raw.size(), false);
+  while (std::chrono::steady_clock::now() < deadline && closed < raw.size() / 4) {
+    for (size_t i = 0; i < raw.size(); ++i) {
+      if (done[i]) continue;
+      pollfd p{raw[i]->native_handle(), POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0) continue;
+      char buf[512];
+      const ssize_t n = ::recv(raw[i]->native_handle(), buf, sizeof buf, 0);
+      if (n > 0) refusals.append(buf, static_cast<size_t>(n));
+      if (n <= 0) done[i] = true, ++closed;
+    }
+    pollfd any{raw.back()->native_handle(), POLLIN, 0};
+    ::poll(&any, 1, 20);  // bounded wait for the next refusal
+  }
+  EXPECT_GE(closed, raw.size() / 4) << "the daemon accepted or refused too few connections";
+  EXPECT_NE(refusals.find("out of file descriptors"), std::string::npos) << refusals;
+  // A spinning accept loop burns a whole core; refusing one connection per wake does not.
+  const long ticks_used = cpu_ticks(daemon.pid()) - ticks_before;
+  EXPECT_LT(ticks_used, ::sysconf(_SC_CLK_TCK) / 2) << "CPU ticks while out of descriptors";
+
+  raw.clear();  // its sessions end and give their descriptors back
+  boost::asio::io_context io;
+  std::unique_ptr<TestNode> node;
+  ASSERT_TRUE(run_until(
+      io,
+      [&] {
+        if (node && node->connected && node->connected->ok()) return true;
+        if (!node || node->connected) node = start_node(io, node_options(port, "after", 0));
+        return false;
+      },
+      15s));
+  EXPECT_EQ(daemon.terminate(5s), 0);
 }
 
 TEST(DaemonTest, RejectsABusyPort) {

@@ -4,6 +4,8 @@
 // refusal says why on the client side and is counted in rejected_auth.
 #include <thread>
 
+#include <boost/asio/ip/tcp.hpp>
+
 #include "rendezvous/security/credentials.h"
 #include "rendezvous/status_client.h"
 #include "tests/rendezvous/rdzv_test_util.h"
@@ -127,6 +129,29 @@ TEST_F(StatusAuthTest, MutualTlsStatusQueriesNeedTheClientCertificate) {
   ASSERT_FALSE(plain.ok());
   EXPECT_TRUE(contains(plain.error_message(), "requires TLS")) << plain.error_message();
   EXPECT_EQ(rejected_auth(*server, 2), 2u);
+}
+
+// A server that accepts (the kernel's backlog does) and never answers: the query ends at its
+// timeout, in a TLS handshake too, and says so.
+TEST_F(StatusAuthTest, ASilentServerIsATimeoutInTlsToo) {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor silent(
+      io, {boost::asio::ip::make_address("127.0.0.1"), 0});  // listens; never accepts
+  RendezvousConf tls;
+  tls.tls_ca_file = pki_.cert("ca");
+  for (const RendezvousConf& conf : {RendezvousConf{}, tls}) {
+    auto credentials = load_client_credentials(conf);
+    ASSERT_TRUE(credentials.ok()) << credentials.error_message();
+    StatusQueryOptions options;
+    options.port = silent.local_endpoint().port();
+    options.timeout = Millis(300);
+    options.credentials = std::move(*credentials);
+    auto report = query_status(options);
+    ASSERT_FALSE(report.ok());
+    EXPECT_TRUE(report.status().is_timed_out()) << report.error_message();
+    EXPECT_TRUE(contains(report.error_message(), "no status report within 300 ms"))
+        << report.error_message();
+  }
 }
 
 }  // namespace
