@@ -50,6 +50,15 @@ std::size_t widest_line(const std::string& text) {
   return widest;
 }
 
+// `object[key]` as text: a string as it is, any other value as its JSON, "" when absent. The
+// file is the worker's: a field of another type than torchrun writes must not throw (fuzzing
+// found {"message": {"message": {...}}} aborting the agent through json::value()).
+std::string text_member(const nlohmann::json& object, const char* key) {
+  const auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return "";
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
 }  // namespace
 
 std::string FailureReport::render() const {
@@ -100,9 +109,10 @@ void load_error_file(WorkerFailure& f) {
     return;
   }
   if (!message.is_object()) return;
-  f.error_message = message.value("message", std::string());
-  const auto extra = message.value("extraInfo", nlohmann::json::object());
-  std::string callstack = extra.is_object() ? extra.value("py_callstack", std::string()) : "";
+  f.error_message = text_member(message, "message");
+  const auto extra = message.find("extraInfo");
+  const std::string callstack =
+      extra != message.end() && extra->is_object() ? text_member(*extra, "py_callstack") : "";
   if (f.traceback.empty()) f.traceback = !callstack.empty() ? callstack : f.error_message;
 }
 

@@ -91,11 +91,11 @@ void RendezvousCoordinator::send_join(const JoinOffer& offer,
 void RendezvousCoordinator::report_failure(const FailureReport& report,
                                            std::function<void(FailureDecision)> done) {
   pending_failure_ = std::move(done);
-  client_.report_worker_failure(nlohmann::json(report).dump(), report.exit_code(),
-                                [this, report](Status s) {
-                                  if (!s && !closed_)
-                                    fail_job(s.message(), report, report.exit_code());
-                                });
+  client_.report_worker_failure(
+      nlohmann::json(report).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+      report.exit_code(), [this, report](Status s) {
+        if (!s && !closed_) fail_job(s.message(), report, report.exit_code());
+      });
 }
 
 void RendezvousCoordinator::report_success(std::function<void(Status)> done) {

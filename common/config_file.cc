@@ -125,19 +125,11 @@ const char* to_string(ConfigType type) {
   return "a value";
 }
 
-Result<std::vector<ConfigValue>> load_config_file(const std::string& path,
-                                                  const std::vector<ConfigKey>& schema) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    return Status::invalid_argument(fmt::format("{}: cannot read the config file", path));
-  } catch (const YAML::ParserException& e) {
-    return Status::invalid_argument(
-        fmt::format("{}: not valid YAML: {}", place(path, e.mark), e.msg));
-  } catch (const YAML::Exception& e) {
-    return Status::invalid_argument(fmt::format("{}: {}", path, e.what()));
-  }
+namespace {
+
+// Checks a parsed document against `schema`; `path` names it in errors.
+Result<std::vector<ConfigValue>> check_document(const YAML::Node& root, const std::string& path,
+                                                const std::vector<ConfigKey>& schema) {
   if (root.IsNull()) return std::vector<ConfigValue>{};  // an empty file sets nothing
   if (!root.IsMap()) {
     return Status::invalid_argument(
@@ -173,6 +165,37 @@ Result<std::vector<ConfigValue>> load_config_file(const std::string& path,
     values.push_back(std::move(value));
   }
   return values;
+}
+
+// Parses with `parse` (a file or text), turning yaml-cpp's exceptions into errors with a place.
+template <class Parse>
+Result<std::vector<ConfigValue>> load_with(Parse parse, const std::string& path,
+                                           const std::vector<ConfigKey>& schema) {
+  YAML::Node root;
+  try {
+    root = parse();
+  } catch (const YAML::BadFile&) {
+    return Status::invalid_argument(fmt::format("{}: cannot read the config file", path));
+  } catch (const YAML::ParserException& e) {
+    return Status::invalid_argument(
+        fmt::format("{}: not valid YAML: {}", place(path, e.mark), e.msg));
+  } catch (const YAML::Exception& e) {
+    return Status::invalid_argument(fmt::format("{}: {}", path, e.what()));
+  }
+  return check_document(root, path, schema);
+}
+
+}  // namespace
+
+Result<std::vector<ConfigValue>> load_config_file(const std::string& path,
+                                                  const std::vector<ConfigKey>& schema) {
+  return load_with([&] { return YAML::LoadFile(path); }, path, schema);
+}
+
+Result<std::vector<ConfigValue>> load_config_text(const std::string& text,
+                                                  const std::string& source,
+                                                  const std::vector<ConfigKey>& schema) {
+  return load_with([&] { return YAML::Load(text); }, source, schema);
 }
 
 std::function<Status(const std::string&)> in_range(double min, double max) {

@@ -46,6 +46,11 @@ struct ConfigValue {
 // `check` refuses. Never throws.
 Result<std::vector<ConfigValue>> load_config_file(const std::string& path,
                                                   const std::vector<ConfigKey>& schema);
+// The same checks on YAML text already in memory; `source` stands for the path in every place
+// ("<source>:line:column"). For callers that hold the text (the fuzz target). Never throws.
+Result<std::vector<ConfigValue>> load_config_text(const std::string& text,
+                                                  const std::string& source,
+                                                  const std::vector<ConfigKey>& schema);
 
 // Checks for ConfigKey::check: a number within [min, max], and one of `choices`.
 std::function<Status(const std::string&)> in_range(double min, double max);

@@ -141,7 +141,9 @@ void declare_flags(CLI::App& app, RawFlags& f) {
   add_option(app, f.nproc_per_node, "nproc_per_node", "Workers per node: N, cpu, gpu or auto");
   add_option(app, f.node_rank, "node_rank", "Rank of this node (static rendezvous)");
   add_option(app, f.rdzv_backend, "rdzv_backend", "Rendezvous backend: static or c10d");
-  add_option(app, f.rdzv_endpoint, "rdzv_endpoint", "Rendezvous endpoint host[:port]");
+  add_option(app, f.rdzv_endpoint, "rdzv_endpoint",
+             "Rendezvous endpoint host[:port], or h1:port,h2:port,... for ddp-rendezvous "
+             "replicas (tried in turn)");
   add_option(app, f.rdzv_id, "rdzv_id", "Job id shared by the job's nodes");
   add_option(app, f.rdzv_conf, "rdzv_conf", "Rendezvous settings key=value,...");
   add_flag(app, f.standalone, "standalone", "Single node, rendezvous on a free local port");
@@ -314,10 +316,20 @@ Status validate_rendezvous(const RawFlags& f, LaunchConfig& config) {
     if (f.rdzv_endpoint.empty()) {
       return Status::invalid_argument("--rdzv_backend c10d needs --rdzv_endpoint host[:port]");
     }
-    auto endpoint = parse_endpoint(f.rdzv_endpoint, kDefaultC10dPort);
-    if (!endpoint) return endpoint.status();
-    r.endpoint_host = endpoint->host;
-    r.endpoint_port = endpoint->port;
+    // "h1:p,h2:p": replicas of one rendezvous (docs/rendezvous.md, "High availability").
+    auto endpoints = parse_endpoints(f.rdzv_endpoint, kDefaultC10dPort);
+    if (!endpoints) return endpoints.status();
+    r.endpoint_host = endpoints->front().host;
+    r.endpoint_port = endpoints->front().port;
+    for (size_t i = 1; i < endpoints->size(); ++i) {
+      r.more_endpoints.push_back({(*endpoints)[i].host, (*endpoints)[i].port});
+    }
+    if (!r.more_endpoints.empty() && conf->is_host.value_or(false)) {
+      return Status::invalid_argument(
+          "--rdzv_endpoint " + f.rdzv_endpoint +
+          " names several servers (ddp-rendezvous replicas); an agent cannot host them: drop "
+          "is_host=1 from --rdzv_conf");
+    }
   }
   if (f.exit_barrier_timeout < 0) {
     return Status::invalid_argument("--exit_barrier_timeout must be >= 0 seconds");

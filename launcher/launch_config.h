@@ -11,6 +11,7 @@
 #include "agent/options.h"
 #include "rendezvous/job_options.h"
 #include "rendezvous/rdzv_conf.h"
+#include "rendezvous/server_address.h"
 
 namespace ddprun::launcher {
 
@@ -23,7 +24,10 @@ struct RendezvousSettings {
   RendezvousBackend backend = RendezvousBackend::kStatic;
   std::string endpoint_host;       // --rdzv_endpoint host[:port]; --standalone: 127.0.0.1
   uint16_t endpoint_port = 29400;  // c10d's default port; 0 = a free one (hosting node only)
-  std::string job_id = "none";     // --rdzv_id; --standalone picks a random one
+  // --rdzv_endpoint h1:p,h2:p,...: the addresses after the first, ddp-rendezvous replicas of
+  // one rendezvous. The client tries them all in turn; an agent never hosts them.
+  std::vector<rdzv::ServerAddress> more_endpoints;
+  std::string job_id = "none";  // --rdzv_id; --standalone picks a random one
   // --rdzv_conf: the client's timeouts and is_host (the job's own timeouts are in JobOptions).
   rdzv::RendezvousConf conf;
   // --node_rank: static: this node's rank (default 0); c10d: a hint, when given.

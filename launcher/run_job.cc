@@ -96,6 +96,7 @@ rdzv::ClientOptions client_options(const RendezvousSettings& r, uint16_t server_
                                    std::shared_ptr<const rdzv::ClientCredentials> credentials) {
   rdzv::ClientOptions o =
       rdzv::ClientOptions::from_conf(r.conf, r.endpoint_host, server_port, r.job_id);
+  o.more_servers = r.more_endpoints;
   if (is_ip_literal(r.local_addr)) o.local_address = r.local_addr;
   o.credentials = std::move(credentials);
   return o;
@@ -122,14 +123,19 @@ agent::RendezvousCoordinatorOptions coordinator_options(const LaunchConfig& conf
   o.job = config.job;
   o.node_id = make_node_id(config.agent.hostname);
   o.node_rank_hint = config.rendezvous.node_rank;
-  o.server = config.rendezvous.endpoint_host + ":" + std::to_string(server_port);
+  std::vector<rdzv::ServerAddress> servers{{config.rendezvous.endpoint_host, server_port}};
+  servers.insert(servers.end(), config.rendezvous.more_endpoints.begin(),
+                 config.rendezvous.more_endpoints.end());
+  o.server = rdzv::to_string(servers);
   return o;
 }
 
-// Whether this node may host the rendezvous server: is_host when given; otherwise a node that
+// Whether this node may host the rendezvous server: never with several endpoints (they are
+// ddp-rendezvous replicas); is_host when given; otherwise a node that
 // names its address (--local_addr) hosts only an endpoint on that address — several nodes can
 // share a machine — and a node that does not hosts whenever the endpoint binds here.
 bool may_host(const RendezvousSettings& r) {
+  if (!r.more_endpoints.empty()) return false;  // replicated daemons serve it
   if (r.conf.is_host) return *r.conf.is_host;
   if (r.local_addr.empty()) return true;
   if (r.local_addr == r.endpoint_host) return true;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <csignal>
 #include <cstdlib>
@@ -116,6 +117,23 @@ Result<std::vector<int>> parse_signal_list(const std::string& text, const std::s
     signals.push_back(signo);
   }
   return signals;
+}
+
+Result<std::vector<Endpoint>> parse_endpoints(const std::string& text, uint16_t default_port) {
+  std::vector<Endpoint> endpoints;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    if (comma == start) {
+      return Status::error("--rdzv_endpoint=" + text +
+                           " is invalid: an empty address (expected host[:port],host[:port],...)");
+    }
+    auto endpoint = parse_endpoint(text.substr(start, comma - start), default_port);
+    if (!endpoint) return endpoint.status();
+    endpoints.push_back(std::move(*endpoint));
+    if (comma == text.size()) return endpoints;
+    start = comma + 1;
+  }
 }
 
 Result<Endpoint> parse_endpoint(const std::string& text, uint16_t default_port) {

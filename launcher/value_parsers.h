@@ -32,6 +32,9 @@ struct Endpoint {
 };
 // "host", "host:port" or "[v6addr]:port"; `default_port` when none is given.
 Result<Endpoint> parse_endpoint(const std::string& text, uint16_t default_port);
+// "h1:p,h2:p,...": one or more endpoints as above, in order (ddp-rendezvous replicas); an empty
+// item is an error naming the whole value.
+Result<std::vector<Endpoint>> parse_endpoints(const std::string& text, uint16_t default_port);
 
 // CUDA devices visible to workers: CUDA_VISIBLE_DEVICES when set, else the NVIDIA driver's
 // device list. 0 on a machine without one.

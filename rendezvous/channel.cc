@@ -1,5 +1,7 @@
 #include "rendezvous/channel.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
@@ -53,9 +55,19 @@ std::shared_ptr<Channel> Channel::create(asio::io_context& io, ClientOptions opt
   return std::make_shared<Channel>(io, std::move(options), std::move(hooks));
 }
 
+namespace {
+std::vector<ServerAddress> every_server(const ClientOptions& o) {
+  std::vector<ServerAddress> servers{{o.host, o.port}};
+  servers.insert(servers.end(), o.more_servers.begin(), o.more_servers.end());
+  return servers;
+}
+}  // namespace
+
 Channel::Channel(asio::io_context& io, ClientOptions options, Hooks hooks)
     : executor_(io.get_executor()),
       options_(std::move(options)),
+      servers_(every_server(options_)),
+      current_(servers_.front()),
       hooks_(std::move(hooks)),
       rng_(std::random_device{}()),
       ticker_(executor_),
@@ -72,10 +84,14 @@ void Channel::guarded(const std::function<void()>& fn) const {
   }
 }
 
-ConnectOptions Channel::connect_options(Millis deadline) const {
+ConnectOptions Channel::connect_options(Millis deadline, bool after_current) const {
   ConnectOptions c;
-  c.host = options_.host;
-  c.port = options_.port;
+  c.servers = servers_;
+  if (after_current && servers_.size() > 1) {
+    // The server just lost is tried last: with replicas, another one most likely leads now.
+    auto it = std::find(c.servers.begin(), c.servers.end(), current_);
+    if (it != c.servers.end()) std::rotate(c.servers.begin(), it + 1, c.servers.end());
+  }
   c.local_address = options_.local_address;
   c.job_id = options_.job_id;
   c.deadline = deadline;
@@ -98,8 +114,8 @@ void Channel::connect(std::function<void(Status)> done) {
       executor_,
       [self, done = std::move(done)]() -> asio::awaitable<void> {
         auto socket = co_await connect_with_backoff(
-            self->executor_, self->connect_options(self->options_.connect_timeout), self->rng_,
-            self->stop_);
+            self->executor_, self->connect_options(self->options_.connect_timeout, false),
+            self->rng_, self->stop_);
         if (self->state_ != State::kConnecting) co_return;  // closed meanwhile
         if (!socket) {
           self->state_ = State::kLost;
@@ -107,7 +123,8 @@ void Channel::connect(std::function<void(Status)> done) {
           co_return;
         }
         self->state_ = State::kConnected;
-        self->start_connection(std::move(*socket));
+        self->current_ = socket->server;
+        self->start_connection(std::move(socket->stream));
         self->deliver([done] { done(Status()); });
       },
       LogCoroutineEnd{"rendezvous client connect"});
@@ -209,15 +226,13 @@ void Channel::send(const ClientMessage& message) {
 
 void Channel::track(uint32_t id, std::string what, ReplyHandler on_reply, Millis timeout) {
   auto deadline = std::make_unique<asio::steady_timer>(executor_, timeout);
-  deadline->async_wait(
-      [weak = weak_from_this(), id, what = std::move(what), timeout](boost::system::error_code ec) {
-        auto self = weak.lock();
-        if (ec || !self || self->state_ == State::kClosed) return;
-        self->fail_request(
-            id, fmt::format("the rendezvous server at {}:{} did not answer {} "
-                            "within {} ms",
-                            self->options_.host, self->options_.port, what, timeout.count()));
-      });
+  deadline->async_wait([weak = weak_from_this(), id, what = std::move(what),
+                        timeout](boost::system::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || self->state_ == State::kClosed) return;
+    self->fail_request(id, fmt::format("the rendezvous server at {} did not answer {} within {} ms",
+                                       self->server_name(), what, timeout.count()));
+  });
   requests_[id] = PendingRequest{std::move(on_reply), std::move(deadline)};
 }
 
@@ -250,7 +265,7 @@ void Channel::drop_socket() {
 void Channel::on_connection_lost(const std::string& why) {
   if (state_ == State::kClosed || state_ == State::kLost) return;
   spdlog::log(quiet_ ? spdlog::level::debug : spdlog::level::warn,
-              "rendezvous client: connection to {}:{} lost: {}", options_.host, options_.port, why);
+              "rendezvous client: connection to {} lost: {}", server_name(), why);
   drop_socket();
   fail_all_requests("connection to the rendezvous server lost before the reply: " + why);
   if (closing_) return give_up(why);  // nothing left to keep
@@ -272,7 +287,7 @@ void Channel::on_connection_lost(const std::string& why) {
 asio::awaitable<void> Channel::reconnect(std::optional<ClientMessage> resume, uint32_t resume_id) {
   auto self = shared_from_this();
   auto socket = co_await connect_with_backoff(
-      executor_, connect_options(options_.heartbeat_timeout), rng_, stop_);
+      executor_, connect_options(options_.heartbeat_timeout, true), rng_, stop_);
   if (state_ != State::kReconnecting) co_return;
   if (!socket) co_return give_up(socket.error_message());
   pending_resume_ = resume_id;
@@ -281,21 +296,22 @@ asio::awaitable<void> Channel::reconnect(std::optional<ClientMessage> resume, ui
     if (state_ != State::kReconnecting || resume_id != pending_resume_) return;
     if (r.ok) {
       state_ = State::kConnected;
-      spdlog::info("rendezvous client: reconnected to {}:{}", options_.host, options_.port);
+      spdlog::info("rendezvous client: reconnected to {}", server_name());
     } else if (socket_) {
       give_up("the server refused to resume our membership: " + r.error);
     }
   };
   track(resume_id, "resume", std::move(on_resumed), options_.request_timeout);
   writer_.enqueue_front(encode_frame(*resume));
-  start_connection(std::move(*socket));
+  current_ = socket->server;
+  start_connection(std::move(socket->stream));
 }
 
 void Channel::give_up(const std::string& why) {
   state_ = State::kLost;
   drop_socket();
   const std::string message =
-      fmt::format("lost the rendezvous server at {}:{}: {}", options_.host, options_.port, why);
+      fmt::format("lost the rendezvous server at {}: {}", server_name(), why);
   if (hooks_.on_lost) deliver([this, message] { hooks_.on_lost(message); });
 }
 

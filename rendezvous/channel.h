@@ -23,7 +23,8 @@
 #include <random>
 #include <string>
 #include <unordered_map>
-#include <utility>  // before Boost 1.74's awaitable.hpp (see frame_io.h)
+#include <utility>
+#include <vector>  // before Boost 1.74's awaitable.hpp (see frame_io.h)
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
@@ -45,6 +46,10 @@ namespace ddprun::rdzv {
 struct ClientOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 29400;
+  // More addresses of the same rendezvous (ddp-rendezvous replicas sharing their state in
+  // etcd): host:port and these are tried in turn, on the first connect and on every reconnect
+  // (starting after the server just lost), and a Redirect is followed. Default none.
+  std::vector<ServerAddress> more_servers;
   // The job (torchrun's --rdzv_id) this connection belongs to, sent in Hello.
   std::string job_id;
   // Source address to bind ("" = any); tests give each node its own 127.0.0.N.
@@ -135,7 +140,9 @@ class Channel : public std::enable_shared_from_this<Channel> {
     std::unique_ptr<boost::asio::steady_timer> deadline;
   };
 
-  ConnectOptions connect_options(Millis deadline) const;
+  // Every address, starting with the one after `current_` when `after_current`.
+  ConnectOptions connect_options(Millis deadline, bool after_current) const;
+  std::string server_name() const { return to_string(current_); }
   void start_connection(Stream stream);
   boost::asio::awaitable<void> read_loop(uint64_t generation);
   boost::asio::awaitable<void> write_loop(uint64_t generation);
@@ -153,6 +160,8 @@ class Channel : public std::enable_shared_from_this<Channel> {
 
   boost::asio::any_io_executor executor_;
   const ClientOptions options_;
+  const std::vector<ServerAddress> servers_;  // host:port, then more_servers
+  ServerAddress current_;                     // the server connected last (or the first)
   Hooks hooks_;
   std::mt19937_64 rng_;
   std::shared_ptr<bool> stop_ = std::make_shared<bool>(false);  // ends connect retries

@@ -50,6 +50,11 @@ void TcpRendezvousClient::State::on_message(ServerMessage&& message) {
         } else if constexpr (std::is_same_v<M, ErrorMsg>) {
           spdlog::log(job_over ? spdlog::level::debug : spdlog::level::warn,
                       "rendezvous server closes our connection: {}", m.message);
+        } else if constexpr (std::is_same_v<M, Redirect>) {
+          // A replica that stopped leading: the reconnect finds the leader (channel.h).
+          spdlog::info("rendezvous server no longer leads (leader: {}); reconnecting",
+                       m.host.empty() ? std::string("being elected")
+                                      : to_string(ServerAddress{m.host, m.port}));
         }
       },
       std::move(message));

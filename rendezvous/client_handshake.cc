@@ -4,6 +4,7 @@
 
 #include "rendezvous/frame_io.h"
 #include "rendezvous/security/challenge.h"
+#include "rendezvous/server_address.h"
 
 namespace ddprun::rdzv {
 namespace {
@@ -140,16 +141,28 @@ asio::awaitable<Result<ServerMessage>> open_connection(Stream& stream, const Ope
   co_return reply;
 }
 
+// A replica that does not lead answered with where the leader is.
+Status redirected(const Redirect& to) {
+  return Status::unavailable(
+      to.host.empty() ? std::string("this replica does not lead and no replica leads right now")
+                      : "this replica does not lead; the leader is " +
+                            to_string(ServerAddress{to.host, to.port}));
+}
+
 }  // namespace
 
 asio::awaitable<Status> client_handshake(Stream& stream, const std::string& job_id,
                                          const ClientCredentials& credentials,
-                                         const std::string& server_name,
-                                         const CodecLimits& limits) {
+                                         const std::string& server_name, const CodecLimits& limits,
+                                         std::optional<Redirect>* redirect) {
   const Opening opening{job_id};  // named: GCC 12 mishandles temporaries in co_await
   auto reply = co_await open_connection(stream, opening, credentials, server_name, limits);
   if (!reply) co_return reply.status();
   if (std::holds_alternative<HelloAck>(*reply)) co_return Status();
+  if (const auto* to = std::get_if<Redirect>(&*reply)) {
+    if (redirect) *redirect = *to;
+    co_return redirected(*to);
+  }
   co_return Status::refused(
       "handshake: the server did not answer with HelloAck; is this a ddprun rendezvous "
       "endpoint?");
@@ -163,6 +176,7 @@ asio::awaitable<Result<StatusReport>> client_status_query(Stream& stream,
   auto reply = co_await open_connection(stream, opening, credentials, server_name, limits);
   if (!reply) co_return reply.status();
   if (auto* report = std::get_if<StatusReport>(&*reply)) co_return std::move(*report);
+  if (const auto* to = std::get_if<Redirect>(&*reply)) co_return redirected(*to);
   co_return Status::malformed("the server answered the status query with an unexpected frame");
 }
 

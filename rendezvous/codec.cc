@@ -34,6 +34,7 @@ enum Type : uint8_t {
   kError = 0x88,
   kStatusReport = 0x89,
   kAuthChallenge = 0x8a,
+  kRedirect = 0x8b,
 };
 
 // The fewest bytes one entry of a StatusReport's lists takes on the wire: a count is checked
@@ -126,6 +127,7 @@ void put(ByteWriter& w, const StatusReport& m) {
   w.u8(kStatusReport), w.u8(m.truncated ? 1 : 0), w.u32(static_cast<uint32_t>(m.jobs.size()));
   for (const JobStatus& j : m.jobs) put(w, j);
 }
+void put(ByteWriter& w, const Redirect& m) { w.u8(kRedirect), w.str(m.host), w.u16(m.port); }
 
 template <class Variant>
 std::string encode_variant(const Variant& message) {
@@ -281,6 +283,12 @@ bool get(ByteReader& r, const CodecLimits& l, StatusReport& m) {
   }
   return true;
 }
+// A host name is at most 253 bytes; anything longer is refused unread.
+constexpr size_t kMaxHostBytes = 255;
+bool get(ByteReader& r, const CodecLimits&, Redirect& m) {
+  // A redirect to port 0 cannot be followed; no host (no leader yet) comes with port 0.
+  return r.str(m.host, kMaxHostBytes) && r.u16(m.port) && (m.host.empty() == (m.port == 0));
+}
 template <class M>
 bool get(ByteReader&, const CodecLimits&, M&) {  // empty messages
   return true;
@@ -426,6 +434,8 @@ Result<ServerMessage> decode_server_message(std::span<const uint8_t> body,
       return finish<V>(r, limits, StatusReport{}, "StatusReport");
     case kAuthChallenge:
       return finish<V>(r, limits, AuthChallenge{}, "AuthChallenge");
+    case kRedirect:
+      return finish<V>(r, limits, Redirect{}, "Redirect");
     default:
       break;
   }

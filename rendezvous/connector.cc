@@ -26,8 +26,10 @@ struct AttemptError {
 
 // Resolve, bind, connect and handshake once, within `budget`. A timer closes the socket (and
 // cancels the resolver) when the budget runs out, which aborts whatever is pending.
+// `redirect` receives a Redirect the server answered with.
 asio::awaitable<Result<Stream>> attempt(asio::any_io_executor ex, const ConnectOptions& o,
-                                        Millis budget, bool& permanent) {
+                                        const ServerAddress& server, Millis budget, bool& permanent,
+                                        std::optional<Redirect>& redirect) {
   tcp::resolver resolver(ex);
   tcp::socket socket(ex);
   asio::steady_timer timer(ex);
@@ -49,7 +51,7 @@ asio::awaitable<Result<Stream>> attempt(asio::any_io_executor ex, const ConnectO
                                    : fmt::format("{}: {}", step, ec.message()));
   };
   boost::system::error_code ec;
-  auto endpoints = co_await resolver.async_resolve(o.host, std::to_string(o.port),
+  auto endpoints = co_await resolver.async_resolve(server.host, std::to_string(server.port),
                                                    asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return fail("resolve", ec);
   std::optional<asio::ip::address> local;
@@ -86,8 +88,9 @@ asio::awaitable<Result<Stream>> attempt(asio::any_io_executor ex, const ConnectO
   // The timer closes `socket`, which is now the stream's: point it there.
   closer = [&stream] { stream.close(); };
   const std::string server_name =
-      credentials.tls_server_name.empty() ? o.host : credentials.tls_server_name;
-  Status shaken = co_await client_handshake(stream, o.job_id, credentials, server_name, o.limits);
+      credentials.tls_server_name.empty() ? server.host : credentials.tls_server_name;
+  Status shaken =
+      co_await client_handshake(stream, o.job_id, credentials, server_name, o.limits, &redirect);
   timer.cancel();
   if (shaken) co_return std::move(stream);
   permanent = shaken.is_refused();
@@ -115,43 +118,63 @@ std::string summarize(const std::vector<std::string>& errors) {
 
 }  // namespace
 
-asio::awaitable<Result<Stream>> connect_with_backoff(asio::any_io_executor ex, ConnectOptions o,
-                                                     std::mt19937_64& rng,
-                                                     std::shared_ptr<const bool> stop) {
+asio::awaitable<Result<Connection>> connect_with_backoff(asio::any_io_executor ex, ConnectOptions o,
+                                                         std::mt19937_64& rng,
+                                                         std::shared_ptr<const bool> stop) {
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + o.deadline;
+  const bool several = o.servers.size() > 1;
   std::vector<std::string> errors;
   Millis backoff = o.initial_backoff;
   asio::steady_timer sleep(ex);
+  size_t next = 0;                      // the next address of the list to try
+  std::optional<ServerAddress> leader;  // named by the last attempt's Redirect
+  bool replica_answered = false;        // a Redirect came back in this round through the list
   for (;;) {
     if (stop && *stop) co_return Status::closed("connect cancelled: the client was closed");
     const auto left =
         std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+    const bool redirected = leader.has_value();
+    const ServerAddress server =
+        redirected ? *std::exchange(leader, std::nullopt) : o.servers[next++ % o.servers.size()];
     bool permanent = false;
-    auto socket =
-        co_await attempt(ex, o, std::clamp(left, Millis(1), o.attempt_timeout), permanent);
-    if (socket) co_return socket;
-    errors.push_back(socket.error_message());
-    const auto now = std::chrono::steady_clock::now();
-    std::uniform_real_distribution<double> jitter(1.0 - o.jitter, 1.0 + o.jitter);
-    const auto wait = Millis(static_cast<int64_t>(backoff.count() * jitter(rng)));
+    std::optional<Redirect> redirect;
+    auto stream = co_await attempt(ex, o, server, std::clamp(left, Millis(1), o.attempt_timeout),
+                                   permanent, redirect);
+    if (stream) co_return Connection{std::move(*stream), server};
+    replica_answered = replica_answered || redirect.has_value();
+    errors.push_back(several || redirected
+                         ? fmt::format("{}: {}", to_string(server), stream.error_message())
+                         : stream.error_message());
     if (permanent) {
       // Said once, not as an attempt count: retrying a refusal cannot help.
       co_return Status::refused(
-          fmt::format("rendezvous server at {}:{}: {}", o.host, o.port, socket.error_message()));
+          fmt::format("rendezvous server at {}: {}", to_string(server), stream.error_message()));
     }
+    const auto now = std::chrono::steady_clock::now();
+    if (redirect && !redirect->host.empty() && !redirected && now < deadline) {
+      leader = ServerAddress{redirect->host, redirect->port};  // at once: no backoff
+      continue;
+    }
+    std::uniform_real_distribution<double> jitter(1.0 - o.jitter, 1.0 + o.jitter);
+    const auto wait = Millis(static_cast<int64_t>(backoff.count() * jitter(rng)));
     if (now + wait >= deadline) {
       co_return Status::error(
           ErrorKind::kUnavailable,
-          fmt::format(
-              "could not reach the rendezvous server at {}:{} within {} ms ({} attempts): {}",
-              o.host, o.port, std::chrono::duration_cast<Millis>(now - start).count(),
-              errors.size(), summarize(errors)));
+          fmt::format("could not reach the rendezvous server at {} within {} ms ({} attempts): {}",
+                      to_string(o.servers), std::chrono::duration_cast<Millis>(now - start).count(),
+                      errors.size(), summarize(errors)));
     }
     sleep.expires_after(wait);
     boost::system::error_code ec;
     co_await sleep.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    backoff = std::min(backoff * 2, o.max_backoff);
+    // Once per round through the list: every replica gets a prompt try before waits grow.
+    // While replicas answer (a leader has just died, or an election is under way), the
+    // rendezvous is about to be served again: the waits stay short.
+    if (next % o.servers.size() == 0) {
+      backoff = std::min(backoff * 2, replica_answered ? o.election_backoff : o.max_backoff);
+      replica_answered = false;
+    }
   }
 }
 

@@ -9,8 +9,13 @@
 //
 // --state-dir DIR makes it durable (rendezvous/state, docs/rendezvous.md): every decision is
 // committed to DIR/rendezvous.db before a client hears of it, and a daemon started again on the
-// same directory carries on the jobs it finds there. Exit codes: 0 after a shutdown, 1 when it
-// cannot listen, 2 for bad flags or a state it refuses to use, 3 when a save failed.
+// same directory carries on the jobs it finds there. --state etcd://h1:2379,... makes it one of
+// several replicas sharing the jobs in etcd (replica.h): one leads and serves, the others
+// redirect clients to it and take over when its lease expires. Exit codes: 0 after a
+// shutdown, 1 when it cannot listen, 2 for bad flags or a state it refuses to use, 3 when a
+// save failed (or, for a replica, the state could not be loaded at a takeover).
+#include <unistd.h>
+
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -29,8 +34,11 @@
 #include "common/systemd_notifier.h"
 #include "rendezvous/daemon_security.h"
 #include "rendezvous/rdzv_conf.h"
+#include "rendezvous/replica.h"
 #include "rendezvous/server.h"
+#include "rendezvous/server_address.h"
 #include "rendezvous/server_metrics.h"
+#include "rendezvous/state/etcd_client.h"
 #include "rendezvous/state/state_store.h"
 #include "rendezvous/status_command.h"
 
@@ -47,6 +55,8 @@ struct DaemonFlags {
   ddprun::rdzv::DaemonSecurityFlags security;
   std::string state_dir;
   std::string state;
+  std::string advertise;
+  std::string lease_ttl = "5";
 };
 
 void declare_daemon_flags(CLI::App& app, DaemonFlags& flags) {
@@ -75,8 +85,17 @@ void declare_daemon_flags(CLI::App& app, DaemonFlags& flags) {
   app.add_option("--state-dir", flags.state_dir,
                  "Keep the jobs' state in DIR/rendezvous.db (SQLite) so that a restarted daemon "
                  "resumes them (default: memory only)");
-  app.add_option("--state", flags.state,
-                 "State store as a spec: DIR, sqlite:DIR or memory: (overrides --state-dir)");
+  app.add_option(
+      "--state", flags.state,
+      "State store as a spec: DIR, sqlite:DIR, memory:, or etcd://h1:2379,h2:2379[/name] "
+      "for replicas that share it (overrides --state-dir)");
+  app.add_option("--advertise", flags.advertise,
+                 "With etcd: this replica's address as clients dial it, host:port (default: "
+                 "--host and the bound port; this machine's host name when --host is a wildcard)");
+  app.add_option("--lease-ttl", flags.lease_ttl,
+                 "With etcd: the leader's lease; a dead leader is replaced within about this "
+                 "(s, or 500ms; etcd counts whole seconds)")
+      ->capture_default_str();
 }
 
 // The keys of `ddp-rendezvous --config daemon.yaml`: the flags' names, with underscores.
@@ -95,6 +114,8 @@ const std::vector<ddprun::ConfigKey>& daemon_config_schema() {
         {"shutdown_grace", T::kScalar, duration},
         {"state_dir", T::kString, {}},
         {"state", T::kString, {}},
+        {"advertise", T::kString, {}},
+        {"lease_ttl", T::kScalar, duration},
         {"metrics_port", T::kInteger, ddprun::in_range(0, 65535)},
         {"metrics_addr", T::kString, {}},
     };
@@ -141,28 +162,63 @@ std::string find_config_path(int argc, char** argv, DaemonFlags scratch) {
 // How often the STATUS= line is brought up to date (sent only when it changed).
 constexpr std::chrono::seconds kStatusRefresh{2};
 
-std::string status_line(const std::string& host, const ddprun::rdzv::RendezvousServer& server) {
+std::string status_line(const std::string& host, const ddprun::rdzv::RendezvousServer& server,
+                        const ddprun::rdzv::Replica* replica) {
   const ddprun::rdzv::ServerStats stats = server.stats();
-  return fmt::format("listening on {}:{}; {} job{}, {} connection{} ({} accepted since start)",
-                     host, server.port(), stats.jobs, stats.jobs == 1 ? "" : "s", stats.connections,
+  return fmt::format("listening on {}:{}{}; {} job{}, {} connection{} ({} accepted since start)",
+                     host, server.port(), replica ? ", " + replica->role() : std::string(),
+                     stats.jobs, stats.jobs == 1 ? "" : "s", stats.connections,
                      stats.connections == 1 ? "" : "s", stats.totals.accepted);
 }
 
-// The store the flags name, or nullptr without one. Errors are printed; the exit code is 2.
-ddprun::Result<std::unique_ptr<ddprun::rdzv::state::StateStore>> open_store(
-    boost::asio::io_context& io, const DaemonFlags& flags) {
-  using namespace ddprun::rdzv::state;
+// The state spec the flags name; nullopt: memory only.
+ddprun::Result<std::optional<ddprun::rdzv::state::StateSpec>> state_spec(const DaemonFlags& flags) {
   std::string spec = flags.state;
   if (spec.empty() && !flags.state_dir.empty()) spec = "sqlite:" + flags.state_dir;
-  if (spec.empty()) return std::unique_ptr<StateStore>();
-  auto parsed = parse_state_spec(spec);
-  if (!parsed) return parsed.status();
-  if (parsed->kind == StateSpec::Kind::kEtcd) {
-    return ddprun::Status::invalid_argument(
-        "--state etcd://... is not supported by this build of ddp-rendezvous yet; use "
-        "--state-dir DIR");
+  if (spec.empty()) return std::optional<ddprun::rdzv::state::StateSpec>();
+  auto parsed = ddprun::rdzv::state::parse_state_spec(spec);
+  if (!parsed) return parsed.status().with_context("--state");
+  return std::optional(std::move(*parsed));
+}
+
+// --advertise, or host:port from --host (the host name for a wildcard) and the bound port.
+ddprun::Result<std::string> advertised_address(const DaemonFlags& flags, uint16_t port) {
+  if (!flags.advertise.empty()) {
+    auto where = ddprun::rdzv::state::split_host_port(flags.advertise, 0);
+    if (!where || where->second == 0) {
+      return ddprun::Status::invalid_argument("--advertise " + flags.advertise +
+                                              ": expected host:port");
+    }
+    return flags.advertise;
   }
-  return open_state_store(io, *parsed);
+  std::string host = flags.host;
+  if (host == "0.0.0.0" || host == "::" || host.empty()) {
+    char name[256] = {};
+    if (::gethostname(name, sizeof name - 1) != 0) {
+      return ddprun::Status::invalid_argument(
+          "--host is a wildcard and the host name is unknown: give --advertise host:port");
+    }
+    host = name;
+  }
+  return ddprun::rdzv::to_string(ddprun::rdzv::ServerAddress{host, port});
+}
+
+// With an etcd spec: the replica that drives `server`, which listens on `port`. Errors are
+// printed; the exit code is 2.
+ddprun::Result<std::unique_ptr<ddprun::rdzv::Replica>> make_replica(
+    boost::asio::io_context& io, ddprun::rdzv::RendezvousServer& server, const DaemonFlags& flags,
+    uint16_t port, ddprun::rdzv::state::StateSpec spec,
+    std::function<void(const ddprun::Status&)> on_failure) {
+  ddprun::rdzv::ReplicaOptions options;
+  options.etcd = std::move(spec);
+  auto ttl = ddprun::rdzv::parse_duration(flags.lease_ttl);
+  if (!ttl) return ttl.status().with_context("--lease-ttl");
+  options.lease_ttl = *ttl;
+  auto advertised = advertised_address(flags, port);
+  if (!advertised) return advertised.status();
+  options.advertised_address = std::move(*advertised);
+  return std::make_unique<ddprun::rdzv::Replica>(io, server, std::move(options),
+                                                 std::move(on_failure));
 }
 
 int run(const DaemonFlags& flags) {
@@ -185,27 +241,54 @@ int run(const DaemonFlags& flags) {
   // Caught from before the "listening" line: a SIGTERM right after it must still shut down
   // gracefully (the handlers run once the loop does).
   boost::asio::signal_set signals(io, SIGTERM, SIGINT);
-  auto store = open_store(io, flags);  // before the server: it must outlive it
-  if (!store) {
-    spdlog::error("{}", store.error_message());
+  auto spec = state_spec(flags);
+  if (!spec) {
+    spdlog::error("{}", spec.error_message());
     return 2;
+  }
+  const bool replicated = *spec && (*spec)->kind == rdzv::state::StateSpec::Kind::kEtcd;
+  std::unique_ptr<rdzv::state::StateStore> store;  // before the server: it must outlive it
+  if (*spec && !replicated) {
+    auto opened = rdzv::state::open_state_store(io, **spec);
+    if (!opened) {
+      spdlog::error("{}", opened.error_message());
+      return 2;
+    }
+    store = std::move(*opened);
   }
   rdzv::RendezvousServer server(io, options);
   int exit_code = 0;
-  if (*store) {
-    Status restored = server.restore_state(**store, [&](const Status&) {
-      exit_code = 3;  // agents reconnect to the daemon started in our place
-      io.stop();
-    });
+  auto on_save_failure = [&](const Status&) {
+    exit_code = 3;  // agents reconnect to the daemon started in our place
+    io.stop();
+  };
+  if (store) {
+    Status restored = server.restore_state(*store, on_save_failure);
     if (!restored) {
       spdlog::error("{}", restored.message());
       return 2;
     }
-    spdlog::info("state: {}", (*store)->describe());
+    spdlog::info("state: {}", store->describe());
   }
+  // A replica serves nobody until it has won the lead (replica.h).
+  if (replicated) server.redirect_clients(rdzv::Redirect{});
   if (Status s = server.listen(flags.host, flags.port); !s) {
     spdlog::error("{}", s.message());
     return 1;
+  }
+  std::unique_ptr<rdzv::Replica> replica;
+  if (replicated) {
+    auto made = make_replica(io, server, flags, server.port(), **spec, [&](const Status& why) {
+      spdlog::error("replica: {}", why.message());
+      on_save_failure(why);
+    });
+    if (!made) {
+      spdlog::error("{}", made.error_message());
+      return 2;
+    }
+    replica = std::move(*made);
+    replica->start();
+    spdlog::info("state: {}", replica->describe());
   }
   std::optional<rdzv::ServerMetricsEndpoint> metrics;
   if (flags.metrics_port >= 0) {
@@ -224,7 +307,7 @@ int run(const DaemonFlags& flags) {
   auto notifier = make_service_notifier();
   ServiceWatchdog watchdog(io, *notifier);
   PeriodicStatus status(io, *notifier, kStatusRefresh,
-                        [&] { return status_line(flags.host, server); });
+                        [&] { return status_line(flags.host, server, replica.get()); });
   status.start(/*with_ready=*/true);
   watchdog.start();
 
@@ -241,10 +324,16 @@ int run(const DaemonFlags& flags) {
         status.stop();
         watchdog.stop();
         notifier->stopping();
-        server.shutdown([&] {
+        // A replica gives up its lease at once (the next leader takes over at its next poll)
+        // while the server closes its connections; both finish before the loop stops.
+        auto pending = std::make_shared<int>(replica ? 2 : 1);
+        auto one_done = [&, pending] {
+          if (--*pending > 0) return;
           signals.cancel();
           io.stop();
-        });
+        };
+        server.shutdown(one_done);
+        if (replica) replica->resign(one_done);
         signals.async_wait(on_signal);
       };
   signals.async_wait(on_signal);

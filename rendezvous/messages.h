@@ -168,6 +168,14 @@ struct HeartbeatAck {};
 struct ErrorMsg {
   std::string message;
 };
+// The answer to Hello from a ddp-rendezvous replica that does not lead (docs/rendezvous.md,
+// "High availability"): the leader serves at host:port; connect there. An empty host means
+// that no replica leads right now (an election is under way): try again shortly, here or at
+// another replica. The server closes the connection after it.
+struct Redirect {
+  std::string host;
+  uint16_t port = 0;
+};
 
 // ---- the status report (answer to StatusQuery) ----
 // Where a job is: no node has joined yet, or its RoundState's phase.
@@ -215,7 +223,7 @@ struct StatusReport {
 
 using ServerMessage =
     std::variant<HelloAck, Reply, RoundAssigned, RestartRequested, JobFailed, JobSucceeded,
-                 HeartbeatAck, ErrorMsg, StatusReport, AuthChallenge>;
+                 HeartbeatAck, ErrorMsg, StatusReport, AuthChallenge, Redirect>;
 // The decisions of a rendezvous that are pushed to members.
 using Push = std::variant<RoundAssigned, RestartRequested, JobFailed, JobSucceeded>;
 

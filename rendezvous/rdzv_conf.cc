@@ -53,6 +53,12 @@ Result<Millis> parse_duration(std::string_view text) {
   if (copy.empty() || end != copy.c_str() + copy.size() || !std::isfinite(value) || value < 0) {
     return Status::error(fmt::format("'{}' is not a duration (e.g. 30, 1.5s, 250ms)", text));
   }
+  // Checked before converting: llround of a value beyond int64 is unspecified (fuzzing found
+  // "6666666666666066666666660" seconds becoming a negative duration).
+  if (value * scale > static_cast<double>(kMaxDuration.count())) {
+    return Status::error(fmt::format("'{}' is too long a duration (at most {} s, about 31 years)",
+                                     text, kMaxDuration.count() / 1000));
+  }
   return Millis(static_cast<int64_t>(std::llround(value * scale)));
 }
 
@@ -164,8 +170,18 @@ Result<RendezvousConf> parse_rdzv_conf(std::string_view text) {
     if (!bad) return bad.with_context(fmt::format("--rdzv_conf: key '{}'", key));
   }
   if (legacy_timeout && !join_set) conf.join_timeout = *legacy_timeout;
-  if (!heartbeat_set)
+  if (!heartbeat_set) {
+    // Checked before multiplying: the product could overflow, and it must stay a duration
+    // parse_duration accepts (fuzzing found keep_alive_max_attempt=492155739 exceeding it).
+    if (conf.keep_alive_interval.count() > kMaxDuration.count() / conf.keep_alive_max_attempt) {
+      return Status::error(fmt::format(
+          "--rdzv_conf: heartbeat_timeout = keep_alive_interval ({} ms) x keep_alive_max_attempt "
+          "({}) is too long a duration (at most {} s)",
+          conf.keep_alive_interval.count(), conf.keep_alive_max_attempt,
+          kMaxDuration.count() / 1000));
+    }
     conf.heartbeat_timeout = conf.keep_alive_interval * conf.keep_alive_max_attempt;
+  }
   if (conf.keep_alive_interval.count() == 0 || conf.heartbeat_timeout <= conf.keep_alive_interval) {
     return Status::error(fmt::format(
         "--rdzv_conf: heartbeat_timeout ({} ms) must exceed keep_alive_interval ({} ms) > 0",

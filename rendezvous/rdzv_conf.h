@@ -65,7 +65,13 @@ struct RendezvousConf {
 // Parses "k=v,k=v" (empty = all defaults). Whitespace around keys and values is ignored.
 Result<RendezvousConf> parse_rdzv_conf(std::string_view text);
 
-// "250ms", "2s", "1.5" (seconds) → milliseconds; an error for anything else or negatives.
+// The longest duration parse_duration accepts: 10^9 s (about 31 years). Anything longer means
+// "never" in practice, and the limit keeps deadline arithmetic (now + d, in nanoseconds) far
+// from overflowing.
+inline constexpr Millis kMaxDuration{1'000'000'000'000};
+
+// "250ms", "2s", "1.5" (seconds) → milliseconds; an error for anything else, negatives, or more
+// than kMaxDuration.
 Result<Millis> parse_duration(std::string_view text);
 
 }  // namespace ddprun::rdzv

@@ -113,7 +113,7 @@ void RendezvousServer::admit(tcp::socket socket) {
   }
   ++counters_->accepted;
   auto session = std::make_shared<Session>(std::move(socket), registry_, options_, counters_,
-                                           [this, alive = alive_](Session* s) {
+                                           redirect_, [this, alive = alive_](Session* s) {
                                              if (*alive) on_session_end(s);
                                            });
   sessions_.emplace(session.get(), session);
@@ -206,6 +206,18 @@ void RendezvousServer::maybe_finish_shutdown() {
 Status RendezvousServer::restore_state(state::StateStore& store,
                                        std::function<void(const Status&)> on_failure) {
   return registry_->restore(store, std::move(on_failure));
+}
+
+void RendezvousServer::redirect_clients(std::optional<Redirect> to) {
+  const bool stepping_down = !redirect_->has_value() && to.has_value();
+  *redirect_ = std::move(to);
+  if (!stepping_down) return;
+  // The old registry stays with the sessions that hold it until they have closed; nothing it
+  // does is recorded any more, and new sessions meet an empty one.
+  registry_->stop_recording();
+  registry_->cancel_timers();
+  for (auto& [raw, session] : sessions_) session->close_with(**redirect_);
+  registry_ = std::make_shared<JobRegistry>(io_.get_executor(), clock_);
 }
 
 ServerStats RendezvousServer::stats() const {

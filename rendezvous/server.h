@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>  // before Boost 1.74's awaitable.hpp (see frame_io.h)
@@ -31,6 +32,7 @@
 #include "common/posix_fd.h"
 #include "common/result.h"
 #include "rendezvous/job_registry.h"
+#include "rendezvous/messages.h"
 #include "rendezvous/server_counters.h"
 #include "rendezvous/server_options.h"
 #include "rendezvous/state/state_store.h"
@@ -75,8 +77,17 @@ class RendezvousServer {
   // Durable state (--state-dir): loads the jobs `store` holds, whose nodes then have their
   // heartbeat_timeout to resume, and from now on records every decision there before any
   // client hears of it (decision_journal.h). `on_failure` runs once if a save fails (no
-  // decision is sent after that). `store` must outlive the server. Call before listen().
+  // decision is sent after that). `store` must outlive the server. Call before listen(), or
+  // while redirecting clients (a replica taking over: then call redirect_clients(nullopt)).
   Status restore_state(state::StateStore& store, std::function<void(const Status&)> on_failure);
+
+  // ddp-rendezvous replicas (replica.h): while `to` is set, every client's Hello (or
+  // StatusQuery) is answered with that Redirect and the connection closed; no job is served.
+  // Setting it on a server that serves steps down: recording stops, every connection gets the
+  // Redirect, and the jobs are dropped from memory (the next leader has them in the shared
+  // store). nullopt (the default): serve.
+  void redirect_clients(std::optional<Redirect> to);
+  bool redirecting() const { return redirect_->has_value(); }
 
  private:
   boost::asio::awaitable<void> accept_loop();
@@ -98,6 +109,8 @@ class RendezvousServer {
   // Held open so that, out of descriptors, the server can still accept and refuse one.
   UniqueFd spare_fd_;
   uint16_t port_ = 0;
+  // Shared with sessions, which read it at Hello (redirect_clients).
+  std::shared_ptr<std::optional<Redirect>> redirect_ = std::make_shared<std::optional<Redirect>>();
   bool stopping_ = false;
   std::function<void()> shutdown_done_;
   // Set while the server object lives; callbacks from sessions check it, since a session may

@@ -15,9 +15,9 @@ using metrics::MetricType;
 constexpr std::array<const char*, 11> kClientLabels = {
     "hello", "join",     "resume",         "heartbeat",    "report_failure", "report_success",
     "leave", "progress", "progress_query", "status_query", "auth_proof"};
-constexpr std::array<const char*, 10> kServerLabels = {
-    "hello_ack",     "reply",         "round_assigned", "restart_requested", "job_failed",
-    "job_succeeded", "heartbeat_ack", "error",          "status_report",     "auth_challenge"};
+constexpr std::array<const char*, 11> kServerLabels = {
+    "hello_ack",     "reply", "round_assigned", "restart_requested", "job_failed", "job_succeeded",
+    "heartbeat_ack", "error", "status_report",  "auth_challenge",    "redirect"};
 static_assert(kClientLabels.size() == std::variant_size_v<ClientMessage>);
 static_assert(kServerLabels.size() == std::variant_size_v<ServerMessage>);
 

@@ -33,12 +33,14 @@ std::string describe(const boost::system::error_code& ec, const tcp::endpoint& e
 
 Session::Session(tcp::socket socket, std::shared_ptr<JobRegistry> registry,
                  const ServerOptions& options, std::shared_ptr<ServerCounters> counters,
+                 std::shared_ptr<const std::optional<Redirect>> redirect,
                  std::function<void(Session*)> on_end)
     : stream_(make_stream(std::move(socket), options)),
       registry_holder_(std::move(registry)),
       registry_(*registry_holder_),
       options_(options),
       counters_(std::move(counters)),
+      redirect_(std::move(redirect)),
       on_end_(std::move(on_end)),
       handshake_(options.credentials, ""),
       deadline_(stream_.tcp().get_executor()),
@@ -216,6 +218,15 @@ void Session::answer_status() {
 }
 
 Status Session::handshake(const ClientMessage& frame) {
+  const bool opening =
+      std::holds_alternative<Hello>(frame) || std::holds_alternative<StatusQuery>(frame);
+  if (*redirect_ && opening && !handshake_.awaiting_proof()) {
+    // A replica that does not lead: before the token's challenge, since the leader proves the
+    // token itself (protocol.md, "Replicas"). A status query is told where the leader is too:
+    // this replica's jobs are not the cluster's.
+    close_with(**redirect_);
+    return Status();
+  }
   ServerHandshake::Step step = handshake_.on_frame(frame);
   if (step.challenge) {
     send(*step.challenge);
@@ -320,9 +331,11 @@ asio::awaitable<void> Session::write_loop() {
   }
 }
 
-void Session::close_with_error(const std::string& why) {
+void Session::close_with_error(const std::string& why) { close_with(ErrorMsg{why}); }
+
+void Session::close_with(const ServerMessage& last) {
   if (!open_ || closing_) return;
-  send(ErrorMsg{why});
+  send(last);
   close_after_flush();
 }
 

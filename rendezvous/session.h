@@ -42,8 +42,11 @@ class Session final : public Peer, public std::enable_shared_from_this<Session> 
  public:
   // The session shares the registry so that it can leave it cleanly even when it ends after
   // the server object is gone.
+  // `redirect` is the server's (RendezvousServer::redirect_clients): while it holds a
+  // Redirect, a Hello or a StatusQuery is answered with it and the connection closed.
   Session(boost::asio::ip::tcp::socket socket, std::shared_ptr<JobRegistry> registry,
           const ServerOptions& options, std::shared_ptr<ServerCounters> counters,
+          std::shared_ptr<const std::optional<Redirect>> redirect,
           std::function<void(Session*)> on_end);
   ~Session() override;
 
@@ -59,6 +62,8 @@ class Session final : public Peer, public std::enable_shared_from_this<Session> 
   std::optional<SteadyTime> last_heard() const override { return last_heard_; }
   // Shutdown stage one: say why, flush, then close.
   void close_with_error(const std::string& why);
+  // The same with another last frame (a Redirect).
+  void close_with(const ServerMessage& last);
   // Shutdown stage two: close now.
   void close_now();
 
@@ -85,6 +90,7 @@ class Session final : public Peer, public std::enable_shared_from_this<Session> 
   JobRegistry& registry_;
   const ServerOptions options_;
   std::shared_ptr<ServerCounters> counters_;  // shared with the server; outlives either
+  std::shared_ptr<const std::optional<Redirect>> redirect_;  // the server's; see the constructor
   std::function<void(Session*)> on_end_;
   std::string peer_name_;  // "ip:port" for logs
   boost::asio::ip::address source_;

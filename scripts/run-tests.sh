@@ -21,3 +21,19 @@ if [ "${DDPRUN_SKIP_SANITIZERS:-0}" != 1 ]; then
     ctest --test-dir build-asan --output-on-failure -j2 --timeout 300 \
     -L "unit|rendezvous|store|metrics" -LE "integration"
 fi
+
+# The libFuzzer targets (fuzz/, docs/reliability.md), each for DDPRUN_FUZZ_SECONDS (5) over its
+# checked-in seeds under ASan + UBSan: clang builds them in a directory of their own, with none
+# of LibTorch. Skipped, saying so, where the archive offers no clang-14 or libFuzzer runtime.
+if [ "${DDPRUN_SKIP_FUZZ:-0}" != 1 ]; then
+  echo "== fuzz targets (bounded runs, ASan + UBSan) =="
+  fuzz_packages=(clang-14 libclang-rt-14-dev)
+  if [ "$(apt-cache policy "${fuzz_packages[@]}" 2>/dev/null | grep -c 'Candidate: [0-9]')" \
+    -eq "${#fuzz_packages[@]}" ]; then
+    WITH_FUZZ=1 BUILD_DIR=build-fuzz \
+      DDPRUN_CMAKE_ARGS="-DDDPRUN_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++-14" scripts/setup.sh
+    ctest --test-dir build-fuzz --output-on-failure -j2 -L fuzz
+  else
+    echo "fuzz targets skipped: ${fuzz_packages[*]} not available from apt"
+  fi
+fi

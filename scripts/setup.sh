@@ -7,6 +7,8 @@
 #   BUILD_TYPE=Release          CMake build type (RelWithDebInfo for debugging)
 #   BUILD_TARGETS="a b"         build only these targets (default: everything)
 #   DDPRUN_CMAKE_ARGS=...       extra CMake arguments
+#   WITH_FUZZ=1                 also install clang and its sanitizer/libFuzzer runtime (for
+#                               -DDDPRUN_FUZZ=ON builds; two packages, no recommends)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +20,8 @@ PACKAGES=(
   libtorch-dev libgloo-dev python3-torch dataset-fashion-mnist
   prometheus
 )
+# libclang-rt-14-dev holds libFuzzer and the sanitizer runtimes; clang-14 only recommends it.
+[ "${WITH_FUZZ:-0}" = 1 ] && PACKAGES+=(clang-14 libclang-rt-14-dev)
 
 missing=()
 for package in "${PACKAGES[@]}"; do

@@ -111,6 +111,28 @@ TEST(FailureReport, MalformedErrorFileIsReportedNotFatal) {
   EXPECT_NE(f.error_message.find("not torchrun's JSON"), std::string::npos);
 }
 
+// Found by fuzz/error_file_fuzzer: the worker writes the error file, and a field of another
+// type than torchrun's ({"message": {"message": {...}}}, a string as extraInfo) made
+// json::value() throw out of load_error_file: the agent aborted instead of reporting.
+TEST(FailureReport, FuzzErrorFileFieldsOfTheWrongTypeAreShownNotFatal) {
+  TempDir dir;
+  WorkerFailure f = failure(0, ExitStatus::exited(1));
+  f.error_file = dir.file("error.json", R"({"message": {"message": {"py_callstaCk": "x"},
+      "extraInfo": "not an object"}})");
+  load_error_file(f);
+  EXPECT_TRUE(f.error_file_written);
+  EXPECT_EQ(f.error_message, R"({"py_callstaCk":"x"})");
+  EXPECT_EQ(f.traceback, f.error_message);
+
+  WorkerFailure g = failure(0, ExitStatus::exited(1));
+  g.error_file = dir.file("error2.json", R"({"message": {"message": "boom", "extraInfo":
+      {"py_callstack": 7}}})");
+  load_error_file(g);
+  EXPECT_EQ(g.error_message, "boom");
+  EXPECT_EQ(g.traceback, "7");
+  EXPECT_NE(FailureReport({"t.py", {f, g}}).render().find("boom"), std::string::npos);
+}
+
 TEST(FailureReport, StderrTailIsShown) {
   WorkerFailure f = failure(0, ExitStatus::exited(2));
   f.stderr_tail = {"line a", "line b"};

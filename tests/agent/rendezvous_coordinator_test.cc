@@ -133,6 +133,30 @@ TEST_F(RendezvousCoordinatorTest, OwnFailureAnsweredByAWorkerFailureRestartIsACo
   EXPECT_TRUE(events_.empty());  // an answer, not a separate event
 }
 
+// Found by fuzz/failure_report_fuzzer: a report whose strings are not UTF-8 (a worker's stderr
+// line in Latin-1) made nlohmann's dump() throw out of report_failure, which aborted ddprun.
+// The report now travels as valid JSON, the bad bytes as U+FFFD, and the other nodes read it.
+TEST_F(RendezvousCoordinatorTest, FuzzOwnReportThatIsNotUtf8IsSentAsValidJsonNotACrash) {
+  join_round(0, 0);
+  FailureReport report = report_of_rank(2, 9);
+  report.failures[0].stderr_tail = {"caf\xe9 au lait", "\xff\xfe"};
+  report.failures[0].error_message = "bad \x80 byte";
+  auto& decision = report_failure(report);
+  ASSERT_EQ(client_.failure_reports.size(), 1u);
+  const std::string sent = client_.failure_reports[0].failure_report;
+  ASSERT_TRUE(nlohmann::json::accept(sent)) << sent;
+  const FailureReport read = nlohmann::json::parse(sent).get<FailureReport>();
+  ASSERT_EQ(read.failures.size(), 1u);
+  EXPECT_EQ(read.failures[0].stderr_tail,
+            (std::vector<std::string>{"caf\xef\xbf\xbd au lait", "\xef\xbf\xbd\xef\xbf\xbd"}));
+  EXPECT_EQ(read.failures[0].error_message, "bad \xef\xbf\xbd byte");
+  EXPECT_EQ(read.failures[0].rank, 2);
+  client_.push(rdzv::RestartRequested{0, rdzv::RestartReason::kWorkerFailure, "x", sent});
+  ASSERT_TRUE(decision);
+  EXPECT_TRUE(decision->counted);
+  EXPECT_EQ(decision->report.root_cause().rank, 2);
+}
+
 TEST_F(RendezvousCoordinatorTest, OwnFailureOvertakenByANodeLossRejoinsWithoutCountingIt) {
   join_round(0, 0);
   auto& decision = report_failure(report_of_rank(2, 9));

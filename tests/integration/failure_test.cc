@@ -77,6 +77,19 @@ TEST_F(FailureTest, ReportShowsStderrTailWhenStderrIsRedirected) {
   EXPECT_NE(run.out.find("out-line"), std::string::npos) << "stdout is not redirected";
 }
 
+// Found by fuzz/failure_report_fuzzer: with a rendezvous (--standalone, c10d) the agent sends
+// its failure report to the server as JSON, and a worker's stderr line that was not UTF-8 (a
+// Latin-1 "café") made nlohmann's dump() throw: ddprun aborted (exit 134) instead of reporting
+// the failure. Bytes that are not UTF-8 now travel as U+FFFD.
+TEST_F(FailureTest, FuzzNonUtf8StderrOfAFailedWorkerIsReportedNotACrash) {
+  const RunResult run = run_ddprun({"--standalone", "--redirects", "2", "--no_python", "/bin/sh",
+                                    "-c", "printf 'caf\\351 au lait\\n' >&2; exit 6"});
+  ASSERT_TRUE(ExitedWith(run, 6));
+  const std::string root = root_cause_section(run.err);
+  EXPECT_NE(root.find("stderr    : (last 1 lines)\n    caf\xef\xbf\xbd au lait"), std::string::npos)
+      << run.err;
+}
+
 TEST_F(FailureTest, FailureMessageWithoutCallstackIsShownAsMessage) {
   // An error file with only a message: it becomes the traceback line, as in torchrun.
   const std::string script = temp() / "fail_with_message.py";

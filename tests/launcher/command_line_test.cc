@@ -212,6 +212,28 @@ TEST_F(CommandLineTest, RealCallersCommandLinesAreAccepted) {
   EXPECT_EQ(tutorial.agent.command.argv.back(), "50");
 }
 
+// ddp-rendezvous replicas: every address, in order; one address parses as before.
+TEST_F(CommandLineTest, SeveralRendezvousEndpointsAreReplicas) {
+  auto one = parse_ok({"--rdzv_backend", "c10d", "--rdzv_endpoint", "head:29401", "t.py"});
+  EXPECT_EQ(one.rendezvous.endpoint_host, "head");
+  EXPECT_EQ(one.rendezvous.endpoint_port, 29401);
+  EXPECT_TRUE(one.rendezvous.more_endpoints.empty());
+  auto three =
+      parse_ok({"--rdzv_backend", "c10d", "--rdzv_endpoint", "h1:29401,h2,[::1]:29403", "t.py"});
+  EXPECT_EQ(three.rendezvous.endpoint_host, "h1");
+  EXPECT_EQ(three.rendezvous.endpoint_port, 29401);
+  ASSERT_EQ(three.rendezvous.more_endpoints.size(), 2u);
+  EXPECT_EQ(three.rendezvous.more_endpoints[0], (rdzv::ServerAddress{"h2", 29400}));
+  EXPECT_EQ(three.rendezvous.more_endpoints[1], (rdzv::ServerAddress{"::1", 29403}));
+  const std::string empty =
+      parse_error({"--rdzv_backend", "c10d", "--rdzv_endpoint", "h1:29401,,h2", "t.py"});
+  EXPECT_NE(empty.find("h1:29401,,h2"), std::string::npos) << empty;
+  EXPECT_NE(empty.find("empty address"), std::string::npos) << empty;
+  const std::string hosting = parse_error(
+      {"--rdzv_backend", "c10d", "--rdzv_endpoint", "h1,h2", "--rdzv_conf", "is_host=1", "t.py"});
+  EXPECT_NE(hosting.find("cannot host"), std::string::npos) << hosting;
+}
+
 TEST_F(CommandLineTest, KubeflowStyleEnvironmentOnly) {
   ScopedEnv nnodes("PET_NNODES", "2");
   ScopedEnv nproc("PET_NPROC_PER_NODE", "3");

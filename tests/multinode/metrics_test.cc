@@ -195,7 +195,8 @@ TEST_F(MetricsTest, PromtoolAcceptsTheMetricsOfTheDaemonAndOfBothAgents) {
 }
 
 // With hang detection on, each rank's last step and heartbeat age, from the heartbeats of real
-// workers: rank r reports step 100 + r; node 2's local ranks are global ranks 2 and 3.
+// workers: rank r reports step 100 + r; one node's local ranks are global ranks 0 and 1, the
+// other's 2 and 3 (which is which is the rendezvous's choice).
 TEST_F(MetricsTest, WorkerSeriesShowEachRanksLastStepAndHeartbeatAge) {
   ASSERT_NO_FATAL_FAILURE(start_daemon_with_metrics());
   const std::string fifo = out("release.fifo");
@@ -208,29 +209,38 @@ TEST_F(MetricsTest, WorkerSeriesShowEachRanksLastStepAndHeartbeatAge) {
     ASSERT_NE(nodes.back(), nullptr);
   }
   ASSERT_TRUE(wait_for_markers("run_n", 4, deadline_after(40s)));
+  std::set<int> firsts;  // each node's first global rank
   for (int n : {1, 2}) {
     const uint16_t port = metrics_port(*nodes[n - 1], node_addr(n));
     ASSERT_NE(port, 0);
     // The heartbeats are written before the markers, but reach the agent through inotify on its
     // own loop: scrape until both ranks' steps are there (bounded).
-    const int first = 2 * (n - 1);
+    int first = -1;  // this node's local rank 0's global rank, read from the series
     auto series = [&](const char* name, int local_rank) {
       return std::string(name) + "{job_id=\"metrics-job\",local_rank=\"" +
              std::to_string(local_rank) + "\",rank=\"" + std::to_string(first + local_rank) +
              "\"} ";
     };
+    const std::string rank0 =
+        "ddprun_worker_last_step{job_id=\"metrics-job\",local_rank=\"0\",rank=\"";
     std::string body;
     const Deadline deadline = deadline_after(20s);
     while (TestClock::now() < deadline) {
       auto scrape = http_get(node_addr(n), port, "/metrics");
       ASSERT_TRUE(scrape.ok()) << scrape.error_message();
       body = scrape->body;
-      if (contains(body, series("ddprun_worker_last_step", 0) + std::to_string(100 + first)) &&
+      if (const size_t at = body.find(rank0); at != std::string::npos) {
+        first = std::atoi(body.c_str() + at + rank0.size());
+      }
+      if (first >= 0 &&
+          contains(body, series("ddprun_worker_last_step", 0) + std::to_string(100 + first)) &&
           contains(body, series("ddprun_worker_last_step", 1) + std::to_string(101 + first))) {
         break;
       }
       std::this_thread::sleep_for(50ms);  // between scrapes of a value that arrives on its own
     }
+    ASSERT_TRUE(first == 0 || first == 2) << body;
+    firsts.insert(first);
     ASSERT_TRUE(contains(body, series("ddprun_worker_last_step", 1) + std::to_string(101 + first)))
         << body;
     for (int local_rank : {0, 1}) {
@@ -243,6 +253,7 @@ TEST_F(MetricsTest, WorkerSeriesShowEachRanksLastStepAndHeartbeatAge) {
     }
     expect_promtool_accepts(node_addr(n), port);
   }
+  EXPECT_EQ(firsts, (std::set<int>{0, 2})) << "the two nodes hold different ranks";
   release("release.fifo", 4);
   for (const RunResult& run : finish_all(nodes, deadline_after(30s))) {
     EXPECT_TRUE(ExitedWith(run, 0)) << run.err;

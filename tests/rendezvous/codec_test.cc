@@ -51,7 +51,9 @@ std::vector<ServerMessage> sample_server_messages() {
           HeartbeatAck{},
           ErrorMsg{"shutting down"},
           sample_status_report(),
-          AuthChallenge{std::string(32, 's'), std::string(32, 'q')}};
+          AuthChallenge{std::string(32, 's'), std::string(32, 'q')},
+          Redirect{"10.0.0.2", 29400},
+          Redirect{}};
 }
 
 TEST(CodecTest, ClientMessagesRoundTrip) {
@@ -76,6 +78,20 @@ TEST(CodecTest, ServerMessagesRoundTrip) {
   const auto& round = std::get<RoundAssigned>(*a);
   EXPECT_EQ(round.master_addr, "10.0.0.1");
   EXPECT_EQ(round.world_size, 8u);
+}
+
+TEST(CodecTest, RedirectNeedsAHostAndAPortOrNeither) {
+  CodecLimits limits;
+  auto leader = decode_server_frame(encode_frame(ServerMessage(Redirect{"h2", 29401})), limits);
+  ASSERT_TRUE(leader.ok()) << leader.error_message();
+  EXPECT_EQ(std::get<Redirect>(*leader).host, "h2");
+  EXPECT_EQ(std::get<Redirect>(*leader).port, 29401);
+  EXPECT_FALSE(decode_server_frame(encode_frame(ServerMessage(Redirect{"h2", 0})), limits).ok());
+  EXPECT_FALSE(decode_server_frame(encode_frame(ServerMessage(Redirect{"", 29400})), limits).ok());
+  auto long_host = decode_server_frame(
+      encode_frame(ServerMessage(Redirect{std::string(300, 'h'), 29400})), limits);
+  ASSERT_FALSE(long_host.ok());
+  EXPECT_TRUE(long_host.status().is_malformed());
 }
 
 TEST(CodecTest, EveryTruncationIsAnError) {

@@ -67,5 +67,32 @@ TEST(RdzvConfTest, RepeatedAndBadValuesAreErrorsNamingTheKey) {
   EXPECT_FALSE(parse_rdzv_conf("heartbeat_timeout=1,keep_alive_interval=2").ok());
 }
 
+// Found by fuzz/rdzv_conf_fuzzer: a duration beyond int64 milliseconds went through llround,
+// whose result is then unspecified: "6666666666666066666666660" seconds came out negative.
+// Durations above kMaxDuration are now refused by name; the largest one is still read.
+TEST(RdzvConfTest, FuzzDurationTooLongIsAnErrorNotANegativeTimeout) {
+  auto huge = parse_rdzv_conf("join_timeout=6666666666666066666666660");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.error_message().find("join_timeout"), std::string::npos) << huge.error_message();
+  EXPECT_NE(huge.error_message().find("too long"), std::string::npos) << huge.error_message();
+  EXPECT_FALSE(parse_duration("1e300ms").ok());
+  EXPECT_FALSE(parse_duration("1000000001").ok());
+  auto max = parse_duration("1000000000");
+  ASSERT_TRUE(max.ok()) << max.error_message();
+  EXPECT_EQ(*max, kMaxDuration);
+  EXPECT_EQ(*parse_duration("1000000000000ms"), kMaxDuration);
+
+  // Found by the long run: the derived heartbeat_timeout (interval x attempts) went past it,
+  // and with a long enough interval would have overflowed int64.
+  auto derived = parse_rdzv_conf("keep_alive_max_attempt=492155739");
+  ASSERT_FALSE(derived.ok());
+  EXPECT_NE(derived.error_message().find("keep_alive_max_attempt"), std::string::npos);
+  EXPECT_FALSE(
+      parse_rdzv_conf("keep_alive_interval=1000000000,keep_alive_max_attempt=2147483647").ok());
+  auto most = parse_rdzv_conf("keep_alive_interval=1000000,keep_alive_max_attempt=1000");
+  ASSERT_TRUE(most.ok()) << most.error_message();
+  EXPECT_EQ(most->heartbeat_timeout, kMaxDuration);
+}
+
 }  // namespace
 }  // namespace ddprun::rdzv

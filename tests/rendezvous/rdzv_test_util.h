@@ -57,6 +57,15 @@ class ServerThread {
     boost::asio::post(io_, [this, done = std::move(done)] { server_.shutdown(done); });
   }
   uint16_t port() const { return server_.port(); }
+  // RendezvousServer::redirect_clients, on the server's thread; returns once it is in force.
+  void redirect_clients(std::optional<Redirect> to) {
+    std::promise<void> p;
+    boost::asio::post(io_, [&] {
+      server_.redirect_clients(std::move(to));
+      p.set_value();
+    });
+    p.get_future().get();
+  }
   ServerStats stats() {
     std::promise<ServerStats> p;
     boost::asio::post(io_, [&] { p.set_value(server_.stats()); });

@@ -101,6 +101,25 @@ TEST_F(StatusTest, UnreachableServerIsAClearError) {
       << report.error_message();
 }
 
+// A replica that does not lead answers a status query with where the leader is; the query
+// says so instead of showing the replica's own (empty) view.
+TEST_F(StatusTest, AReplicaThatDoesNotLeadNamesTheLeader) {
+  server_.on_loop([](RendezvousServer& server) {
+    server.redirect_clients(Redirect{"127.0.0.1", 4242});
+    return 0;
+  });
+  auto redirected = query();
+  ASSERT_FALSE(redirected.ok());
+  EXPECT_TRUE(redirected.status().is_unavailable()) << redirected.error_message();
+  EXPECT_NE(redirected.error_message().find("the leader is 127.0.0.1:4242"), std::string::npos)
+      << redirected.error_message();
+  server_.on_loop([](RendezvousServer& server) {
+    server.redirect_clients(std::nullopt);
+    return 0;
+  });
+  EXPECT_TRUE(query().ok());
+}
+
 // Writes `frames` as the first frames of a raw connection and returns what the server sends
 // back until it closes.
 std::string raw_session(uint16_t port, const std::vector<std::string>& frames) {

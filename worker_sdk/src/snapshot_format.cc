@@ -2,6 +2,8 @@
 
 #include <charconv>
 #include <limits>
+#include <stdexcept>
+#include <utility>
 
 #include <zlib.h>
 #include <nlohmann/json.hpp>
@@ -10,6 +12,32 @@ namespace ddp::detail {
 
 using ddprun::Result;
 using ddprun::Status;
+
+namespace {
+
+// The header's integer field `name` as a T. nlohmann's get<T>() converts any number: a float
+// out of T's range is undefined behaviour and a large integer wraps, so a corrupt header
+// could yield garbage or crash; anything but a whole number within T's range is refused.
+template <class T>
+T integer_field(const nlohmann::json& header, const char* name) {
+  const nlohmann::json& value = header.at(name);
+  bool fits = false;
+  if (value.is_number_unsigned()) {
+    fits = std::in_range<T>(value.get<uint64_t>());
+  } else if (value.is_number_integer()) {
+    fits = std::in_range<T>(value.get<int64_t>());
+  }
+  if (!fits) {
+    throw std::out_of_range("'" + std::string(name) + "' is " + value.dump() +
+                            ", not a whole number from " +
+                            std::to_string(std::numeric_limits<T>::min()) + " to " +
+                            std::to_string(std::numeric_limits<T>::max()));
+  }
+  return value.is_number_unsigned() ? static_cast<T>(value.get<uint64_t>())
+                                    : static_cast<T>(value.get<int64_t>());
+}
+
+}  // namespace
 
 uint32_t crc32_of(std::string_view bytes) {
   uLong crc = crc32(0L, Z_NULL, 0);
@@ -73,14 +101,16 @@ Result<DecodedSnapshot> decode_snapshot(std::string_view bytes) {
   DecodedSnapshot out;
   try {
     auto json = nlohmann::json::parse(bytes.substr(0, header_end));
-    out.header.epoch = json.at("epoch").get<int64_t>();
-    out.header.step_in_epoch = json.at("step_in_epoch").get<int64_t>();
-    out.header.global_step = json.at("global_step").get<int64_t>();
-    out.header.world_size = json.at("world_size").get<int>();
+    out.header.epoch = integer_field<int64_t>(json, "epoch");
+    out.header.step_in_epoch = integer_field<int64_t>(json, "step_in_epoch");
+    out.header.global_step = integer_field<int64_t>(json, "global_step");
+    out.header.world_size = integer_field<int>(json, "world_size");
     out.header.user = json.at("user").get<std::map<std::string, std::string>>();
-    out.header.payload_bytes = json.at("payload_bytes").get<uint64_t>();
-    out.header.payload_crc32 = json.at("payload_crc32").get<uint32_t>();
+    out.header.payload_bytes = integer_field<uint64_t>(json, "payload_bytes");
+    out.header.payload_crc32 = integer_field<uint32_t>(json, "payload_crc32");
   } catch (const nlohmann::json::exception& e) {
+    return Status::error(std::string("malformed header: ") + e.what());
+  } catch (const std::out_of_range& e) {
     return Status::error(std::string("malformed header: ") + e.what());
   }
   bytes.remove_prefix(header_end + 1);
