@@ -4,6 +4,7 @@
 // server's CPU time and peak RSS (from /proc). Not a test: run by hand, see docs/benchmarks.md.
 //
 //   rendezvous_load [nodes=1000] [plain|token|tls]
+//   DDPRUN_LOAD_DAEMON_ARGS="--state-dir DIR" rendezvous_load 1000   (state_latency.sh)
 //
 // token: the daemon has --token-file and every node the token (the challenge-response on every
 // connection); tls: that plus TLS (a server certificate made with the openssl command, every
@@ -16,6 +17,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -53,6 +55,11 @@ ServerProcess spawn_server(const std::vector<std::string>& extra) {
                                    "--log-level",      "warn",   "--max-connections-per-source",
                                    "100000"};
   args.insert(args.end(), extra.begin(), extra.end());
+  // More daemon flags from the environment (the state store: --state-dir, --state etcd://...).
+  if (const char* more = std::getenv("DDPRUN_LOAD_DAEMON_ARGS")) {
+    std::istringstream words(more);
+    for (std::string w; words >> w;) args.push_back(w);
+  }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -138,7 +145,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < nodes; ++i) {
     ClientOptions o;
     o.port = server.port;
-    o.job_id = "bench";
+    o.job_id = "bench-" + std::to_string(::getpid());  // a fresh job even in a kept state
     o.local_address = "127.0.0." + std::to_string(1 + i % 250);
     o.connect_timeout = std::chrono::seconds(60);
     o.heartbeat_timeout = std::chrono::seconds(60);

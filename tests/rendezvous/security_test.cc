@@ -274,6 +274,11 @@ TEST_F(SecurityTest, TotalConnectionsAreLimitedWithAnError) {
 // A client that pipelines requests and never reads the answers is cut off with an Error once
 // max_requests_in_flight answers wait for it; the job's members notice nothing.
 TEST_F(SecurityTest, AClientThatNeverReadsItsAnswersIsCutOff) {
+#if defined(__SANITIZE_ADDRESS__)
+  // Filling the kernel's socket buffers with 5-byte answers takes millions of frames: minutes
+  // in an unoptimised sanitizer build. The optimised build runs it.
+  GTEST_SKIP() << "too slow under AddressSanitizer (millions of frames to fill socket buffers)";
+#endif
   ServerOptions options = ServerThread::test_options();
   options.max_requests_in_flight = 16;
   auto server = start_server({}, options);
