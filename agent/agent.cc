@@ -397,6 +397,11 @@ std::vector<RankProgress> Agent::progress() const {
   return global(running);
 }
 
+std::vector<RankProgress> Agent::rank_progress() const {
+  if (!hang_watch_.detecting() || !assignment_) return {};
+  return global(hang_watch_.progress());
+}
+
 // This node's ranks' progress under their global ranks, named by this node.
 std::vector<RankProgress> Agent::global(const std::vector<LocalRankProgress>& local) const {
   std::vector<RankProgress> ranks;

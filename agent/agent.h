@@ -64,6 +64,15 @@ class Agent final : private WorkerGroupObserver {
   std::vector<RankProgress> progress() const;
   // Adds an observer of the job's progress (see agent_observer.h); it must outlive the agent.
   void add_observer(AgentObserver& observer) { observers_.push_back(&observer); }
+  // The job's store host, for observers that read its statistics (metrics).
+  const StoreHost& store_host() const { return store_host_; }
+  // Whether hang detection is on (--hang_timeout > 0).
+  bool detects_hangs() const { return hang_watch_.detecting(); }
+  // Each local rank's progress now, with its global rank (last step, heartbeat age), while hang
+  // detection is on and an attempt's workers exist; empty otherwise. Unlike progress(), ranks
+  // whose worker exited stay in (their last step still counts). Read-only, for observers
+  // (metrics).
+  std::vector<RankProgress> rank_progress() const;
 
  private:
   enum class Phase {

@@ -64,6 +64,8 @@ struct RawFlags {
   // Hang detection (ddprun's).
   double hang_timeout = 0;               // seconds; 0 = off
   double first_heartbeat_timeout = 600;  // seconds
+  int metrics_port = -1;                 // -1: no metrics endpoint
+  std::string metrics_addr = "127.0.0.1";
 };
 
 // Defaults torchrun takes from its own environment variables (below PET_* and the flags).
@@ -189,6 +191,12 @@ void declare_flags(CLI::App& app, RawFlags& f) {
              "Seconds a rank may take to its first heartbeat (start-up, data loading)");
   add_option(app, f.exit_barrier_timeout, "exit_barrier_timeout",
              "Seconds a finished node waits for the rest of the job");
+  add_option(app, f.metrics_port, "metrics_port",
+             "Serve /metrics (Prometheus) and /healthz on this port; 0 picks a free one "
+             "(logged); default: off");
+  add_option(app, f.metrics_addr, "metrics_addr",
+             "Address of the metrics endpoint; anything but loopback exposes job information "
+             "to the network");
 }
 
 Status validate_values(const RawFlags& f, LaunchConfig& config);
@@ -422,6 +430,12 @@ Status validate_values(const RawFlags& f, LaunchConfig& config) {
   a.hang.file_timer = file_timer && std::string(file_timer) == "1";
   // Stacks of hung workers reach the report even when their stderr goes to the console.
   a.logs.capture_stderr = a.hang.hang_timeout > Millis(0);
+  if (f.metrics_port < -1 || f.metrics_port > 65535) {
+    return Status::invalid_argument("--metrics_port=" + std::to_string(f.metrics_port) +
+                                    " is not a TCP port");
+  }
+  if (f.metrics_port >= 0) config.metrics.port = static_cast<uint16_t>(f.metrics_port);
+  config.metrics.address = f.metrics_addr;
   if (!f.numa_binding.empty()) {
     auto mode = agent::parse_numa_mode(f.numa_binding);
     if (!mode) return mode.status();

@@ -87,6 +87,8 @@ const std::vector<ConfigKey>& job_config_schema() {
       {"log_line_prefix_template", T::kString, {}},
       {"hang_timeout", T::kNumber, in_range(0, 1e9)},
       {"first_heartbeat_timeout", T::kNumber, in_range(0, 1e9)},
+      {"metrics_port", T::kInteger, in_range(0, 65535)},
+      {"metrics_addr", T::kString, {}},
       {"training_script", T::kString, {}},
       {"training_script_args", T::kList, {}},
       {"env", T::kMap, {}},

@@ -39,6 +39,15 @@ struct RendezvousSettings {
   std::string master_addr = "127.0.0.1";
 };
 
+// --metrics_port / --metrics_addr: the agent's HTTP endpoint (/metrics, /healthz).
+struct MetricsSettings {
+  // Unset: no endpoint (the default). 0: a free port, logged at start.
+  std::optional<uint16_t> port;
+  // Where it listens. Default 127.0.0.1: any other address exposes job information to the
+  // network (there is no authentication).
+  std::string address = "127.0.0.1";
+};
+
 struct LaunchConfig {
   // What this node runs and how (MASTER_ADDR is chosen by run_job from `rendezvous`).
   agent::AgentOptions agent;
@@ -50,6 +59,7 @@ struct LaunchConfig {
   // --numa-binding: resolved into AgentOptions::cpu_binding from the machine's topology when
   // the job starts (run_job.cc).
   std::optional<agent::NumaMode> numa_binding;
+  MetricsSettings metrics;
   // --signals_to_forward: signals forwarded to every running worker group without ending the
   // job (agent/signal_forwarder.h). Default none; SIGUSR1,SIGUSR2 under SLURM.
   std::vector<int> signals_to_forward;

@@ -16,6 +16,7 @@
 #include "agent/process_launcher.h"
 #include "agent/rendezvous_coordinator.h"
 #include "launcher/agent_watchers.h"
+#include "launcher/metrics_service.h"
 #include "rendezvous/server.h"
 
 namespace ddprun::launcher {
@@ -71,6 +72,11 @@ int run_static(const LaunchConfig& config) {
   agent::LocalCoordinator coordinator(io, config.job, config.rendezvous.node_rank.value_or(0));
   agent::Agent node_agent(agent_options(config), io, launcher, coordinator,
                           SystemClock::instance());
+  auto metrics = MetricsService::start(io, config.metrics, node_agent, config.agent.run_id);
+  if (!metrics) {
+    spdlog::error("{}", metrics.error_message());
+    return 1;
+  }
   watchers.attach(node_agent);
   return node_agent.run();
 }
@@ -187,6 +193,12 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
   {
     agent::Agent node_agent(agent_options(config), io, launcher, coordinator,
                             SystemClock::instance());
+    auto metrics = MetricsService::start(io, config.metrics, node_agent, config.agent.run_id,
+                                         server ? &*server : nullptr);
+    if (!metrics) {
+      spdlog::error("{}", metrics.error_message());
+      return 1;
+    }
     watchers.attach(node_agent);
     exit_code = node_agent.run();
   }

@@ -11,6 +11,9 @@
 // closing the stream) is worth another attempt. A Redirect comes back as kind kUnavailable
 // with the Redirect in `*redirect` (when not null): connect there, or retry later when its host
 // is empty.
+//
+// `ddp-rendezvous status` opens the same way with a StatusQuery in place of Hello (and its
+// own flags named in the messages); the server's StatusReport takes HelloAck's place.
 #pragma once
 
 #include <optional>
@@ -33,5 +36,12 @@ boost::asio::awaitable<Status> client_handshake(Stream& stream, const std::strin
                                                 const std::string& server_name,
                                                 const CodecLimits& limits,
                                                 std::optional<Redirect>* redirect = nullptr);
+
+// The status query's opening and its answer. Errors as client_handshake's (a replica that
+// does not lead: kUnavailable naming the leader), kMalformed when the server answered with
+// something else than a report.
+boost::asio::awaitable<Result<StatusReport>> client_status_query(
+    Stream& stream, const ClientCredentials& credentials, const std::string& server_name,
+    const CodecLimits& limits);
 
 }  // namespace ddprun::rdzv

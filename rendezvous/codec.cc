@@ -22,6 +22,7 @@ enum Type : uint8_t {
   kLeave = 0x07,
   kProgress = 0x08,
   kProgressQuery = 0x09,
+  kStatusQuery = 0x0a,
   kAuthProof = 0x0b,
   kHelloAck = 0x81,
   kReply = 0x82,
@@ -31,9 +32,15 @@ enum Type : uint8_t {
   kJobSucceeded = 0x86,
   kHeartbeatAck = 0x87,
   kError = 0x88,
+  kStatusReport = 0x89,
   kAuthChallenge = 0x8a,
   kRedirect = 0x8b,
 };
+
+// The fewest bytes one entry of a StatusReport's lists takes on the wire: a count is checked
+// against the bytes left before anything is reserved for it.
+constexpr size_t kMinJobStatusBytes = 4 + 1 + 8 + 4 * 5 + 4;
+constexpr size_t kMinNodeStatusBytes = 4 + 4 + 1 + 4 + 4 + 8;
 // Encoders: one overload per message, writing type byte and payload.
 void put(ByteWriter& w, const NodeInfo& n) {
   w.str(n.node_id), w.u32(n.local_world_size);
@@ -78,6 +85,9 @@ void put(ByteWriter& w, const ProgressMsg& m) {
   w.u8(kProgress), w.u64(m.round), put_entries(w, m.ranks);
 }
 void put(ByteWriter& w, const ProgressQueryMsg& m) { w.u8(kProgressQuery), w.u32(m.request_id); }
+void put(ByteWriter& w, const StatusQuery& m) {
+  w.u8(kStatusQuery), w.u32(m.magic), w.u16(m.version), w.str(m.client_nonce);
+}
 void put(ByteWriter& w, const AuthProofMsg& m) { w.u8(kAuthProof), w.str(m.proof); }
 void put(ByteWriter& w, const HelloAck& m) { w.u8(kHelloAck), w.u16(m.version); }
 void put(ByteWriter& w, const AuthChallenge& m) {
@@ -103,6 +113,20 @@ void put(ByteWriter& w, const JobFailed& m) {
 void put(ByteWriter& w, const JobSucceeded& m) { w.u8(kJobSucceeded), w.u64(m.round); }
 void put(ByteWriter& w, const HeartbeatAck&) { w.u8(kHeartbeatAck); }
 void put(ByteWriter& w, const ErrorMsg& m) { w.u8(kError), w.str(m.message); }
+void put(ByteWriter& w, const NodeStatus& n) {
+  w.str(n.node_id), w.str(n.address), w.u8(static_cast<uint8_t>(n.phase)), w.i32(n.group_rank);
+  w.u32(n.local_world_size), w.i64(n.last_heard_ms);
+}
+void put(ByteWriter& w, const JobStatus& j) {
+  w.str(j.job_id), w.u8(static_cast<uint8_t>(j.phase)), w.u64(j.round), w.u32(j.restart_count);
+  w.u32(j.max_restarts), w.u32(j.min_nodes), w.u32(j.max_nodes), w.u32(j.connections);
+  w.u32(static_cast<uint32_t>(j.nodes.size()));
+  for (const NodeStatus& n : j.nodes) put(w, n);
+}
+void put(ByteWriter& w, const StatusReport& m) {
+  w.u8(kStatusReport), w.u8(m.truncated ? 1 : 0), w.u32(static_cast<uint32_t>(m.jobs.size()));
+  for (const JobStatus& j : m.jobs) put(w, j);
+}
 void put(ByteWriter& w, const Redirect& m) { w.u8(kRedirect), w.str(m.host), w.u16(m.port); }
 
 template <class Variant>
@@ -186,6 +210,9 @@ bool get(ByteReader& r, const CodecLimits& l, ProgressMsg& m) {
   return r.u64(m.round) && get_entries(r, l, m.ranks);
 }
 bool get(ByteReader& r, const CodecLimits&, ProgressQueryMsg& m) { return r.u32(m.request_id); }
+bool get(ByteReader& r, const CodecLimits&, StatusQuery& m) {
+  return r.u32(m.magic) && r.u16(m.version) && r.str(m.client_nonce, kMaxAuthFieldBytes);
+}
 bool get(ByteReader& r, const CodecLimits&, HelloAck& m) { return r.u16(m.version); }
 bool get(ByteReader& r, const CodecLimits& l, Reply& m) {
   uint8_t ok = 0;
@@ -218,6 +245,44 @@ bool get(ByteReader& r, const CodecLimits&, JobSucceeded& m) { return r.u64(m.ro
 bool get(ByteReader& r, const CodecLimits& l, ErrorMsg& m) {
   return r.str(m.message, l.max_string_bytes);
 }
+bool get(ByteReader& r, const CodecLimits& l, NodeStatus& n) {
+  uint8_t phase = 0;
+  bool good = r.str(n.node_id, l.max_string_bytes) && r.str(n.address, l.max_string_bytes) &&
+              r.u8(phase) && r.i32(n.group_rank) && r.u32(n.local_world_size) &&
+              r.i64(n.last_heard_ms);
+  n.phase = static_cast<NodePhase>(phase);
+  return good && phase >= 1 && phase <= 4 && n.group_rank >= -1 && n.last_heard_ms >= -1;
+}
+bool get(ByteReader& r, const CodecLimits& l, JobStatus& j) {
+  uint8_t phase = 0;
+  uint32_t nodes = 0;
+  if (!r.str(j.job_id, l.max_string_bytes) || !r.u8(phase) || !r.u64(j.round) ||
+      !r.u32(j.restart_count) || !r.u32(j.max_restarts) || !r.u32(j.min_nodes) ||
+      !r.u32(j.max_nodes) || !r.u32(j.connections) || !r.u32(nodes) || phase > 4 ||
+      !r.count_fits(nodes, kMinNodeStatusBytes)) {
+    return false;
+  }
+  j.phase = static_cast<JobPhase>(phase);
+  j.nodes.resize(nodes);  // bounded by the bytes present (count_fits)
+  for (NodeStatus& n : j.nodes) {
+    if (!get(r, l, n)) return false;
+  }
+  return true;
+}
+bool get(ByteReader& r, const CodecLimits& l, StatusReport& m) {
+  uint8_t truncated = 0;
+  uint32_t jobs = 0;
+  if (!r.u8(truncated) || truncated > 1 || !r.u32(jobs) ||
+      !r.count_fits(jobs, kMinJobStatusBytes)) {
+    return false;
+  }
+  m.truncated = truncated == 1;
+  m.jobs.resize(jobs);
+  for (JobStatus& j : m.jobs) {
+    if (!get(r, l, j)) return false;
+  }
+  return true;
+}
 // A host name is at most 253 bytes; anything longer is refused unread.
 constexpr size_t kMaxHostBytes = 255;
 bool get(ByteReader& r, const CodecLimits&, Redirect& m) {
@@ -246,6 +311,36 @@ const char* to_string(JobFailureReason reason) {
       return "too_few_nodes";
     case JobFailureReason::kExitBarrierTimeout:
       return "exit_barrier_timeout";
+  }
+  return "unknown";
+}
+
+const char* to_string(JobPhase phase) {
+  switch (phase) {
+    case JobPhase::kNoRound:
+      return "no_round";
+    case JobPhase::kGathering:
+      return "gathering";
+    case JobPhase::kRunning:
+      return "running";
+    case JobPhase::kSucceeded:
+      return "succeeded";
+    case JobPhase::kFailed:
+      return "failed";
+  }
+  return "unknown";
+}
+
+const char* to_string(NodePhase phase) {
+  switch (phase) {
+    case NodePhase::kPending:
+      return "pending";
+    case NodePhase::kStandby:
+      return "standby";
+    case NodePhase::kMember:
+      return "member";
+    case NodePhase::kIdle:
+      return "idle";
   }
   return "unknown";
 }
@@ -302,6 +397,8 @@ Result<ClientMessage> decode_client_message(std::span<const uint8_t> body,
       return finish<V>(r, limits, ProgressMsg{}, "Progress");
     case kProgressQuery:
       return finish<V>(r, limits, ProgressQueryMsg{}, "ProgressQuery");
+    case kStatusQuery:
+      return finish<V>(r, limits, StatusQuery{}, "StatusQuery");
     case kAuthProof:
       return finish<V>(r, limits, AuthProofMsg{}, "AuthProof");
     default:
@@ -333,6 +430,8 @@ Result<ServerMessage> decode_server_message(std::span<const uint8_t> body,
       return finish<V>(r, limits, HeartbeatAck{}, "HeartbeatAck");
     case kError:
       return finish<V>(r, limits, ErrorMsg{}, "Error");
+    case kStatusReport:
+      return finish<V>(r, limits, StatusReport{}, "StatusReport");
     case kAuthChallenge:
       return finish<V>(r, limits, AuthChallenge{}, "AuthChallenge");
     case kRedirect:
@@ -397,9 +496,10 @@ Result<std::vector<NodeProgress>> decode_job_progress(std::string_view payload,
 }
 
 const char* message_name(const ClientMessage& message) {
-  static constexpr const char* kNames[] = {"Hello",         "Join",          "Resume", "Heartbeat",
-                                           "ReportFailure", "ReportSuccess", "Leave",  "Progress",
-                                           "ProgressQuery", "AuthProof"};
+  static constexpr const char* kNames[] = {
+      "Hello", "Join",     "Resume",        "Heartbeat",   "ReportFailure", "ReportSuccess",
+      "Leave", "Progress", "ProgressQuery", "StatusQuery", "AuthProof"};
+  static_assert(std::size(kNames) == std::variant_size_v<ClientMessage>);
   return kNames[message.index()];
 }
 

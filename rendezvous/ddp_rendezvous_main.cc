@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include <spdlog/spdlog.h>
@@ -36,8 +37,10 @@
 #include "rendezvous/replica.h"
 #include "rendezvous/server.h"
 #include "rendezvous/server_address.h"
+#include "rendezvous/server_metrics.h"
 #include "rendezvous/state/etcd_client.h"
 #include "rendezvous/state/state_store.h"
+#include "rendezvous/status_command.h"
 
 namespace {
 
@@ -47,6 +50,8 @@ struct DaemonFlags {
   std::string log_level;
   std::string idle_timeout = "60";
   std::string shutdown_grace = "2";
+  int metrics_port = -1;  // -1: no metrics endpoint
+  std::string metrics_addr = "127.0.0.1";
   ddprun::rdzv::DaemonSecurityFlags security;
   std::string state_dir;
   std::string state;
@@ -67,6 +72,14 @@ void declare_daemon_flags(CLI::App& app, DaemonFlags& flags) {
       ->capture_default_str();
   app.add_option("--shutdown-grace", flags.shutdown_grace,
                  "On SIGTERM, wait this long for clients to hang up before closing them")
+      ->capture_default_str();
+  app.add_option("--metrics-port", flags.metrics_port,
+                 "Serve /metrics (Prometheus) and /healthz on this port; 0 picks a free one "
+                 "(logged); default: off")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--metrics-addr", flags.metrics_addr,
+                 "Address of the metrics endpoint; anything but loopback exposes job "
+                 "information to the network")
       ->capture_default_str();
   ddprun::rdzv::declare_security_flags(app, flags.security);
   app.add_option("--state-dir", flags.state_dir,
@@ -103,6 +116,8 @@ const std::vector<ddprun::ConfigKey>& daemon_config_schema() {
         {"state", T::kString, {}},
         {"advertise", T::kString, {}},
         {"lease_ttl", T::kScalar, duration},
+        {"metrics_port", T::kInteger, ddprun::in_range(0, 65535)},
+        {"metrics_addr", T::kString, {}},
     };
     for (auto& key : ddprun::rdzv::security_config_keys()) keys.push_back(std::move(key));
     return keys;
@@ -275,6 +290,18 @@ int run(const DaemonFlags& flags) {
     replica->start();
     spdlog::info("state: {}", replica->describe());
   }
+  std::optional<rdzv::ServerMetricsEndpoint> metrics;
+  if (flags.metrics_port >= 0) {
+    metrics.emplace(io, server,
+                    ddprun::metrics::HttpEndpointOptions{
+                        flags.metrics_addr, static_cast<uint16_t>(flags.metrics_port)});
+    if (Status s = metrics->listen(); !s) {
+      spdlog::error("--metrics-port: {}", s.message());
+      return 1;
+    }
+    spdlog::info("serving metrics on http://{}:{}/metrics (health: /healthz)", flags.metrics_addr,
+                 metrics->port());
+  }
   std::printf("listening on %s:%u\n", flags.host.c_str(), static_cast<unsigned>(server.port()));
   std::fflush(stdout);
   auto notifier = make_service_notifier();
@@ -330,7 +357,24 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  ddprun::rdzv::StatusCommandOptions status;
+  CLI::App* status_command = app.add_subcommand(
+      "status", "Show a running daemon's jobs, rounds, nodes and restarts (read-only)");
+  status_command->add_option("--endpoint", status.endpoint, "The daemon's host:port")
+      ->capture_default_str();
+  status_command->add_flag("--json", status.json, "Print JSON instead of a table");
+  status_command->add_option("--token-file", status.token_file,
+                             "The daemon's token (its --token-file), when it requires one");
+  status_command->add_option("--tls-ca", status.tls_ca,
+                             "CA bundle that signed the daemon's TLS certificate (TLS daemons)");
+  status_command->add_option("--tls-cert", status.tls_cert,
+                             "This client's certificate, for a daemon that requires one");
+  status_command->add_option("--tls-key", status.tls_key, "The key of --tls-cert");
+  status_command->add_option("--tls-server-name", status.tls_server_name,
+                             "The name the daemon's certificate carries (default: the "
+                             "endpoint's host)");
   CLI11_PARSE(app, argc, argv);
+  if (status_command->parsed()) return ddprun::rdzv::run_status_command(status, stdout, stderr);
 
   ddprun::init_logging("ddp-rendezvous");
   if (!flags.log_level.empty()) spdlog::set_level(spdlog::level::from_str(flags.log_level));

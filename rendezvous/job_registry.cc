@@ -1,5 +1,7 @@
 #include "rendezvous/job_registry.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -17,8 +19,12 @@ ServerMessage to_message(const Push& push) {
 
 }  // namespace
 
-JobRegistry::JobRegistry(boost::asio::any_io_executor executor, const Clock& clock)
-    : executor_(std::move(executor)), clock_(clock), token_rng_(std::random_device{}()) {}
+JobRegistry::JobRegistry(boost::asio::any_io_executor executor, const Clock& clock,
+                         std::shared_ptr<ServerCounters> counters)
+    : executor_(std::move(executor)),
+      clock_(clock),
+      counters_(std::move(counters)),
+      token_rng_(std::random_device{}()) {}
 
 JobRegistry::~JobRegistry() { cancel_timers(); }
 
@@ -228,6 +234,15 @@ Status JobRegistry::restore(state::StateStore& store, DecisionJournal::FailureHa
 
 void JobRegistry::dispatch(Job& job, const Decisions& decisions) {
   for (const Outgoing& out : decisions) {
+    if (const auto* assigned = std::get_if<RoundAssigned>(&out.push);
+        assigned && assigned->round != job.last_assigned_round) {
+      // A round closed: every member gets one RoundAssigned; count the round once.
+      job.last_assigned_round = assigned->round;
+      if (counters_ && job.round) {
+        counters_->round_durations.observe(
+            std::chrono::duration_cast<Millis>(clock_.steady_now() - job.round->round_opened_at()));
+      }
+    }
     auto link = job.links.find(out.node_id);
     if (link == job.links.end()) continue;
     if (link->second.peer) {
@@ -277,6 +292,28 @@ void JobRegistry::erase_if_idle(Job& job) {
   spdlog::debug("job '{}' has no nodes and no connections left; forgetting it", id);
   jobs_.erase(id);
   if (journal_.recording()) journal_.record(id, std::nullopt, {});
+}
+
+std::vector<JobRegistry::JobView> JobRegistry::views() const {
+  std::vector<JobView> out;
+  out.reserve(jobs_.size());
+  for (const auto& [id, job] : jobs_) {
+    JobView s;
+    s.id = id;
+    s.connections = job->connections;
+    if (job->round) s.round = job->round->snapshot();
+    for (const auto& [node_id, link] : job->links) {
+      JobView::LinkView view;
+      if (link.peer) {
+        view.address = link.peer->address();
+        view.last_heard = link.peer->last_heard();
+      }
+      s.links.emplace(node_id, std::move(view));
+    }
+    out.push_back(std::move(s));
+  }
+  std::sort(out.begin(), out.end(), [](const JobView& a, const JobView& b) { return a.id < b.id; });
+  return out;
 }
 
 void JobRegistry::cancel_timers() {

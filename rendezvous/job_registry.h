@@ -25,6 +25,7 @@
 #include "rendezvous/decision_journal.h"
 #include "rendezvous/messages.h"
 #include "rendezvous/round_state.h"
+#include "rendezvous/server_counters.h"
 
 namespace ddprun::rdzv {
 
@@ -35,6 +36,10 @@ class Peer {
   virtual void send(const ServerMessage& message) = 0;
   // Closes the connection after sending `why` (a newer connection of the same node took over).
   virtual void kick(const std::string& why) = 0;
+  // For status: the peer's address ("ip:port"), and when it last sent a frame (nullopt when
+  // unknown).
+  virtual std::string address() const { return {}; }
+  virtual std::optional<SteadyTime> last_heard() const { return std::nullopt; }
 };
 
 class JobRegistry {
@@ -58,9 +63,25 @@ class JobRegistry {
     std::unordered_map<std::string, Link> links;  // node id → link
     boost::asio::steady_timer timer;              // fires at round->next_deadline()
     std::optional<SteadyTime> timer_at;
+    std::optional<uint64_t> last_assigned_round;  // to count each closed round once
   };
 
-  JobRegistry(boost::asio::any_io_executor executor, const Clock& clock);
+  // A read-only view of one job, for status queries and metrics (not the durable state of
+  // job_snapshot.h).
+  struct JobView {
+    std::string id;
+    size_t connections = 0;
+    std::optional<RoundState::Snapshot> round;  // none before the first join
+    struct LinkView {
+      std::string address;                   // empty while disconnected
+      std::optional<SteadyTime> last_heard;  // of its current connection
+    };
+    std::unordered_map<std::string, LinkView> links;  // node id → its connection
+  };
+
+  // `counters` (may be null) receives the durations of closed rounds.
+  JobRegistry(boost::asio::any_io_executor executor, const Clock& clock,
+              std::shared_ptr<ServerCounters> counters = nullptr);
   ~JobRegistry();
 
   // A connection said Hello for `job_id`; the job is created on first use.
@@ -85,6 +106,8 @@ class JobRegistry {
 
   size_t job_count() const { return jobs_.size(); }
   bool has_job(const std::string& job_id) const { return jobs_.contains(job_id); }
+  // Every job as it is now, by job id.
+  std::vector<JobView> views() const;
   const Clock& clock() const { return clock_; }
   // Cancels every job timer (server shutdown).
   void cancel_timers();
@@ -111,6 +134,7 @@ class JobRegistry {
 
   boost::asio::any_io_executor executor_;
   const Clock& clock_;
+  std::shared_ptr<ServerCounters> counters_;
   std::unordered_map<std::string, std::unique_ptr<Job>> jobs_;
   std::mt19937_64 token_rng_;
   DecisionJournal journal_;  // last member: its completions refer to the registry

@@ -93,9 +93,19 @@ struct ProgressMsg {
 struct ProgressQueryMsg {
   uint32_t request_id = 0;
 };
+// A read-only query of the server's jobs (ddp-rendezvous status), sent INSTEAD of Hello as a
+// connection's first frame: the server answers one StatusReport and closes. Same magic and
+// version check as Hello. Belongs to no job; changes nothing. A server with a daemon-wide
+// token authenticates it like a Hello (client_nonce, AuthChallenge, AuthProof) before it
+// answers; a server with per-job tokens only refuses it.
+struct StatusQuery {
+  uint32_t magic = kProtocolMagic;
+  uint16_t version = kProtocolVersion;
+  std::string client_nonce;  // as Hello's: empty, or a fresh nonce when the client has a token
+};
 using ClientMessage =
     std::variant<Hello, JoinMsg, ResumeMsg, HeartbeatMsg, ReportFailureMsg, ReportSuccessMsg,
-                 LeaveMsg, ProgressMsg, ProgressQueryMsg, AuthProofMsg>;
+                 LeaveMsg, ProgressMsg, ProgressQueryMsg, StatusQuery, AuthProofMsg>;
 
 // ---- server → client ----
 struct HelloAck {
@@ -167,8 +177,53 @@ struct Redirect {
   uint16_t port = 0;
 };
 
-using ServerMessage = std::variant<HelloAck, Reply, RoundAssigned, RestartRequested, JobFailed,
-                                   JobSucceeded, HeartbeatAck, ErrorMsg, AuthChallenge, Redirect>;
+// ---- the status report (answer to StatusQuery) ----
+// Where a job is: no node has joined yet, or its RoundState's phase.
+enum class JobPhase : uint8_t {
+  kNoRound = 0,
+  kGathering = 1,
+  kRunning = 2,
+  kSucceeded = 3,
+  kFailed = 4
+};
+const char* to_string(JobPhase phase);
+// Where a node is in its job (RoundState's node states).
+enum class NodePhase : uint8_t {
+  kPending = 1,  // joined the open round
+  kStandby = 2,  // joined while a round runs; enters the next one
+  kMember = 3,   // member of the running round
+  kIdle = 4,     // known, not in a round (a survivor that has not re-joined yet)
+};
+const char* to_string(NodePhase phase);
+struct NodeStatus {
+  std::string node_id;
+  std::string address;  // the node's connection ("ip:port"); empty while it is disconnected
+  NodePhase phase = NodePhase::kPending;
+  int32_t group_rank = -1;  // its rank in the running (or last) round; -1 before its first
+  uint32_t local_world_size = 0;
+  int64_t last_heard_ms = -1;  // since the last frame (heartbeat or request) it sent; -1 while
+                               // disconnected
+};
+struct JobStatus {
+  std::string job_id;
+  JobPhase phase = JobPhase::kNoRound;
+  uint64_t round = 0;  // the open or running round
+  uint32_t restart_count = 0;
+  uint32_t max_restarts = 0;
+  uint32_t min_nodes = 0;
+  uint32_t max_nodes = 0;
+  uint32_t connections = 0;  // connections that said Hello for this job
+  std::vector<NodeStatus> nodes;
+};
+struct StatusReport {
+  // Jobs or nodes were left out to keep the frame within the frame size limit.
+  bool truncated = false;
+  std::vector<JobStatus> jobs;
+};
+
+using ServerMessage =
+    std::variant<HelloAck, Reply, RoundAssigned, RestartRequested, JobFailed, JobSucceeded,
+                 HeartbeatAck, ErrorMsg, StatusReport, AuthChallenge, Redirect>;
 // The decisions of a rendezvous that are pushed to members.
 using Push = std::variant<RoundAssigned, RestartRequested, JobFailed, JobSucceeded>;
 

@@ -376,6 +376,44 @@ std::optional<SteadyTime> RoundState::next_deadline() const {
   return next;
 }
 
+RoundState::Snapshot RoundState::snapshot() const {
+  Snapshot out;
+  out.phase = phase_;
+  out.round = round_;
+  out.restart_count = restart_count_;
+  out.options = options_;
+  out.round_opened_at = round_opened_at_;
+  out.nodes.reserve(nodes_.size());
+  for (const auto& [id, rec] : nodes_) {
+    NodeView v;
+    v.node_id = id;
+    switch (rec.state) {
+      case NodeState::kIdle:
+        v.phase = NodePhase::kIdle;
+        break;
+      case NodeState::kPending:
+        v.phase = NodePhase::kPending;
+        break;
+      case NodeState::kStandby:
+        v.phase = NodePhase::kStandby;
+        break;
+      case NodeState::kMember:
+        v.phase = NodePhase::kMember;
+        break;
+    }
+    v.group_rank = rec.last_group_rank;
+    v.local_world_size = rec.info.local_world_size;
+    v.detached = rec.grace_deadline.has_value();
+    out.nodes.push_back(std::move(v));
+  }
+  std::sort(out.nodes.begin(), out.nodes.end(), [](const NodeView& a, const NodeView& b) {
+    const uint64_t ra = a.group_rank ? *a.group_rank : UINT64_MAX;
+    const uint64_t rb = b.group_rank ? *b.group_rank : UINT64_MAX;
+    return ra != rb ? ra < rb : a.node_id < b.node_id;
+  });
+  return out;
+}
+
 void RoundState::fail_job(JobFailureReason reason, const std::string& message,
                           const std::string& failure_report, int32_t exit_code, Decisions& out) {
   phase_ = Phase::kFailed;

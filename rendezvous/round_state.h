@@ -95,6 +95,26 @@ class RoundState {
   bool empty() const { return nodes_.empty(); }
   size_t member_count() const { return member_count_; }
   size_t pending_count() const { return pending_count_; }
+  // When the open round opened; once it closed, when the running round had opened.
+  SteadyTime round_opened_at() const { return round_opened_at_; }
+
+  // A read-only view of the job, for status queries and metrics.
+  struct NodeView {
+    std::string node_id;
+    NodePhase phase = NodePhase::kPending;
+    std::optional<uint32_t> group_rank;  // in the running round, or the last one it was in
+    uint32_t local_world_size = 0;
+    bool detached = false;  // its connection is gone; kept for heartbeat_timeout
+  };
+  struct Snapshot {
+    Phase phase = Phase::kGathering;
+    uint64_t round = 0;
+    uint32_t restart_count = 0;
+    JobOptions options;
+    SteadyTime round_opened_at;
+    std::vector<NodeView> nodes;  // by group rank (nodes without one last), then node id
+  };
+  Snapshot snapshot() const;
 
  private:
   enum class NodeState {

@@ -38,7 +38,7 @@ RendezvousServer::RendezvousServer(asio::io_context& io, ServerOptions options, 
     : io_(io),
       options_(std::move(options)),
       clock_(clock),
-      registry_(std::make_shared<JobRegistry>(io.get_executor(), clock_)),
+      registry_(std::make_shared<JobRegistry>(io.get_executor(), clock_, counters_)),
       acceptor_(io),
       grace_timer_(io),
       spare_fd_(open_spare_descriptor()) {}
@@ -222,6 +222,10 @@ void RendezvousServer::redirect_clients(std::optional<Redirect> to) {
 
 ServerStats RendezvousServer::stats() const {
   return ServerStats{sessions_.size(), registry_->job_count(), *counters_};
+}
+
+std::vector<JobRegistry::JobView> RendezvousServer::jobs() const {
+  return registry_->views();
 }
 
 }  // namespace ddprun::rdzv

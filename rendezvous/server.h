@@ -31,6 +31,7 @@
 #include "common/clock.h"
 #include "common/posix_fd.h"
 #include "common/result.h"
+#include "rendezvous/job_registry.h"
 #include "rendezvous/messages.h"
 #include "rendezvous/server_counters.h"
 #include "rendezvous/server_options.h"
@@ -38,7 +39,6 @@
 
 namespace ddprun::rdzv {
 
-class JobRegistry;
 class Session;
 
 struct ServerStats {
@@ -69,6 +69,10 @@ class RendezvousServer {
   void shutdown(std::function<void()> done = {});
 
   ServerStats stats() const;
+  // shutdown() has begun.
+  bool stopping() const { return stopping_; }
+  // Every job as it is now (status queries and metrics read the same view).
+  std::vector<JobRegistry::JobView> jobs() const;
 
   // Durable state (--state-dir): loads the jobs `store` holds, whose nodes then have their
   // heartbeat_timeout to resume, and from now on records every decision there before any
@@ -77,11 +81,11 @@ class RendezvousServer {
   // while redirecting clients (a replica taking over: then call redirect_clients(nullopt)).
   Status restore_state(state::StateStore& store, std::function<void(const Status&)> on_failure);
 
-  // ddp-rendezvous replicas (replica.h): while `to` is set, every client's Hello is answered
-  // with that Redirect and the connection closed; no job is served. Setting it on a server that
-  // serves steps down: recording stops, every connection gets the Redirect, and the jobs are
-  // dropped from memory (the next leader has them in the shared store). nullopt (the default):
-  // serve.
+  // ddp-rendezvous replicas (replica.h): while `to` is set, every client's Hello (or
+  // StatusQuery) is answered with that Redirect and the connection closed; no job is served.
+  // Setting it on a server that serves steps down: recording stops, every connection gets the
+  // Redirect, and the jobs are dropped from memory (the next leader has them in the shared
+  // store). nullopt (the default): serve.
   void redirect_clients(std::optional<Redirect> to);
   bool redirecting() const { return redirect_->has_value(); }
 
@@ -96,6 +100,7 @@ class RendezvousServer {
   boost::asio::io_context& io_;
   const ServerOptions options_;
   const Clock& clock_;
+  std::shared_ptr<ServerCounters> counters_ = std::make_shared<ServerCounters>();
   std::shared_ptr<JobRegistry> registry_;  // shared with sessions (see Session)
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer grace_timer_;
@@ -104,7 +109,6 @@ class RendezvousServer {
   // Held open so that, out of descriptors, the server can still accept and refuse one.
   UniqueFd spare_fd_;
   uint16_t port_ = 0;
-  std::shared_ptr<ServerCounters> counters_ = std::make_shared<ServerCounters>();
   // Shared with sessions, which read it at Hello (redirect_clients).
   std::shared_ptr<std::optional<Redirect>> redirect_ = std::make_shared<std::optional<Redirect>>();
   bool stopping_ = false;

@@ -9,6 +9,11 @@
 //   a wrong AuthProof, or an empty one        → refused: "authentication failed for job <id>
 //                                               from <addr>: <why>"
 //
+// A StatusQuery (ddp-rendezvous status) opens the same way, with the daemon-wide token
+// (ServerCredentials::daemon_token) in place of a job's, and the proofs bound to an empty job
+// id (no Hello may carry one). A server without tokens accepts it at once; one with per-job
+// tokens only refuses it ("authentication failed for the status query from <addr>: ...").
+//
 // A client with a token that meets a job without one gets HelloAck and refuses the server
 // itself (the server cannot prove anything; see client_handshake.h).
 #pragma once
@@ -28,6 +33,7 @@ class ServerHandshake {
   struct Step {
     std::optional<AuthChallenge> challenge;  // send it and feed the next frame
     std::string accepted_job;                // set: the connection belongs to this job now
+    bool accepted_status_query = false;      // set: answer the StatusReport and close
     Status refusal;                          // failed: send it as an Error and close
     bool authentication_failed = false;      // the refusal is an authentication failure
   };
@@ -36,17 +42,22 @@ class ServerHandshake {
   ServerHandshake(std::shared_ptr<const ServerCredentials> credentials, std::string peer);
 
   Step on_frame(const ClientMessage& frame);
-  bool awaiting_proof() const { return !job_id_.empty(); }
+  bool awaiting_proof() const { return token_ != nullptr; }
 
  private:
   Step on_hello(const Hello& hello);
+  Step on_status_query(const StatusQuery& query);
+  Step challenge(const std::string& job_id, const Secret& token, const std::string& client_nonce);
   Step on_proof(const AuthProofMsg& proof);
-  Step auth_failure(const std::string& job_id, const std::string& why) const;
+  Step accept() const;
+  Step auth_failure(const std::string& why) const;
 
   std::shared_ptr<const ServerCredentials> credentials_;
   std::string peer_;
-  // While a challenge is out: the job, its token and both nonces.
+  // The frame being answered: a Hello for job_id_, or a StatusQuery (status_query_).
+  bool status_query_ = false;
   std::string job_id_;
+  // While a challenge is out: the token and both nonces.
   const Secret* token_ = nullptr;
   std::string client_nonce_;
   std::string server_nonce_;

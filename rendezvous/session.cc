@@ -10,6 +10,7 @@
 #include <boost/asio/write.hpp>
 
 #include "rendezvous/frame_io.h"
+#include "rendezvous/status_report.h"
 
 namespace ddprun::rdzv {
 namespace {
@@ -160,8 +161,10 @@ asio::awaitable<void> Session::read_loop() {
     }
     auto message = decode_client_message(body, options_.limits);
     ok = message.status();
+    if (ok) count_in(*message, body.size());
     if (ok && !job_) {
       ok = handshake(*message);
+      if (!ok) ++counters_->rejected_handshake;
     } else if (ok && writer_.queued_frames() >= options_.max_requests_in_flight) {
       refuse(Limit::kRequestsInFlight,
              fmt::format("too many requests in flight: {} answers queued that this connection "
@@ -201,10 +204,26 @@ asio::awaitable<void> Session::drain() {
   }
 }
 
+void Session::count_in(const ClientMessage& message, size_t body_bytes) {
+  ++counters_->messages_in[message.index()];
+  counters_->bytes_in += kFrameHeaderBytes + body_bytes;
+  last_heard_ = registry_.clock().steady_now();
+}
+
+// A status query that passed the handshake: one report of every job, then close.
+void Session::answer_status() {
+  send(build_status_report(registry_.views(), registry_.clock().steady_now(),
+                           options_.limits.max_frame_bytes));
+  close_after_flush();
+}
+
 Status Session::handshake(const ClientMessage& frame) {
-  if (*redirect_ && std::holds_alternative<Hello>(frame) && !handshake_.awaiting_proof()) {
+  const bool opening =
+      std::holds_alternative<Hello>(frame) || std::holds_alternative<StatusQuery>(frame);
+  if (*redirect_ && opening && !handshake_.awaiting_proof()) {
     // A replica that does not lead: before the token's challenge, since the leader proves the
-    // token itself (protocol.md, "Replicas").
+    // token itself (protocol.md, "Replicas"). A status query is told where the leader is too:
+    // this replica's jobs are not the cluster's.
     close_with(**redirect_);
     return Status();
   }
@@ -220,6 +239,10 @@ Status Session::handshake(const ClientMessage& frame) {
     return Status();  // answered and closing; not a malformed frame
   }
   if (!step.refusal) return step.refusal;
+  if (step.accepted_status_query) {
+    answer_status();
+    return Status();
+  }
   const std::string& job_id = step.accepted_job;
   if (!registry_.has_job(job_id) && registry_.job_count() >= options_.max_jobs) {
     refuse(Limit::kJobs,
@@ -261,6 +284,8 @@ void Session::handle(ClientMessage&& message) {
         using M = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<M, Hello>) {
           close_with_error("a second Hello on one connection");
+        } else if constexpr (std::is_same_v<M, StatusQuery>) {
+          close_with_error("a status query must be a connection's first frame");
         } else if constexpr (std::is_same_v<M, AuthProofMsg>) {
           close_with_error("AuthProof outside the handshake");
         } else if constexpr (std::is_same_v<M, JoinMsg>) {
@@ -286,7 +311,10 @@ void Session::handle(ClientMessage&& message) {
 
 void Session::send(const ServerMessage& message) {
   if (!open_ || closing_) return;
-  if (!writer_.enqueue(encode_frame(message))) {
+  std::string frame = encode_frame(message);
+  ++counters_->messages_out[message.index()];
+  counters_->bytes_out += frame.size();
+  if (!writer_.enqueue(std::move(frame))) {
     spdlog::warn("rendezvous: dropping {}: it reads too slowly (more than {} bytes queued)",
                  peer_name_, options_.max_outbox_bytes);
     close_now();
@@ -308,6 +336,11 @@ void Session::close_with_error(const std::string& why) { close_with(ErrorMsg{why
 void Session::close_with(const ServerMessage& last) {
   if (!open_ || closing_) return;
   send(last);
+  close_after_flush();
+}
+
+void Session::close_after_flush() {
+  if (!open_ || closing_) return;
   closing_ = true;
   writer_.finish_when_flushed();
   arm_deadline(kLinger);

@@ -9,6 +9,10 @@
 // connection carries a member) the job's heartbeat_timeout. A frame that is malformed, oversized or
 // of the wrong kind ends the connection with an Error frame; no other connection notices.
 //
+// A connection whose first frame is a StatusQuery (instead of Hello) gets, once authenticated
+// like a Hello (server_handshake.h), one StatusReport of every job and is closed: it never
+// belongs to a job.
+//
 // Lifetime: owned by shared_ptr; both coroutines hold one. When the reader ends the session
 // leaves the registry and calls `on_end` (the server forgets it).
 // Thread-safety: none; runs on the server's io_context.
@@ -39,7 +43,7 @@ class Session final : public Peer, public std::enable_shared_from_this<Session> 
   // The session shares the registry so that it can leave it cleanly even when it ends after
   // the server object is gone.
   // `redirect` is the server's (RendezvousServer::redirect_clients): while it holds a
-  // Redirect, a Hello is answered with it and the connection closed.
+  // Redirect, a Hello or a StatusQuery is answered with it and the connection closed.
   Session(boost::asio::ip::tcp::socket socket, std::shared_ptr<JobRegistry> registry,
           const ServerOptions& options, std::shared_ptr<ServerCounters> counters,
           std::shared_ptr<const std::optional<Redirect>> redirect,
@@ -54,6 +58,8 @@ class Session final : public Peer, public std::enable_shared_from_this<Session> 
   // Peer: queue a frame; a reader that falls max_outbox_bytes behind is disconnected.
   void send(const ServerMessage& message) override;
   void kick(const std::string& why) override { close_with_error(why); }
+  std::string address() const override { return peer_name_; }
+  std::optional<SteadyTime> last_heard() const override { return last_heard_; }
   // Shutdown stage one: say why, flush, then close.
   void close_with_error(const std::string& why);
   // The same with another last frame (a Redirect).
@@ -68,6 +74,9 @@ class Session final : public Peer, public std::enable_shared_from_this<Session> 
   boost::asio::awaitable<bool> open_tls();
   boost::asio::awaitable<bool> speaks_tls();
   Status handshake(const ClientMessage& frame);
+  void answer_status();
+  void count_in(const ClientMessage& message, size_t body_bytes);
+  void close_after_flush();
   // A limit refuses the request or connection: count, log (rate-limited) and say why.
   void refuse(Limit limit, const std::string& why);
   void log_refusal(const std::string& why);
@@ -88,9 +97,10 @@ class Session final : public Peer, public std::enable_shared_from_this<Session> 
   ServerHandshake handshake_;
   std::optional<std::pair<Limit, std::string>> refusal_;  // start_refusing()
 
-  JobRegistry::Job* job_ = nullptr;  // set by Hello; valid until finish()
-  std::string node_id_;              // the node this connection carries, if any
-  Millis member_timeout_{0};         // the job's heartbeat_timeout once joined
+  JobRegistry::Job* job_ = nullptr;       // set by Hello; valid until finish()
+  std::string node_id_;                   // the node this connection carries, if any
+  Millis member_timeout_{0};              // the job's heartbeat_timeout once joined
+  std::optional<SteadyTime> last_heard_;  // when the last whole frame arrived
 
   boost::asio::steady_timer deadline_;  // closes the stream when a read stalls
   FrameWriter writer_;                  // bounded by max_outbox_bytes: a slow reader is dropped

@@ -9,17 +9,17 @@ BUILD_DIR=build DDPRUN_CMAKE_ARGS="-DDDPRUN_BUILD_BENCH=OFF" scripts/setup.sh
 ctest --test-dir build --output-on-failure -j2 --timeout 300
 
 if [ "${DDPRUN_SKIP_SANITIZERS:-0}" != 1 ]; then
-  echo "== sanitizer build (launcher, agent, rendezvous) =="
+  echo "== sanitizer build (launcher, agent, rendezvous, store, metrics) =="
   # Unoptimised: quicker to compile, and the sanitizers see every access.
   BUILD_DIR=build-asan BUILD_TYPE=Debug \
     DDPRUN_CMAKE_ARGS="-DDDPRUN_WITH_TORCH=OFF -DDDPRUN_BUILD_BENCH=OFF -DDDPRUN_SANITIZE=ON" \
-    BUILD_TARGETS="agent_unit_tests agent_hang_tests launcher_unit_tests rendezvous_unit_test rendezvous_server_test ddp-rendezvous store_unit_test store_server_test" \
+    BUILD_TARGETS="agent_unit_tests agent_hang_tests launcher_unit_tests rendezvous_unit_test rendezvous_server_test ddp-rendezvous store_unit_test store_server_test metrics_unit_test metrics_endpoint_test" \
     scripts/setup.sh
   # Everything that runs in-process (units, in-process servers); tests that start real
   # processes with torch are left to the first pass.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -j2 --timeout 300 \
-    -L "unit|rendezvous|store" -LE "integration"
+    -L "unit|rendezvous|store|metrics" -LE "integration"
 fi
 
 # The libFuzzer targets (fuzz/, docs/reliability.md), each for DDPRUN_FUZZ_SECONDS (5) over its

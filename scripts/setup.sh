@@ -18,6 +18,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev zlib1g-dev libabsl-dev libsystemd-dev systemd
   libsqlite3-dev etcd-server libssl-dev openssl
   libtorch-dev libgloo-dev python3-torch dataset-fashion-mnist
+  prometheus
 )
 # libclang-rt-14-dev holds libFuzzer and the sanitizer runtimes; clang-14 only recommends it.
 [ "${WITH_FUZZ:-0}" = 1 ] && PACKAGES+=(clang-14 libclang-rt-14-dev)

@@ -281,6 +281,24 @@ TEST_F(CommandLineTest, Torchrun2FlagsAndEnvironment) {
   EXPECT_NE(parse_error({"t.py"}).find("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=soon"), std::string::npos);
 }
 
+TEST_F(CommandLineTest, MetricsEndpointIsOffByDefaultAndLoopbackWhenOn) {
+  const LaunchConfig off = parse_ok({"t.py"});
+  EXPECT_FALSE(off.metrics.port);
+  for (const char* flag : {"--metrics_port", "--metrics-port"}) {
+    const LaunchConfig on = parse_ok({flag, "9100", "t.py"});
+    EXPECT_EQ(on.metrics.port, 9100);
+    EXPECT_EQ(on.metrics.address, "127.0.0.1");
+  }
+  EXPECT_EQ(parse_ok({"--metrics-port", "0", "--metrics-addr", "10.0.0.5", "t.py"}).metrics.address,
+            "10.0.0.5");
+  {
+    ScopedEnv pet("PET_METRICS_PORT", "0");
+    EXPECT_EQ(parse_ok({"t.py"}).metrics.port, 0);  // 0: a free port
+  }
+  EXPECT_NE(parse_error({"--metrics_port", "70000", "t.py"}).find("--metrics_port=70000"),
+            std::string::npos);
+}
+
 TEST_F(CommandLineTest, HelpExitsZeroWithText) {
   auto parsed = parse_command_line({"--help"});
   EXPECT_FALSE(parsed.config);

@@ -68,6 +68,18 @@ TEST_F(JobConfigTest, FileSettingsSitBelowPetVariablesAndTheCommandLine) {
             (std::vector<std::string>{"/bin/sh", "-u", "other.py", "x"}));  // its script wins
 }
 
+TEST_F(JobConfigTest, MetricsKeys) {
+  auto parsed = parse_command_line(
+      {"--config", file("metrics_port: 9100\nmetrics_addr: 127.0.0.2\n"), "t.py"});
+  ASSERT_TRUE(parsed.config) << parsed.output;
+  EXPECT_EQ(parsed.config->metrics.port, 9100);
+  EXPECT_EQ(parsed.config->metrics.address, "127.0.0.2");
+  auto flag = parse_command_line(
+      {"--config", file("metrics_port: 9100\n"), "--metrics_port", "9200", "t.py"});
+  ASSERT_TRUE(flag.config) << flag.output;
+  EXPECT_EQ(flag.config->metrics.port, 9200);
+}
+
 TEST_F(JobConfigTest, BadFilesAreRefusedNamingThePlaceAndKey) {
   auto expect_error = [&](const std::string& text, const std::string& wanted) {
     auto parsed = parse_command_line({"--config", file(text), "t.py"});
@@ -85,6 +97,8 @@ TEST_F(JobConfigTest, BadFilesAreRefusedNamingThePlaceAndKey) {
                "key 'rdzv_conf': --rdzv_conf: key 'read_timeout'");
   expect_error("signals_to_handle: [SIGTERM, SIGNOPE]\n", "key 'signals_to_handle'");
   expect_error("master_port: 70000\n", "key 'master_port': 70000 is out of range");
+  expect_error("metrics_port: 70000\n", "key 'metrics_port': 70000 is out of range");
+  expect_error("metrics_prot: 9100\n", "did you mean 'metrics_port'?");
   auto missing = parse_command_line({"--config", file("max_restarts: 1\n")});
   EXPECT_FALSE(missing.config);
   EXPECT_NE(missing.output.find("give training_script in"), std::string::npos) << missing.output;

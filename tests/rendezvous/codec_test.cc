@@ -23,7 +23,20 @@ std::vector<ClientMessage> sample_client_messages() {
           ReportSuccessMsg{5, 2},
           LeaveMsg{6},
           ProgressMsg{3, {{0, 0, 12, 250, true}, {1, 1, -1, 900, false}}},
-          ProgressQueryMsg{8}};
+          ProgressQueryMsg{8},
+          StatusQuery{},
+          StatusQuery{kProtocolMagic, kProtocolVersion, std::string(32, 'n')},
+          AuthProofMsg{std::string(32, 'p')}};
+}
+
+StatusReport sample_status_report() {
+  StatusReport report;
+  JobStatus j{"job-1", JobPhase::kRunning, 3, 1, 2, 1, 4, 2, {}};
+  j.nodes.push_back({"node-a", "127.0.0.1:40000", NodePhase::kMember, 0, 2, 120});
+  j.nodes.push_back({"node-b", "", NodePhase::kIdle, -1, 1, -1});
+  report.jobs.push_back(j);
+  report.jobs.push_back({"job-2", JobPhase::kNoRound, 0, 0, 0, 0, 0, 1, {}});
+  return report;
 }
 
 std::vector<ServerMessage> sample_server_messages() {
@@ -37,6 +50,8 @@ std::vector<ServerMessage> sample_server_messages() {
           JobSucceeded{5},
           HeartbeatAck{},
           ErrorMsg{"shutting down"},
+          sample_status_report(),
+          AuthChallenge{std::string(32, 's'), std::string(32, 'q')},
           Redirect{"10.0.0.2", 29400},
           Redirect{}};
 }
@@ -193,6 +208,66 @@ TEST(CodecTest, RandomGarbageNeverCrashes) {
     (void)decode_client_message(body, limits);
     (void)decode_server_message(body, limits);
   }
+}
+
+}  // namespace
+}  // namespace ddprun::rdzv
+
+namespace ddprun::rdzv {
+namespace {
+
+TEST(CodecTest, StatusReportTravelsWhole) {
+  const StatusReport report = sample_status_report();
+  auto decoded = decode_server_frame(encode_frame(ServerMessage(report)), CodecLimits{});
+  ASSERT_TRUE(decoded.ok()) << decoded.error_message();
+  const auto& back = std::get<StatusReport>(*decoded);
+  ASSERT_EQ(back.jobs.size(), 2u);
+  EXPECT_EQ(back.jobs[0].job_id, "job-1");
+  EXPECT_EQ(back.jobs[0].phase, JobPhase::kRunning);
+  EXPECT_EQ(back.jobs[0].restart_count, 1u);
+  EXPECT_EQ(back.jobs[0].max_restarts, 2u);
+  ASSERT_EQ(back.jobs[0].nodes.size(), 2u);
+  EXPECT_EQ(back.jobs[0].nodes[0].address, "127.0.0.1:40000");
+  EXPECT_EQ(back.jobs[0].nodes[0].last_heard_ms, 120);
+  EXPECT_EQ(back.jobs[0].nodes[1].group_rank, -1);
+  EXPECT_EQ(back.jobs[0].nodes[1].phase, NodePhase::kIdle);
+}
+
+// The body of a StatusReport frame, for corrupting.
+std::string status_body(const StatusReport& report) {
+  return encode_frame(ServerMessage(report)).substr(kFrameHeaderBytes);
+}
+Result<ServerMessage> decode_body(const std::string& body) {
+  return decode_server_message(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(body.data()), body.size()),
+      CodecLimits{});
+}
+
+TEST(CodecTest, StatusReportCountsAndEnumsAreChecked) {
+  StatusReport one;
+  one.jobs.push_back({"j", JobPhase::kGathering, 0, 0, 0, 1, 1, 0, {}});
+  std::string body = status_body(one);
+  // type, truncated, u32 job count: a count far beyond the bytes present is refused before
+  // anything is reserved for it.
+  std::string huge = body;
+  huge[2] = '\x7f';
+  EXPECT_TRUE(decode_body(huge).status().is_malformed());
+  std::string bad_truncated = body;
+  bad_truncated[1] = 2;
+  EXPECT_FALSE(decode_body(bad_truncated).ok());
+  std::string bad_phase = body;
+  bad_phase[1 + 1 + 4 + 4 + 1] = 9;  // the job's phase byte, after its 1-byte id
+  EXPECT_FALSE(decode_body(bad_phase).ok());
+  StatusReport with_node = one;
+  with_node.jobs[0].nodes.push_back({"n", "", NodePhase::kPending, -1, 1, -1});
+  std::string node_body = status_body(with_node);
+  std::string bad_rank = node_body;
+  // The node's group rank (i32) follows node_id, address and phase: make it -2.
+  const size_t rank_at = node_body.size() - 8 - 4 - 4;
+  bad_rank[rank_at] = '\xff', bad_rank[rank_at + 1] = '\xff', bad_rank[rank_at + 2] = '\xff';
+  bad_rank[rank_at + 3] = '\xfe';
+  EXPECT_FALSE(decode_body(bad_rank).ok());
+  EXPECT_TRUE(decode_body(node_body).ok());
 }
 
 }  // namespace

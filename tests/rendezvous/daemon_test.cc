@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "tests/rendezvous/rdzv_test_util.h"
+#include "tests/rendezvous/test_pki.h"
 
 extern char** environ;
 
@@ -254,6 +255,62 @@ TEST(DaemonConfigTest, ABadFileIsRefusedNamingThePlaceAndKey) {
       << daemon.text();
   std::remove(path.c_str());
   ::rmdir(dir.c_str());
+}
+
+// `ddp-rendezvous status ARGS` as a user runs it: its exit code and what it printed (stdout
+// and stderr). The command bounds itself (5 s query timeout).
+std::pair<int, std::string> run_status(const std::vector<std::string>& args) {
+  std::string cmd = std::string(DDP_RENDEZVOUS_BIN) + " status";
+  for (const auto& a : args) cmd += " '" + a + "'";
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return {-1, "popen failed"};
+  std::string out;
+  char buf[256];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST(DaemonStatusTest, ADaemonWithATokenAnswersOnlyAStatusQueryThatHasIt) {
+  TestPki pki;
+  const std::string token = pki.token("daemon", "0123456789abcdef0123456789abcdef");
+  Daemon daemon({"--token-file", token});
+  const std::string endpoint = "127.0.0.1:" + std::to_string(daemon.port());
+
+  const auto [refused_code, refused] = run_status({"--endpoint", endpoint});
+  EXPECT_EQ(refused_code, 1) << refused;
+  EXPECT_NE(refused.find("authentication failed for the status query"), std::string::npos)
+      << refused;
+  EXPECT_NE(refused.find("--token-file"), std::string::npos) << refused;
+  EXPECT_NE(refused.find(endpoint), std::string::npos) << refused;
+
+  const auto [code, table] = run_status({"--endpoint", endpoint, "--token-file", token});
+  EXPECT_EQ(code, 0) << table;
+  EXPECT_EQ(table, "no jobs\n");
+
+  const auto [bad_code, bad] = run_status({"--endpoint", endpoint, "--token-file", "/nonexistent"});
+  EXPECT_EQ(bad_code, 2) << bad;
+  EXPECT_NE(bad.find("--token-file"), std::string::npos) << bad;
+  EXPECT_EQ(daemon.terminate(5s), 0);
+}
+
+TEST(DaemonStatusTest, StatusOverMutualTlsWithTheDaemonsToken) {
+  TestPki pki;
+  const std::string token = pki.token("daemon", "0123456789abcdef0123456789abcdef");
+  Daemon daemon({"--token-file", token, "--tls-cert", pki.cert("server"), "--tls-key",
+                 pki.key("server"), "--tls-client-ca", pki.cert("ca")});
+  const std::string endpoint = "127.0.0.1:" + std::to_string(daemon.port());
+  const auto [code, table] =
+      run_status({"--endpoint", endpoint, "--token-file", token, "--tls-ca", pki.cert("ca"),
+                  "--tls-cert", pki.cert("client"), "--tls-key", pki.key("client"),
+                  "--tls-server-name", "localhost", "--json"});
+  EXPECT_EQ(code, 0) << table;
+  EXPECT_NE(table.find("\"jobs\": []"), std::string::npos) << table;
+
+  const auto [plain_code, plain] = run_status({"--endpoint", endpoint, "--token-file", token});
+  EXPECT_EQ(plain_code, 1) << plain;
+  EXPECT_NE(plain.find("requires TLS"), std::string::npos) << plain;
+  EXPECT_EQ(daemon.terminate(5s), 0);
 }
 
 }  // namespace

@@ -71,6 +71,13 @@ class ServerThread {
     boost::asio::post(io_, [&] { p.set_value(server_.stats()); });
     return p.get_future().get();
   }
+  // Runs `f(server)` on the server's thread and returns its result.
+  template <class F>
+  auto on_loop(F f) {
+    std::promise<decltype(f(server_))> p;
+    boost::asio::post(io_, [&] { p.set_value(f(server_)); });
+    return p.get_future().get();
+  }
   static ServerOptions test_options() {
     ServerOptions o;
     o.handshake_timeout = 300ms;

@@ -138,6 +138,52 @@ TEST(ServerHandshakeTest, AWrongMissingOrEmptyProofIsAnAuthenticationFailureNami
   }
 }
 
+// A status query proves the daemon-wide token, bound to no job: its proofs open no job, and a
+// job's proofs do not answer it.
+TEST(ServerHandshakeTest, AStatusQueryProvesTheDaemonTokenBoundToNoJob) {
+  const Secret token = secret_of("0123456789abcdef");
+  auto daemon =
+      std::make_shared<ServerCredentials>(token, std::map<std::string, Secret>{}, nullptr);
+  const std::string nc(kNonceBytes, 'n');
+  {
+    ServerHandshake handshake(daemon, "127.0.0.9:4242");
+    auto c = handshake.on_frame(StatusQuery{kProtocolMagic, kProtocolVersion, nc});
+    ASSERT_TRUE(c.challenge);
+    EXPECT_TRUE(proofs_equal(server_proof(token, "", nc, c.challenge->server_nonce),
+                             c.challenge->server_proof));
+    auto done =
+        handshake.on_frame(AuthProofMsg{client_proof(token, "", nc, c.challenge->server_nonce)});
+    EXPECT_TRUE(done.refusal.ok()) << done.refusal.message();
+    EXPECT_TRUE(done.accepted_status_query);
+    EXPECT_TRUE(done.accepted_job.empty());
+  }
+  {
+    ServerHandshake handshake(daemon, "127.0.0.9:4242");
+    auto c = handshake.on_frame(StatusQuery{kProtocolMagic, kProtocolVersion, nc});
+    ASSERT_TRUE(c.challenge);
+    auto job_proof =
+        handshake.on_frame(AuthProofMsg{client_proof(token, "job", nc, c.challenge->server_nonce)});
+    EXPECT_TRUE(job_proof.authentication_failed);
+    EXPECT_FALSE(job_proof.accepted_status_query);
+    EXPECT_TRUE(contains(job_proof.refusal.message(),
+                         "authentication failed for the status query from 127.0.0.9:4242"))
+        << job_proof.refusal.message();
+  }
+  {
+    ServerHandshake handshake(daemon, "127.0.0.9:4242");
+    auto none = handshake.on_frame(StatusQuery{});
+    EXPECT_TRUE(none.authentication_failed);
+    EXPECT_TRUE(contains(none.refusal.message(), "--token-file")) << none.refusal.message();
+  }
+  ServerHandshake open(nullptr, "127.0.0.9:4242");
+  EXPECT_TRUE(open.on_frame(StatusQuery{}).accepted_status_query);
+  ServerHandshake per_job(token_for_job("job", token), "127.0.0.9:4242");
+  auto refused = per_job.on_frame(StatusQuery{kProtocolMagic, kProtocolVersion, nc});
+  EXPECT_TRUE(refused.authentication_failed);
+  EXPECT_TRUE(contains(refused.refusal.message(), "per-job tokens only"))
+      << refused.refusal.message();
+}
+
 TEST(RdzvConfSecurityTest, KeysAreParsedAndInconsistentOnesRefused) {
   auto conf = parse_rdzv_conf(
       "token_file=/etc/ddprun/job.token,tls_ca_file=/ca.pem,tls_cert_file=/c.pem,"

@@ -1,0 +1,83 @@
+#include "rendezvous/status_client.h"
+
+#include <optional>
+
+#include <fmt/format.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "rendezvous/client_handshake.h"
+#include "rendezvous/frame_io.h"
+
+namespace ddprun::rdzv {
+namespace {
+
+// After a timeout, how long the cancelled exchange may take to unwind (it ends at once, except
+// in a host name resolution, which cannot be cancelled and is then dropped with the io_context).
+constexpr Millis kUnwind{1000};
+
+// `stream` is the caller's, so that it is closed before the io_context goes.
+asio::awaitable<Result<StatusReport>> exchange(asio::any_io_executor ex,
+                                               std::optional<Stream>& stream,
+                                               const StatusQueryOptions& options) {
+  boost::system::error_code ec;
+  tcp::resolver resolver(ex);
+  auto endpoints = co_await resolver.async_resolve(options.host, std::to_string(options.port),
+                                                   asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return Status::unavailable("cannot resolve the host: " + ec.message());
+  tcp::socket socket(ex);
+  co_await asio::async_connect(socket, endpoints, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return Status::unavailable("cannot connect: " + ec.message());
+  configure_socket(socket);
+  const ClientCredentials& credentials = options.credentials;
+  if (credentials.tls) {
+    stream.emplace(std::move(socket), credentials.tls);
+  } else {
+    stream.emplace(std::move(socket));
+  }
+  const std::string server_name =
+      credentials.tls_server_name.empty() ? options.host : credentials.tls_server_name;
+  auto report = co_await client_status_query(*stream, credentials, server_name, options.limits);
+  if (!report && report.status().is_closed()) {
+    co_return Status::unavailable("the server closed the connection without a report (" +
+                                  report.status().message() + ")");
+  }
+  co_return report;
+}
+
+}  // namespace
+
+Result<StatusReport> query_status(const StatusQueryOptions& options) {
+  asio::io_context io;
+  std::optional<Stream> stream;
+  std::optional<Result<StatusReport>> result;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        result.emplace(co_await exchange(io.get_executor(), stream, options));
+      },
+      [&](std::exception_ptr error) {
+        if (error) result = Status::error("the status query ended with an exception");
+      });
+  io.run_for(options.timeout);
+  const bool timed_out = !result.has_value();
+  if (timed_out && stream) {
+    // Let the exchange unwind while the stream exists: a TLS stream's pending operations refer
+    // to it until they complete. Closing completes them at once.
+    stream->close();
+    io.restart();
+    io.run_for(kUnwind);
+  }
+  const std::string where = fmt::format("rendezvous server {}:{}", options.host, options.port);
+  if (timed_out) {
+    return Status::timed_out(
+        fmt::format("{}: no status report within {} ms", where, options.timeout.count()));
+  }
+  if (!*result) return result->status().with_context(where);
+  return std::move(*result);
+}
+
+}  // namespace ddprun::rdzv
