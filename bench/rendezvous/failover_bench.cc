@@ -25,9 +25,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
+#include "bench/rendezvous/daemon_process.h"
 #include "rendezvous/client.h"
-
-extern char** environ;
 
 namespace {
 
@@ -35,44 +34,11 @@ using namespace ddprun;
 using namespace ddprun::rdzv;
 using BenchClock = std::chrono::steady_clock;
 
-// A replica process; killed (by PID) and reaped when the handle goes, on every path.
-struct Replica {
-  pid_t pid = -1;
-  uint16_t port = 0;
-  Replica() = default;
-  Replica(Replica&& other) noexcept : pid(std::exchange(other.pid, -1)), port(other.port) {}
-  Replica& operator=(Replica&&) = delete;
-  ~Replica() { end(); }
-  void end() {
-    if (pid <= 0) return;
-    ::kill(pid, SIGKILL);  // our own child, by PID
-    ::waitpid(pid, nullptr, 0);
-    pid = -1;
-  }
-};
+using Replica = bench::DaemonProcess;
 
-// Starts a replica on a free port and reads its "listening on" line.
+// Starts a replica on a free port with the shared state and lease TTL.
 Replica spawn_replica(const std::string& state, const std::string& ttl) {
-  int fds[2];
-  if (::pipe(fds) != 0) std::abort();
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  const char* argv[] = {
-      DDP_RENDEZVOUS_BIN, "--host",      "127.0.0.1", "--port",      "0",    "--state",
-      state.c_str(),      "--lease-ttl", ttl.c_str(), "--log-level", "warn", nullptr};
-  Replica r;
-  if (posix_spawn(&r.pid, DDP_RENDEZVOUS_BIN, &actions, nullptr, const_cast<char**>(argv),
-                  environ) != 0) {
-    std::abort();
-  }
-  ::close(fds[1]);
-  std::string line;
-  char c;
-  while (::read(fds[0], &c, 1) == 1 && c != '\n') line += c;
-  ::close(fds[0]);
-  r.port = static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
-  return r;
+  return bench::spawn_daemon(DDP_RENDEZVOUS_BIN, {"--state", state, "--lease-ttl", ttl});
 }
 
 ClientOptions options(const Replica& first, const Replica* second, int i) {

@@ -27,12 +27,11 @@
 #include <spdlog/spdlog.h>
 #include <boost/asio/io_context.hpp>
 
+#include "bench/rendezvous/daemon_process.h"
 #include "rendezvous/client.h"
 #include "rendezvous/rdzv_conf.h"
 #include "rendezvous/security/credentials.h"
 #include "tests/rendezvous/test_pki.h"
-
-extern char** environ;
 
 namespace {
 
@@ -40,40 +39,15 @@ using namespace ddprun;
 using namespace ddprun::rdzv;
 using BenchClock = std::chrono::steady_clock;
 
-struct ServerProcess {
-  pid_t pid = -1;
-  uint16_t port = 0;
-};
-
-ServerProcess spawn_server(const std::vector<std::string>& extra) {
-  int fds[2];
-  if (::pipe(fds) != 0) std::abort();
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  std::vector<std::string> args = {DDP_RENDEZVOUS_BIN, "--host", "127.0.0.1", "--port", "0",
-                                   "--log-level",      "warn",   "--max-connections-per-source",
-                                   "100000"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  // More daemon flags from the environment (the state store: --state-dir, --state etcd://...).
+// The daemon with `extra` flags, plus any in DDPRUN_LOAD_DAEMON_ARGS (the state store:
+// --state-dir, --state etcd://...); a client per node needs no per-source limit.
+bench::DaemonProcess spawn_server(std::vector<std::string> extra) {
+  extra.insert(extra.begin(), {"--max-connections-per-source", "100000"});
   if (const char* more = std::getenv("DDPRUN_LOAD_DAEMON_ARGS")) {
     std::istringstream words(more);
-    for (std::string w; words >> w;) args.push_back(w);
+    for (std::string w; words >> w;) extra.push_back(w);
   }
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  ServerProcess p;
-  if (posix_spawn(&p.pid, DDP_RENDEZVOUS_BIN, &actions, nullptr, argv.data(), environ) != 0) {
-    std::abort();
-  }
-  ::close(fds[1]);
-  std::string line;
-  char c;
-  while (::read(fds[0], &c, 1) == 1 && c != '\n') line += c;
-  ::close(fds[0]);
-  p.port = static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
-  return p;
+  return bench::spawn_daemon(DDP_RENDEZVOUS_BIN, extra);
 }
 
 // utime + stime in seconds, and VmHWM / VmRSS in MiB, of `pid`.
@@ -135,7 +109,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const auto credentials = std::make_shared<const ClientCredentials>(std::move(*loaded));
-  ServerProcess server = spawn_server(server_flags);
+  bench::DaemonProcess server = spawn_server(server_flags);
   double cpu_start = 0, hwm0 = 0, rss0 = 0;
   server_usage(server.pid, cpu_start, hwm0, rss0);
   boost::asio::io_context io;
@@ -190,7 +164,6 @@ int main(int argc, char** argv) {
       mode.c_str(), nodes, connect_s, cpu_before - cpu_start, join_s, cpu_after - cpu_before,
       cpu_after, hwm, rss, failed);
   clients.clear();
-  ::kill(server.pid, SIGKILL);  // our own child, by PID
-  ::waitpid(server.pid, nullptr, 0);
+  server.end();
   return failed == 0 ? 0 : 1;
 }
