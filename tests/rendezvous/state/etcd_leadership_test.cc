@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "tests/rendezvous/state/state_test_util.h"
+#include "tests/rendezvous/state/etcd_cluster_test.h"
 
 namespace ddprun::rdzv::state {
 namespace {
@@ -38,15 +38,11 @@ struct Contender {
   }
 };
 
-class EtcdLeadershipTest : public ::testing::Test {
+class EtcdLeadershipTest : public testing::EtcdClusterTest {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(testing::etcd_binary())) {
-      GTEST_SKIP() << "no etcd binary at " << testing::etcd_binary()
-                   << " (install Debian's etcd-server, or set DDPRUN_ETCD)";
-    }
-    cluster_ = std::make_unique<EtcdCluster>(3);
-    ASSERT_TRUE(cluster_->start()) << "etcd did not start:\n" << cluster_->logs();
+    EtcdClusterTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     std::string endpoints;
     for (const auto& e : cluster_->endpoints()) endpoints += (endpoints.empty() ? "" : ",") + e;
     for (int i = 0; i < 3; ++i) {
@@ -97,7 +93,6 @@ class EtcdLeadershipTest : public ::testing::Test {
     return out + cluster_->logs();
   }
 
-  std::unique_ptr<EtcdCluster> cluster_;
   std::vector<Contender> contenders_;
 };
 

@@ -11,7 +11,7 @@
 
 #include "rendezvous/state/etcd_client.h"
 #include "rendezvous/state/etcd_state_store.h"
-#include "tests/rendezvous/state/state_test_util.h"
+#include "tests/rendezvous/state/etcd_cluster_test.h"
 
 namespace ddprun::rdzv::state {
 namespace {
@@ -20,17 +20,8 @@ using namespace std::chrono_literals;
 using testing::EtcdCluster;
 using testing::run_until;
 
-class EtcdStateStoreTest : public ::testing::Test {
+class EtcdStateStoreTest : public testing::EtcdClusterTest {
  protected:
-  void SetUp() override {
-    if (!std::filesystem::exists(testing::etcd_binary())) {
-      GTEST_SKIP() << "no etcd binary at " << testing::etcd_binary()
-                   << " (install Debian's etcd-server, or set DDPRUN_ETCD)";
-    }
-    cluster_ = std::make_unique<EtcdCluster>(3);
-    ASSERT_TRUE(cluster_->start()) << "etcd did not start:\n" << cluster_->logs();
-  }
-
   std::shared_ptr<EtcdClient> client(std::vector<std::string> endpoints) {
     return std::make_shared<EtcdClient>(
         io_, EtcdClientOptions{.endpoints = std::move(endpoints), .request_timeout = 1s});
@@ -49,7 +40,6 @@ class EtcdStateStoreTest : public ::testing::Test {
   }
 
   boost::asio::io_context io_;
-  std::unique_ptr<EtcdCluster> cluster_;
 };
 
 TEST_F(EtcdStateStoreTest, SavesAreReadBackByAnotherClientAndForgetsDelete) {
