@@ -4,6 +4,9 @@
 // every node, and the group restarts.
 #include <csignal>
 
+#include <regex>
+#include <set>
+
 #include "tests/multinode/multinode_fixture.h"
 
 namespace ddprun::testing {
@@ -33,14 +36,20 @@ class HangTest : public MultinodeTest {
 TEST_F(HangTest, EveryNodeNamesTheRankThatStoppedFirstAndItsNode) {
   const auto runs = run_pair("0");
   ASSERT_EQ(runs.size(), 2u);
+  // Rank 3 is the second local rank of whichever node joined second: both nodes must name it
+  // and the same node.
+  const std::regex culprit(
+      R"(rank 3 \(node (127\.0\.0\.[12]), local_rank 1\) hung: no progress for)");
+  std::set<std::string> named;
   for (const RunResult& run : runs) {
     ASSERT_TRUE(ExitedWith(run, 128 + SIGABRT));
     const std::string cause = root_cause_section(run.err);
-    EXPECT_NE(cause.find("rank 3 (node 127.0.0.2, local_rank 1) hung: no progress for"),
-              std::string::npos)
-        << run.err;
+    std::smatch match;
+    ASSERT_TRUE(std::regex_search(cause, match, culprit)) << run.err;
+    named.insert(match[1]);
     EXPECT_NE(cause.find("after step 5"), std::string::npos) << cause;
   }
+  EXPECT_EQ(named.size(), 1u) << "the nodes named different culprits";
 }
 
 TEST_F(HangTest, AHungRankRestartsTheJobOnEveryNode) {
