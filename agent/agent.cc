@@ -376,6 +376,11 @@ void Agent::on_coordinator_event(const CoordinatorEvent& event) {
   if (phase_ == Phase::kDone) return;
   spdlog::info("{}", event.reason);
   const bool job_failed = event.kind == CoordinatorEvent::Kind::kJobFailed;
+  if (phase_ == Phase::kReporting && !job_failed) {
+    // Only at the exit barrier (a failure report's answer comes through its callback): the
+    // round did not finish on every node, and the job restarts as a whole.
+    return begin_round();
+  }
   if (phase_ != Phase::kSupervising && phase_ != Phase::kDraining) {
     // Joining or reporting: the pending coordinator call carries the outcome; only a job
     // failure ends things here.

@@ -71,7 +71,9 @@ class Coordinator {
   virtual void report_failure(const FailureReport& report,
                               std::function<void(FailureDecision)> done) = 0;
   // This node's workers all succeeded. `done` gets ok when the whole job has (exit barrier),
-  // or an error when it failed elsewhere or the barrier timed out.
+  // or an error when it failed elsewhere or the barrier timed out. A kRejoin event instead
+  // means the round did not finish everywhere (a node was lost or failed): `done` is dropped
+  // and the agent joins the next round, as every member does.
   virtual void report_success(std::function<void(Status)> done) = 0;
   // Receives pushed events. Set once, before join().
   virtual void set_event_handler(std::function<void(const CoordinatorEvent&)> handler) = 0;

@@ -132,10 +132,15 @@ void RendezvousCoordinator::on_restart(const rdzv::RestartRequested& restart) {
     std::exchange(pending_failure_, nullptr)(decision);
     return;
   }
+  // At the exit barrier the round did not finish everywhere: the job restarts as a whole, so
+  // this node runs again too (the barrier's answer is the event, not `done`).
+  const bool at_barrier = std::exchange(pending_success_, nullptr) != nullptr;
   CoordinatorEvent e;
   e.kind = CoordinatorEvent::Kind::kRejoin;
   e.reason = std::string("rendezvous: ") + rdzv::to_string(restart.reason) + " (" +
-             restart.message + "): stopping workers to join the next round";
+             restart.message + ")" +
+             (at_barrier ? ": the job did not finish everywhere; joining the next round"
+                         : ": stopping workers to join the next round");
   if (handler_) handler_(e);
 }
 

@@ -72,7 +72,11 @@ Channel::Channel(asio::io_context& io, ClientOptions options, Hooks hooks)
       rng_(std::random_device{}()),
       ticker_(executor_),
       close_timer_(executor_),
-      writer_(executor_) {}
+      writer_(executor_) {
+  // Random, so that request ids name one client's requests: a node id reused by another
+  // process does not make its requests look like repeats of ours (delivery_log.h).
+  next_request_ = static_cast<uint32_t>(rng_()) | 1;
+}
 
 void Channel::guarded(const std::function<void()>& fn) const {
   try {
@@ -155,7 +159,7 @@ void Channel::tick(uint64_t generation) {
           fmt::format("no answer for {} ms (heartbeat_timeout)",
                       std::chrono::duration_cast<Millis>(silent).count()));
     }
-    self->writer_.enqueue(encode_frame(ClientMessage(HeartbeatMsg{})));
+    self->writer_.enqueue(encode_frame(ClientMessage(HeartbeatMsg{self->pushes_received_})));
     self->tick(generation);
   });
 }
@@ -202,6 +206,7 @@ void Channel::on_frame(ServerMessage&& message) {
   if (std::holds_alternative<HeartbeatAck>(message) || std::holds_alternative<HelloAck>(message)) {
     return;
   }
+  if (is_push(message)) ++pushes_received_;
   if (hooks_.on_message) guarded([&] { hooks_.on_message(std::move(message)); });
 }
 
@@ -214,8 +219,11 @@ void Channel::request(ClientMessage message, uint32_t id, ReplyHandler on_reply,
                           : "not connected to the rendezvous server; connect() first";
     return deliver([on_reply, r = failed_reply(id, std::move(why))] { on_reply(r); });
   }
-  track(id, describe(message), std::move(on_reply), options_.request_timeout + extra_time);
-  writer_.enqueue(encode_frame(message));  // while reconnecting: queued behind the resume
+  std::string frame = encode_frame(message);
+  // Without a connection it waits in requests_: the reconnect sends it after the resume.
+  if (socket_) writer_.enqueue(frame);
+  track(id, describe(message), std::move(frame), std::move(on_reply),
+        options_.request_timeout + extra_time);
 }
 
 void Channel::send(const ClientMessage& message) {
@@ -224,7 +232,8 @@ void Channel::send(const ClientMessage& message) {
   }
 }
 
-void Channel::track(uint32_t id, std::string what, ReplyHandler on_reply, Millis timeout) {
+void Channel::track(uint32_t id, std::string what, std::string frame, ReplyHandler on_reply,
+                    Millis timeout) {
   auto deadline = std::make_unique<asio::steady_timer>(executor_, timeout);
   deadline->async_wait([weak = weak_from_this(), id, what = std::move(what),
                         timeout](boost::system::error_code ec) {
@@ -233,7 +242,7 @@ void Channel::track(uint32_t id, std::string what, ReplyHandler on_reply, Millis
     self->fail_request(id, fmt::format("the rendezvous server at {} did not answer {} within {} ms",
                                        self->server_name(), what, timeout.count()));
   });
-  requests_[id] = PendingRequest{std::move(on_reply), std::move(deadline)};
+  requests_[id] = PendingRequest{std::move(on_reply), std::move(frame), std::move(deadline)};
 }
 
 void Channel::fail_request(uint32_t id, const std::string& why) {
@@ -267,12 +276,13 @@ void Channel::on_connection_lost(const std::string& why) {
   spdlog::log(quiet_ ? spdlog::level::debug : spdlog::level::warn,
               "rendezvous client: connection to {} lost: {}", server_name(), why);
   drop_socket();
-  fail_all_requests("connection to the rendezvous server lost before the reply: " + why);
   if (closing_) return give_up(why);  // nothing left to keep
+  // The resume of an earlier reconnect is superseded by the one built now.
+  if (const uint32_t stale = std::exchange(pending_resume_, 0)) requests_.erase(stale);
   const uint32_t resume_id = next_request_id();
   std::optional<ClientMessage> resume =
-      hooks_.resume_request ? hooks_.resume_request(resume_id) : std::nullopt;
-  if (!resume) return give_up(why);
+      hooks_.resume_request ? hooks_.resume_request(resume_id, pushes_received_) : std::nullopt;
+  if (!resume && requests_.empty()) return give_up(why);
   state_ = State::kReconnecting;
   asio::co_spawn(
       executor_,
@@ -290,26 +300,42 @@ asio::awaitable<void> Channel::reconnect(std::optional<ClientMessage> resume, ui
       executor_, connect_options(options_.heartbeat_timeout, true), rng_, stop_);
   if (state_ != State::kReconnecting) co_return;
   if (!socket) co_return give_up(socket.error_message());
-  pending_resume_ = resume_id;
-  auto on_resumed = [this, resume_id](const Reply& r) {
-    // A failed reply of an earlier attempt (its connection dropped) is not the server's answer.
-    if (state_ != State::kReconnecting || resume_id != pending_resume_) return;
-    if (r.ok) {
-      state_ = State::kConnected;
-      spdlog::info("rendezvous client: reconnected to {}", server_name());
-    } else if (socket_) {
-      give_up("the server refused to resume our membership: " + r.error);
-    }
-  };
-  track(resume_id, "resume", std::move(on_resumed), options_.request_timeout);
-  writer_.enqueue_front(encode_frame(*resume));
+  // First the resume, then every request the lost connection left unanswered (in the order
+  // they were made), then whatever was queued meanwhile.
+  std::vector<uint32_t> unanswered;
+  for (const auto& [id, pending] : requests_) unanswered.push_back(id);
+  std::sort(unanswered.begin(), unanswered.end(), std::greater<>());
+  for (uint32_t id : unanswered) writer_.enqueue_front(requests_.at(id).frame);
   current_ = socket->server;
+  if (resume) {
+    pending_resume_ = resume_id;
+    auto on_resumed = [this, resume_id](const Reply& r) {
+      // A failed reply of an earlier attempt (its connection dropped) is not the server's
+      // answer.
+      if (state_ != State::kReconnecting || resume_id != pending_resume_) return;
+      if (r.ok) {
+        state_ = State::kConnected;
+        spdlog::info("rendezvous client: reconnected to {}", server_name());
+      } else if (socket_) {
+        give_up("the server refused to resume our membership: " + r.error);
+      }
+    };
+    std::string frame = encode_frame(*resume);
+    writer_.enqueue_front(frame);
+    track(resume_id, "resume", std::move(frame), std::move(on_resumed), options_.request_timeout);
+  } else {
+    // No membership yet (the answer to our first join was lost): nothing to resume.
+    state_ = State::kConnected;
+    spdlog::info("rendezvous client: reconnected to {}; sending {} unanswered request(s) again",
+                 server_name(), unanswered.size());
+  }
   start_connection(std::move(socket->stream));
 }
 
 void Channel::give_up(const std::string& why) {
   state_ = State::kLost;
   drop_socket();
+  fail_all_requests("connection to the rendezvous server lost before the reply: " + why);
   const std::string message =
       fmt::format("lost the rendezvous server at {}: {}", server_name(), why);
   if (hooks_.on_lost) deliver([this, message] { hooks_.on_lost(message); });

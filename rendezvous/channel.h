@@ -7,9 +7,15 @@
 //   heartbeats  every keep_alive_interval; a server silent for heartbeat_timeout is lost
 //   reconnect   on a lost connection the owner is asked for the request that re-attaches it
 //               (a Resume); the channel reconnects within heartbeat_timeout, sends that
-//               request ahead of everything queued meanwhile, and carries on; without one, or
-//               when it fails, the channel gives up and tells the owner once
-//   pushes      every other message the server sends goes to the owner's on_message hook
+//               request, then every request still unanswered (same ids: the server answers a
+//               request it already did from its log instead of doing it twice), then what was
+//               queued meanwhile. Without a resume request and with nothing unanswered, or
+//               when the resume fails, the channel gives up and tells the owner once.
+//   pushes      every other message the server sends goes to the owner's on_message hook;
+//               the channel counts pushes (messages.h, is_push) and acknowledges the count
+//               in each heartbeat, and the owner puts it in its resume request, so that the
+//               server replays exactly what a cut lost (protocol.md, "Delivery across
+//               reconnects")
 //
 // Threading: lives on one io_context run by one thread; call every method on that thread.
 // Callbacks run on that thread, never inline from the call that started them, and never after
@@ -88,10 +94,12 @@ class Channel : public std::enable_shared_from_this<Channel> {
   struct Hooks {
     // Every message that is not a Reply or an acknowledgement: pushes and Error frames.
     std::function<void(ServerMessage&&)> on_message;
-    // The connection was lost: the request that re-attaches this client, built with `id`
-    // (sent first on the next connection), or nullopt when there is nothing to keep (then the
-    // channel gives up at once).
-    std::function<std::optional<ClientMessage>(uint32_t id)> resume_request;
+    // The connection was lost: the request that re-attaches this client, built with `id` and
+    // the count of pushes received so far (sent first on the next connection), or nullopt
+    // when there is no membership to keep (then the channel reconnects only to send requests
+    // still unanswered, and otherwise gives up at once).
+    std::function<std::optional<ClientMessage>(uint32_t id, uint64_t pushes_received)>
+        resume_request;
     // The channel gave up (could not reconnect within heartbeat_timeout, or the server
     // refused to resume). `why` starts with "lost the rendezvous server at <host:port>".
     std::function<void(const std::string& why)> on_lost;
@@ -103,11 +111,15 @@ class Channel : public std::enable_shared_from_this<Channel> {
 
   // Connects with deadline, backoff and jitter and does the handshake. Once only.
   void connect(std::function<void(Status)> done);
-  uint32_t next_request_id() { return next_request_++; }
+  uint32_t next_request_id() {
+    if (next_request_ == 0) ++next_request_;  // 0 means "none"
+    return next_request_++;
+  }
   // Sends `message`, whose request id is `id`. `on_reply` gets the server's Reply, or a failed
-  // Reply when the request cannot be sent, the connection is lost before the answer, or no
-  // answer comes within request_timeout + `extra_time`. While reconnecting, the request waits
-  // behind the resume request.
+  // Reply when the request cannot be sent, the channel gives up before the answer, or no
+  // answer comes within request_timeout + `extra_time`. A connection lost before the answer
+  // is not an error: the request is sent again after the reconnect. While reconnecting, the
+  // request waits behind the resume request.
   void request(ClientMessage message, uint32_t id, ReplyHandler on_reply,
                Millis extra_time = Millis(0));
   // Sends a message that gets no reply (Progress). Dropped when not connected or reconnecting.
@@ -136,6 +148,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   enum class State { kIdle, kConnecting, kConnected, kReconnecting, kLost, kClosed };
   struct PendingRequest {
     ReplyHandler on_reply;
+    std::string frame;  // sent again on the next connection if this one is lost first
     // Destroyed (so cancelled) with the entry, when the answer comes or the connection dies.
     std::unique_ptr<boost::asio::steady_timer> deadline;
   };
@@ -153,8 +166,9 @@ class Channel : public std::enable_shared_from_this<Channel> {
   void give_up(const std::string& why);
   void drop_socket();
   void fail_all_requests(const std::string& why);
-  // Registers the handler of request `id` and arms its deadline.
-  void track(uint32_t id, std::string what, ReplyHandler on_reply, Millis timeout);
+  // Registers the handler of request `id` (encoded as `frame`) and arms its deadline.
+  void track(uint32_t id, std::string what, std::string frame, ReplyHandler on_reply,
+             Millis timeout);
   void fail_request(uint32_t id, const std::string& why);
   void guarded(const std::function<void()>& fn) const;
 
@@ -173,8 +187,9 @@ class Channel : public std::enable_shared_from_this<Channel> {
   boost::asio::steady_timer close_timer_;
   FrameWriter writer_;
   std::unordered_map<uint32_t, PendingRequest> requests_;
-  uint32_t next_request_ = 1;
+  uint32_t next_request_ = 1;  // the constructor starts it at a random id
   uint32_t pending_resume_ = 0;  // id of the resume request of the current reconnect
+  uint64_t pushes_received_ = 0;  // acknowledged in heartbeats, named in resume requests
   bool closing_ = false;
   bool quiet_ = false;
 };

@@ -68,10 +68,11 @@ TcpRendezvousClient::TcpRendezvousClient(boost::asio::io_context& io, ClientOpti
     if (auto s = weak.lock()) s->on_message(std::move(m));
   };
   // After a reconnect, the membership token proves we are the same node.
-  hooks.resume_request = [weak](uint32_t id) -> std::optional<ClientMessage> {
+  hooks.resume_request = [weak](uint32_t id,
+                                uint64_t pushes_received) -> std::optional<ClientMessage> {
     auto s = weak.lock();
     if (!s || s->token == 0) return std::nullopt;
-    return ClientMessage(ResumeMsg{id, s->node_id, s->token});
+    return ClientMessage(ResumeMsg{id, s->node_id, s->token, pushes_received});
   };
   hooks.on_lost = [weak](const std::string& why) {
     auto s = weak.lock();

@@ -20,8 +20,9 @@
 //   at the end:          client.close(done);        // a clean leave
 //
 // Connection loss: see channel.h. The membership token from the join reply lets a reconnected
-// client resume its place within heartbeat_timeout (the server keeps it that long); pushes
-// made meanwhile are delivered after the resume. If that fails, the handler gets
+// client resume its place within heartbeat_timeout (the server keeps it that long); the pushes
+// it missed (made meanwhile, or lost with the old connection) come after the resume, and
+// requests left unanswered are sent again and answered once. If that fails, the handler gets
 // ConnectionLost and a pending join fails: treat it as fatal.
 #pragma once
 

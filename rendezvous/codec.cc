@@ -62,9 +62,9 @@ void put(ByteWriter& w, const JoinMsg& m) {
   w.u8(kJoin), w.u32(m.request_id), put(w, m.node), put(w, m.job);
 }
 void put(ByteWriter& w, const ResumeMsg& m) {
-  w.u8(kResume), w.u32(m.request_id), w.str(m.node_id), w.u64(m.token);
+  w.u8(kResume), w.u32(m.request_id), w.str(m.node_id), w.u64(m.token), w.u64(m.pushes_received);
 }
-void put(ByteWriter& w, const HeartbeatMsg&) { w.u8(kHeartbeat); }
+void put(ByteWriter& w, const HeartbeatMsg& m) { w.u8(kHeartbeat), w.u64(m.pushes_received); }
 void put(ByteWriter& w, const ReportFailureMsg& m) {
   w.u8(kReportFailure), w.u32(m.request_id), w.u64(m.round), w.str(m.failure_report);
   w.i32(m.exit_code);
@@ -179,8 +179,10 @@ bool get(ByteReader& r, const CodecLimits& l, JoinMsg& m) {
   return r.u32(m.request_id) && get(r, l, m.node) && get(r, l, m.job);
 }
 bool get(ByteReader& r, const CodecLimits& l, ResumeMsg& m) {
-  return r.u32(m.request_id) && r.str(m.node_id, l.max_string_bytes) && r.u64(m.token);
+  return r.u32(m.request_id) && r.str(m.node_id, l.max_string_bytes) && r.u64(m.token) &&
+         r.u64(m.pushes_received);
 }
+bool get(ByteReader& r, const CodecLimits&, HeartbeatMsg& m) { return r.u64(m.pushes_received); }
 bool get(ByteReader& r, const CodecLimits& l, ReportFailureMsg& m) {
   return r.u32(m.request_id) && r.u64(m.round) && r.str(m.failure_report, l.max_string_bytes) &&
          r.i32(m.exit_code);

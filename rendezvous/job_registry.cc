@@ -11,8 +11,6 @@
 namespace ddprun::rdzv {
 namespace {
 
-constexpr size_t kMaxUndelivered = 64;  // more pushes than a disconnected node can miss
-
 ServerMessage to_message(const Push& push) {
   return std::visit([](const auto& p) { return ServerMessage(p); }, push);
 }
@@ -65,6 +63,19 @@ void JobRegistry::join(Job& job, Peer& peer, const JoinMsg& msg, std::string& no
     return fail(fmt::format("this connection already joined as node '{}'", node_id));
   }
   auto link = job.links.find(joining);
+  if (link != job.links.end()) {
+    if (const Reply* earlier = link->second.delivery.answered(msg.request_id)) {
+      const Reply answer = *earlier;  // the log changes below
+      if (link->second.peer == &peer) {
+        answer_again(job, peer, joining, msg.request_id);
+        return;
+      }
+      if (!link->second.peer) {  // an open connection still holds it: refused below
+        rejoin_after_lost_reply(job, peer, link->second, answer, msg, node_id);
+        return;
+      }
+    }
+  }
   if (link != job.links.end() && link->second.peer && link->second.peer != &peer) {
     return fail(
         fmt::format("node id '{}' is already connected to job '{}'; node ids must be "
@@ -93,9 +104,9 @@ void JobRegistry::join(Job& job, Peer& peer, const JoinMsg& msg, std::string& no
 
 void JobRegistry::resume(Job& job, Peer& peer, const ResumeMsg& msg, std::string& node_id) {
   auto link = job.links.find(msg.node_id);
-  const bool valid = link != job.links.end() && link->second.token == msg.token && job.round &&
-                     job.round->reattach(msg.node_id);
-  if (!valid) {
+  const bool member = link != job.links.end() && link->second.token == msg.token && job.round &&
+                      job.round->knows(msg.node_id);
+  if (!member) {
     peer.send(error_reply(msg.request_id,
                           fmt::format("node '{}' is no longer a member of job '{}' (dropped "
                                       "after heartbeat_timeout); join again",
@@ -103,16 +114,68 @@ void JobRegistry::resume(Job& job, Peer& peer, const ResumeMsg& msg, std::string
     return;
   }
   Job::Link& l = link->second;
-  if (l.peer && l.peer != &peer) {
-    l.peer->kick(fmt::format("node '{}' reconnected on a newer connection", msg.node_id));
+  auto missed = l.delivery.resume(msg.pushes_received);
+  if (!missed) {
+    peer.send(error_reply(msg.request_id,
+                          fmt::format("node '{}' cannot resume its place in job '{}': {}",
+                                      msg.node_id, job.id, missed.error_message())));
+    return;
   }
-  l.peer = &peer;
+  job.round->reattach(msg.node_id);
+  take_over(l, peer, msg.node_id);
   node_id = msg.node_id;
   Reply ok;
   ok.request_id = msg.request_id;
   peer.send(ok);
-  for (const Push& p : std::exchange(l.undelivered, {})) peer.send(to_message(p));
+  for (const Push& p : *missed) peer.send(to_message(p));
   schedule(job);
+}
+
+void JobRegistry::take_over(Job::Link& link, Peer& peer, const std::string& node_id) {
+  if (link.peer && link.peer != &peer) {
+    link.peer->kick(fmt::format("node '{}' reconnected on a newer connection", node_id));
+  }
+  link.peer = &peer;
+}
+
+bool JobRegistry::answer_again(Job& job, Peer& peer, const std::string& node_id,
+                               uint32_t request_id) {
+  auto link = job.links.find(node_id);
+  if (node_id.empty() || link == job.links.end() || link->second.peer != &peer) return false;
+  const Reply* earlier = link->second.delivery.answered(request_id);
+  if (!earlier) return false;
+  spdlog::debug("job '{}': node '{}' sent request {} again; answering as before", job.id,
+                node_id, request_id);
+  // Through commit: the answer must not overtake the record of what the request changed.
+  commit(job, &peer, node_id, *earlier, {}, false);
+  return true;
+}
+
+void JobRegistry::rejoin_after_lost_reply(Job& job, Peer& peer, Job::Link& link,
+                                          const Reply& answer, const JoinMsg& msg,
+                                          std::string& node_id) {
+  const std::string& joining = msg.node.node_id;
+  // It never received a push: the answer to its first join was lost, and they follow it.
+  auto missed = link.delivery.resume(0);
+  if (!missed || !job.round || !job.round->reattach(joining)) {
+    const std::string why = missed ? std::string("it was dropped") : missed.error_message();
+    peer.send(error_reply(msg.request_id,
+                          fmt::format("node '{}' cannot take its place in job '{}' again: {}",
+                                      joining, job.id, why)));
+    return;
+  }
+  spdlog::debug("job '{}': node '{}' joined again after losing the answer", job.id, joining);
+  take_over(link, peer, joining);
+  node_id = joining;
+  peer.send(answer);
+  for (const Push& p : *missed) peer.send(to_message(p));
+  schedule(job);
+}
+
+Status JobRegistry::acknowledge(Job& job, const std::string& node_id, uint64_t pushes_received) {
+  auto link = job.links.find(node_id);
+  if (node_id.empty() || link == job.links.end()) return Status();
+  return link->second.delivery.acknowledge(pushes_received);
 }
 
 void JobRegistry::leave(Job& job, Peer& peer, const LeaveMsg& msg, std::string& node_id) {
@@ -131,6 +194,7 @@ void JobRegistry::report_failure(Job& job, Peer& peer, const ReportFailureMsg& m
   if (node_id.empty() || !job.round) {
     return peer.send(error_reply(msg.request_id, "report_worker_failure before join"));
   }
+  if (answer_again(job, peer, node_id, msg.request_id)) return;
   auto decisions = job.round->report_failure(node_id, msg.round, msg.failure_report, msg.exit_code,
                                              clock_.steady_now());
   if (!decisions) return peer.send(error_reply(msg.request_id, decisions.error_message()));
@@ -144,6 +208,7 @@ void JobRegistry::report_success(Job& job, Peer& peer, const ReportSuccessMsg& m
   if (node_id.empty() || !job.round) {
     return peer.send(error_reply(msg.request_id, "report_success before join"));
   }
+  if (answer_again(job, peer, node_id, msg.request_id)) return;
   auto decisions = job.round->report_success(node_id, msg.round, clock_.steady_now());
   if (!decisions) return peer.send(error_reply(msg.request_id, decisions.error_message()));
   Reply ok;
@@ -181,6 +246,14 @@ void JobRegistry::query_progress(Job& job, Peer& peer, const ProgressQueryMsg& m
 
 void JobRegistry::commit(Job& job, Peer* reply_to, const std::string& reply_node,
                          std::optional<Reply> reply, Decisions decisions, bool prune_links) {
+  if (reply) {
+    // Kept now, not once recorded: a copy of the request arriving meanwhile is answered again
+    // (after the record), not done again.
+    auto link = job.links.find(reply_node);
+    if (link != job.links.end() && !link->second.delivery.answered(reply->request_id)) {
+      link->second.delivery.remember(*reply);
+    }
+  }
   auto deliver = [this, id = job.id, reply_to, reply_node, reply = std::move(reply),
                   decisions = std::move(decisions), prune_links] {
     auto it = jobs_.find(id);
@@ -222,7 +295,11 @@ Status JobRegistry::restore(state::StateStore& store, DecisionJournal::FailureHa
     auto& job = jobs_[id];
     job = std::make_unique<Job>(executor_, id);
     if (snap.round) job->round.emplace(std::move(*snap.round));
-    for (const auto& [node, token] : snap.tokens) job->links[node].token = token;
+    for (const auto& [node, token] : snap.tokens) {
+      Job::Link& link = job->links[node];
+      link.token = token;
+      link.delivery = DeliveryLog::restored();  // what the old server sent is unknown
+    }
     schedule(*job);
     spdlog::info("restored job '{}' from {}: round {}, {} node(s), {} restart(s) used", id,
                  store.describe(), job->round ? job->round->round() : 0, snap.tokens.size(),
@@ -245,11 +322,9 @@ void JobRegistry::dispatch(Job& job, const Decisions& decisions) {
     }
     auto link = job.links.find(out.node_id);
     if (link == job.links.end()) continue;
-    if (link->second.peer) {
-      link->second.peer->send(to_message(out.push));
-    } else if (link->second.undelivered.size() < kMaxUndelivered) {
-      link->second.undelivered.push_back(out.push);
-    }
+    // Kept until acknowledged: a cut may lose it even after it was written.
+    link->second.delivery.record(out.push);
+    if (link->second.peer) link->second.peer->send(to_message(out.push));
   }
 }
 

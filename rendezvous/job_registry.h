@@ -2,8 +2,10 @@
 // the links from its nodes to their current connections.
 //
 // The registry is the only place that turns RoundState decisions into frames: it answers the
-// request that caused them first, then pushes every decision to the node's connection — or
-// keeps it for the node while it is disconnected and within its reconnect grace. With a state
+// request that caused them first, then pushes every decision to the node's connection, and
+// keeps both in the node's DeliveryLog until the node acknowledges them, so that a node that
+// resumes after a cut gets what the cut lost and a request it sends again is not done twice.
+// With a state
 // store (restore()), each change of a job is recorded (DecisionJournal) before that reply and
 // those pushes go out.
 //
@@ -23,6 +25,7 @@
 
 #include "common/clock.h"
 #include "rendezvous/decision_journal.h"
+#include "rendezvous/delivery_log.h"
 #include "rendezvous/messages.h"
 #include "rendezvous/round_state.h"
 #include "rendezvous/server_counters.h"
@@ -49,9 +52,9 @@ class JobRegistry {
     explicit Job(boost::asio::any_io_executor ex, std::string job_id)
         : id(std::move(job_id)), timer(ex) {}
     struct Link {
-      Peer* peer = nullptr;           // the node's current connection; null while disconnected
-      uint64_t token = 0;             // proves a reconnect is the same node
-      std::vector<Push> undelivered;  // pushes made while disconnected, delivered on resume
+      Peer* peer = nullptr;  // the node's current connection; null while disconnected
+      uint64_t token = 0;    // proves a reconnect is the same node
+      DeliveryLog delivery;  // pushes not yet acknowledged, answers to recent requests
       // The node's latest progress report, for the round it was sent in.
       std::vector<RankProgressEntry> progress;
       uint64_t progress_round = 0;
@@ -103,6 +106,9 @@ class JobRegistry {
   // member's latest progress in the current round, ages brought up to now.
   void progress(Job& job, const ProgressMsg& msg, const std::string& node_id);
   void query_progress(Job& job, Peer& peer, const ProgressQueryMsg& msg);
+  // A heartbeat: the node has received `pushes_received` pushes. Error for a count that was
+  // never sent (the connection is then closed).
+  Status acknowledge(Job& job, const std::string& node_id, uint64_t pushes_received);
 
   size_t job_count() const { return jobs_.size(); }
   bool has_job(const std::string& job_id) const { return jobs_.contains(job_id); }
@@ -124,6 +130,15 @@ class JobRegistry {
   // connection of `reply_node`) with `reply`, pushes `decisions` and prunes links if asked.
   void commit(Job& job, Peer* reply_to, const std::string& reply_node, std::optional<Reply> reply,
               Decisions decisions, bool prune_links);
+  // A request the node sent again after a cut: answers it as before (after any state change
+  // still being recorded) and returns true; false when it was never answered.
+  bool answer_again(Job& job, Peer& peer, const std::string& node_id, uint32_t request_id);
+  // A join sent again by a node whose first join's answer a cut lost (it has no token to
+  // resume with): this connection takes the node over and gets the answer and every push.
+  void rejoin_after_lost_reply(Job& job, Peer& peer, Job::Link& link, const Reply& answer,
+                               const JoinMsg& msg, std::string& node_id);
+  // `peer` becomes the node's connection; an older one is closed.
+  void take_over(Job::Link& link, Peer& peer, const std::string& node_id);
   std::optional<std::string> snapshot(const Job& job) const;
   void dispatch(Job& job, const Decisions& decisions);
   void after_change(Job& job, bool prune_links);

@@ -17,7 +17,7 @@
 namespace ddprun::rdzv {
 
 inline constexpr uint32_t kProtocolMagic = 0x44445052;  // "DDPR"
-inline constexpr uint16_t kProtocolVersion = 3;
+inline constexpr uint16_t kProtocolVersion = 4;
 
 // Why the members must stop their workers and join the next round.
 enum class RestartReason : uint8_t {
@@ -58,8 +58,14 @@ struct ResumeMsg {  // re-attach a membership after a reconnect
   uint32_t request_id = 0;
   std::string node_id;
   uint64_t token = 0;
+  // Pushes this client has received on its membership so far: the server replays the rest
+  // (protocol.md, "Delivery across reconnects").
+  uint64_t pushes_received = 0;
 };
-struct HeartbeatMsg {};
+// Also acknowledges the pushes received so far: the server forgets those.
+struct HeartbeatMsg {
+  uint64_t pushes_received = 0;
+};
 struct ReportFailureMsg {
   uint32_t request_id = 0;
   uint64_t round = 0;
@@ -224,7 +230,12 @@ struct StatusReport {
 using ServerMessage =
     std::variant<HelloAck, Reply, RoundAssigned, RestartRequested, JobFailed, JobSucceeded,
                  HeartbeatAck, ErrorMsg, StatusReport, AuthChallenge, Redirect>;
-// The decisions of a rendezvous that are pushed to members.
+// The decisions of a rendezvous that are pushed to members. Both ends count them per
+// membership: the client acknowledges the count, the server replays what a cut lost.
 using Push = std::variant<RoundAssigned, RestartRequested, JobFailed, JobSucceeded>;
+inline bool is_push(const ServerMessage& m) {
+  return std::holds_alternative<RoundAssigned>(m) || std::holds_alternative<RestartRequested>(m) ||
+         std::holds_alternative<JobFailed>(m) || std::holds_alternative<JobSucceeded>(m);
+}
 
 }  // namespace ddprun::rdzv

@@ -226,6 +226,10 @@ Decisions RoundState::detach(const std::string& node_id, SteadyTime now) {
   rec.grace_deadline = now + options_.heartbeat_timeout;
   graces_.emplace(*rec.grace_deadline, node_id);
   if (phase_ != Phase::kRunning || rec.state != NodeState::kMember || rec.succeeded) return out;
+  // At the exit barrier (some members finished) nobody can be stuck in a collective with it
+  // for long: its grace decides. A blip then costs nothing; a restart now would make the
+  // finished nodes run their workers again for a node that is most likely finishing too.
+  if (succeeded_count_ > 0) return out;
   // Its workers' peers are stuck in collectives with it: restart them now, not after the grace
   // (a dead agent takes its workers with it; waiting would only stall the survivors).
   open_round(

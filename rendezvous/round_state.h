@@ -19,7 +19,8 @@
 //  - A worker failure consumes one job-wide restart (max_restarts); scale-up and member loss
 //    do not. Restarts exhausted → JobFailed with the failing round's first report.
 //  - A member whose connection is lost (closed without a leave, or silent for heartbeat_timeout)
-//    makes the survivors re-rendezvous at once; the next round does not wait for it. Its record
+//    makes the survivors re-rendezvous at once (at the exit barrier, once some member has
+//    finished, only when its grace ends); the next round does not wait for it. Its record
 //    (group rank, membership token) is kept for heartbeat_timeout: a node that reconnects in
 //    time resumes, gets the pushes it missed, and re-joins with its old rank. Otherwise it is
 //    dropped. A node lost while waiting for a round keeps its place for that grace.

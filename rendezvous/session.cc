@@ -293,7 +293,11 @@ void Session::handle(ClientMessage&& message) {
         } else if constexpr (std::is_same_v<M, ResumeMsg>) {
           registry_.resume(*job_, *this, m, node_id_);
         } else if constexpr (std::is_same_v<M, HeartbeatMsg>) {
-          send(HeartbeatAck{});
+          if (Status ok = registry_.acknowledge(*job_, node_id_, m.pushes_received); !ok) {
+            close_with_error(ok.message());
+          } else {
+            send(HeartbeatAck{});
+          }
         } else if constexpr (std::is_same_v<M, ReportFailureMsg>) {
           registry_.report_failure(*job_, *this, m, node_id_);
         } else if constexpr (std::is_same_v<M, ReportSuccessMsg>) {

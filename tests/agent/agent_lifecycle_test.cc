@@ -240,6 +240,29 @@ TEST_F(AgentLifecycleTest, GlobalRanksComeFromTheRoundAndMembershipChangeRejoins
   EXPECT_EQ(agent_->exit_code(), 0);
 }
 
+// The workers succeeded and the agent waits at the exit barrier when the round ends elsewhere
+// (a node lost for good, or failed): it joins the next round and runs its workers again.
+TEST_F(AgentLifecycleTest, ARejoinAtTheExitBarrierRunsTheWorkersAgain) {
+  ScriptedCoordinator coordinator;
+  start(options(2), coordinator);
+  coordinator.pending_join(node1_of_2(0));
+  io_.poll();
+  exit_all_from(0, ExitStatus::exited(0));
+  ASSERT_TRUE(coordinator.pending_success);
+  coordinator.pending_success = nullptr;  // the coordinator drops the barrier's answer
+  coordinator.handler({CoordinatorEvent::Kind::kRejoin, "member lost", {}, 1});
+  io_.poll();
+  ASSERT_EQ(coordinator.offers.size(), 2u);  // joined again
+  EXPECT_FALSE(agent_->exit_code());
+  coordinator.pending_join(node1_of_2(0));
+  io_.poll();
+  ASSERT_EQ(launcher_.spawned.size(), 4u);
+  exit_all_from(2, ExitStatus::exited(0));
+  ASSERT_TRUE(coordinator.pending_success);
+  coordinator.pending_success(Status());
+  EXPECT_EQ(agent_->exit_code(), 0);
+}
+
 TEST_F(AgentLifecycleTest, FailureDuringARestartRequestedElsewhereRejoinsWithoutReporting) {
   ScriptedCoordinator coordinator;
   start(options(2), coordinator);

@@ -220,6 +220,22 @@ TEST_F(RendezvousCoordinatorTest, SuccessWaitsForTheWholeJob) {
   EXPECT_TRUE(done->ok());
 }
 
+// Another node was lost (or failed) while this one waited at the exit barrier: the job restarts
+// as a whole, so the agent is asked to join again and the barrier's answer is dropped.
+TEST_F(RendezvousCoordinatorTest, ARestartAtTheExitBarrierAsksTheAgentToRejoin) {
+  join_round(0, 0);
+  std::optional<Status> done;
+  coordinator_.report_success([&](Status s) { done = s; });
+  client_.pending_success(Status());
+  client_.push(rdzv::RestartRequested{0, rdzv::RestartReason::kMemberLost, "node 'b' lost", ""});
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_EQ(events_[0].kind, CoordinatorEvent::Kind::kRejoin);
+  EXPECT_NE(events_[0].reason.find("did not finish everywhere"), std::string::npos)
+      << events_[0].reason;
+  client_.push(rdzv::JobSucceeded{1});  // of a later round: not this barrier's answer
+  EXPECT_FALSE(done);
+}
+
 TEST_F(RendezvousCoordinatorTest, ALostServerAtTheExitBarrierFailsTheJob) {
   join_round(0, 0);
   std::optional<Status> second;

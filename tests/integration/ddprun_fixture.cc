@@ -1,5 +1,7 @@
 #include "tests/integration/ddprun_fixture.h"
 
+#include <cstdlib>
+
 #include <sys/stat.h>
 
 #include <sstream>
@@ -54,6 +56,10 @@ void DdprunTest::SetUp() {
       continue;
     }
     env_[key] = value;
+  }
+  // DDPRUN_TEST_LOG_LEVEL=debug: the programs under test log at that level (for a failure).
+  if (const char* level = std::getenv("DDPRUN_TEST_LOG_LEVEL"); level && *level) {
+    env_["DDPRUN_LOG_LEVEL"] = level;
   }
   env_["TMPDIR"] = tmp;
   env_["PYTHON_EXEC"] = python();

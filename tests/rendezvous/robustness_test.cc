@@ -96,7 +96,9 @@ TEST_F(RobustnessTest, BadConnectionsAreDroppedWithoutDisturbingARunningJob) {
   EXPECT_TRUE(run_until(io_, [&] { return server_.stats().connections == 2; }));
 }
 
-// A TCP relay between a client and the server that the test can cut, to simulate a blip.
+// A TCP relay between a client and the server that the test can cut, to simulate a blip, and
+// that can swallow what the server sends first: frames written to a connection that is then
+// cut, which the server believes sent.
 class Relay {
  public:
   Relay(boost::asio::io_context& io, uint16_t target) : io_(io), acceptor_(io), target_(target) {
@@ -112,7 +114,11 @@ class Relay {
       s->close(ignored);
     }
     sockets_.clear();
+    swallow_ = false;
   }
+  // From now until cut(), bytes from the server are read and dropped.
+  void swallow_from_server() { swallow_ = true; }
+  size_t swallowed() const { return swallowed_; }
 
  private:
   void accept() {
@@ -124,26 +130,33 @@ class Relay {
       if (ec) return;
       sockets_.push_back(in);
       sockets_.push_back(out);
-      pump(in, out);
-      pump(out, in);
+      pump(in, out, false);
+      pump(out, in, true);
       accept();
     });
   }
-  void pump(std::shared_ptr<tcp::socket> from, std::shared_ptr<tcp::socket> to) {
+  void pump(std::shared_ptr<tcp::socket> from, std::shared_ptr<tcp::socket> to, bool to_client) {
     auto buf = std::make_shared<std::array<char, 4096>>();
-    from->async_read_some(
-        boost::asio::buffer(*buf), [this, from, to, buf](boost::system::error_code ec, size_t n) {
-          if (ec) return;
-          boost::asio::async_write(*to, boost::asio::buffer(*buf, n),
-                                   [this, from, to, buf](boost::system::error_code ec2, size_t) {
-                                     if (!ec2) pump(from, to);
-                                   });
-        });
+    from->async_read_some(boost::asio::buffer(*buf), [this, from, to, buf, to_client](
+                                                         boost::system::error_code ec, size_t n) {
+      if (ec) return;
+      if (to_client && swallow_) {
+        swallowed_ += n;
+        return pump(from, to, to_client);
+      }
+      boost::asio::async_write(*to, boost::asio::buffer(*buf, n),
+                               [this, from, to, buf, to_client](boost::system::error_code ec2,
+                                                                size_t) {
+                                 if (!ec2) pump(from, to, to_client);
+                               });
+    });
   }
   boost::asio::io_context& io_;
   tcp::acceptor acceptor_;
   uint16_t target_;
   std::vector<std::shared_ptr<tcp::socket>> sockets_;
+  bool swallow_ = false;
+  size_t swallowed_ = 0;
 };
 
 TEST_F(RobustnessTest, ReconnectWithinHeartbeatTimeoutKeepsMembershipAndRank) {
@@ -170,6 +183,100 @@ TEST_F(RobustnessTest, ReconnectWithinHeartbeatTimeoutKeepsMembershipAndRank) {
   a->client->report_success();
   b->client->report_success();
   ASSERT_TRUE(run_until(io_, [&] { return a->count<JobSucceeded>() && b->count<JobSucceeded>(); }));
+}
+
+// The server wrote a push (a's RestartRequested) to a connection that was then cut: it must
+// not count it as delivered. a resumes with the count it received and gets it replayed.
+TEST_F(RobustnessTest, APushLostWithACutConnectionIsReplayedOnResume) {
+  Relay relay(io_, server_.port());
+  auto a = start_node(io_, node_options(relay.port(), "job", 0));
+  auto b = start_node(io_, node_options(server_.port(), "job", 1));
+  ASSERT_TRUE(run_until(io_, [&] { return a->connected && b->connected; }));
+  start_join(*a, join_request("a", 2, 2, 1));
+  start_join(*b, join_request("b", 2, 2, 1));
+  ASSERT_TRUE(run_until(io_, [&] { return a->assignment && b->assignment; }));
+
+  relay.swallow_from_server();
+  b->client->report_worker_failure("{}", 3);
+  ASSERT_TRUE(run_until(io_, [&] {
+    return b->count<RestartRequested>() == 1 && relay.swallowed() > 0;
+  }));
+  EXPECT_EQ(a->count<RestartRequested>(), 0u);  // it went into the void
+  relay.cut();
+  ASSERT_TRUE(run_until(io_, [&] { return a->count<RestartRequested>() == 1; }));
+  EXPECT_EQ(a->last<RestartRequested>()->reason, RestartReason::kWorkerFailure);
+  EXPECT_EQ(a->count<ConnectionLost>(), 0u);
+
+  start_join(*a, join_request("a", 2, 2, 1));
+  start_join(*b, join_request("b", 2, 2, 1));
+  ASSERT_TRUE(run_until(io_, [&] { return a->assignment && b->assignment; }));
+  ASSERT_TRUE(a->assignment->ok()) << a->assignment->error_message();
+  EXPECT_EQ((*a->assignment)->restart_count, 1u);
+  EXPECT_EQ(a->count<RestartRequested>(), 1u);  // replayed once, not twice
+}
+
+// a's failure report was done, but its answer (and the restart it caused) were lost with the
+// connection: after the resume the report is sent again, answered ok and not counted twice.
+TEST_F(RobustnessTest, ARequestWhoseAnswerALostConnectionTookIsAnsweredOnceAfterResume) {
+  Relay relay(io_, server_.port());
+  auto a = start_node(io_, node_options(relay.port(), "job", 0));
+  auto b = start_node(io_, node_options(server_.port(), "job", 1));
+  ASSERT_TRUE(run_until(io_, [&] { return a->connected && b->connected; }));
+  start_join(*a, join_request("a", 2, 2, 2));
+  start_join(*b, join_request("b", 2, 2, 2));
+  ASSERT_TRUE(run_until(io_, [&] { return a->assignment && b->assignment; }));
+
+  relay.swallow_from_server();
+  std::optional<Status> reported;
+  a->client->report_worker_failure("{\"node\":\"a\"}", 3, [&](Status s) { reported = s; });
+  ASSERT_TRUE(run_until(io_, [&] {
+    return b->count<RestartRequested>() == 1 && relay.swallowed() > 0;
+  }));
+  relay.cut();
+  ASSERT_TRUE(run_until(io_, [&] { return reported && a->count<RestartRequested>() == 1; }));
+  EXPECT_TRUE(reported->ok()) << reported->message();
+  EXPECT_EQ(a->count<ConnectionLost>(), 0u);
+
+  start_join(*a, join_request("a", 2, 2, 2));
+  start_join(*b, join_request("b", 2, 2, 2));
+  ASSERT_TRUE(run_until(io_, [&] { return a->assignment && b->assignment; }));
+  ASSERT_TRUE(b->assignment->ok()) << b->assignment->error_message();
+  EXPECT_EQ((*b->assignment)->restart_count, 1u);  // one failure, one restart
+  EXPECT_EQ(b->count<RestartRequested>(), 1u);
+}
+
+// The answer to a's first join (its membership token) was lost: it has nothing to resume with.
+// It sends the join again; the server recognises it and a keeps its place, with no restart.
+TEST_F(RobustnessTest, AFirstJoinWhoseAnswerWasLostIsSentAgainAndKeepsItsPlace) {
+  Relay relay(io_, server_.port());
+  auto a = start_node(io_, node_options(relay.port(), "job", 0));
+  auto b = start_node(io_, node_options(server_.port(), "job", 1));
+  ASSERT_TRUE(run_until(io_, [&] { return a->connected && b->connected; }));
+  relay.swallow_from_server();
+  start_join(*a, join_request("a", 2, 2));
+  auto a_joined = [&] {
+    return server_.on_loop([](RendezvousServer& s) {
+      for (const auto& job : s.jobs()) {
+        if (!job.round) continue;
+        for (const auto& node : job.round->nodes) {
+          if (node.node_id == "a") return true;
+        }
+      }
+      return false;
+    });
+  };
+  ASSERT_TRUE(run_until(io_, a_joined));  // done: its answer is on the way into the void
+  relay.cut();
+  // Until a is back, b's join must not close a round without it or restart one.
+  start_join(*b, join_request("b", 2, 2));
+  ASSERT_TRUE(run_until(io_, [&] { return a->assignment && b->assignment; }));
+  ASSERT_TRUE(a->assignment->ok()) << a->assignment->error_message();
+  ASSERT_TRUE(b->assignment->ok()) << b->assignment->error_message();
+  EXPECT_EQ((*a->assignment)->round, (*b->assignment)->round);
+  EXPECT_EQ((*a->assignment)->group_world_size, 2u);
+  EXPECT_NE((*a->assignment)->group_rank, (*b->assignment)->group_rank);
+  EXPECT_EQ(a->count<RestartRequested>() + b->count<RestartRequested>(), 0u);
+  EXPECT_EQ(a->count<ConnectionLost>(), 0u);
 }
 
 TEST_F(RobustnessTest, ServerShutdownIsReportedAsConnectionLost) {

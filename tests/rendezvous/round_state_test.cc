@@ -257,6 +257,34 @@ TEST_F(RoundStateTest, FailureAfterSomeSucceededTakesTheFailurePath) {
   EXPECT_EQ(count<JobFailed>(d), 2u);
 }
 
+// A blip at the exit barrier: b's connection drops after a finished. b keeps its place for its
+// grace, comes back and finishes; a is not sent to run its workers again.
+TEST_F(RoundStateTest, AMemberLostAtTheExitBarrierHasItsGraceToFinish) {
+  make(2, 2);
+  join("a");
+  join("b");
+  state_->report_success("a", 0, clock_.steady_now());
+  EXPECT_TRUE(state_->detach("b", clock_.steady_now()).empty());
+  EXPECT_TRUE(advance(milliseconds(150)).empty());
+  EXPECT_TRUE(state_->reattach("b"));
+  auto d = *state_->report_success("b", 0, clock_.steady_now());
+  EXPECT_EQ(count<JobSucceeded>(d), 2u);
+}
+
+// b never comes back: when its grace ends, the job restarts as a whole, a included.
+TEST_F(RoundStateTest, AMemberLostForGoodAtTheExitBarrierRestartsEveryMember) {
+  make(1, 2);
+  join("a");
+  join("b");
+  state_->report_success("a", 0, clock_.steady_now());
+  EXPECT_TRUE(state_->detach("b", clock_.steady_now()).empty());
+  auto d = advance(milliseconds(200));
+  ASSERT_EQ(count<RestartRequested>(d), 1u);
+  EXPECT_EQ(d[0].node_id, "a");
+  EXPECT_EQ(std::get<RestartRequested>(d[0].push).reason, RestartReason::kMemberLost);
+  EXPECT_FALSE(state_->knows("b"));
+}
+
 TEST_F(RoundStateTest, NextDeadlineTracksLastCallJoinTimeoutAndGrace) {
   make(2, 3);
   const auto t0 = clock_.steady_now();
