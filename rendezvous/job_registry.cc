@@ -298,7 +298,12 @@ Status JobRegistry::restore(state::StateStore& store, DecisionJournal::FailureHa
     for (const auto& [node, token] : snap.tokens) {
       Job::Link& link = job->links[node];
       link.token = token;
-      link.delivery = DeliveryLog::restored();  // what the old server sent is unknown
+      // What the old server sent is unknown: the node's first push after the restart says
+      // where the job is, in case it missed a decision recorded but not yet sent.
+      link.delivery = DeliveryLog::restored();
+      if (job->round) {
+        if (auto now = job->round->catch_up(node)) link.delivery.record(std::move(*now));
+      }
     }
     schedule(*job);
     spdlog::info("restored job '{}' from {}: round {}, {} node(s), {} restart(s) used", id,

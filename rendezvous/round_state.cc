@@ -205,6 +205,41 @@ void RoundState::close_round(Decisions& out) {
   phase_ = Phase::kRunning;
 }
 
+std::optional<Push> RoundState::catch_up(const std::string& node_id) const {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return std::nullopt;
+  const NodeRecord& rec = it->second;
+  if (phase_ == Phase::kSucceeded) return Push(JobSucceeded{round_});
+  if (phase_ == Phase::kGathering && rec.state == NodeState::kIdle && rec.expected && round_ > 0) {
+    return Push(RestartRequested{round_ - 1, RestartReason::kMemberLost,
+                                 fmt::format("round {} ended while the rendezvous server "
+                                             "restarted",
+                                             round_ - 1),
+                                 ""});
+  }
+  if (phase_ != Phase::kRunning || rec.state != NodeState::kMember) return std::nullopt;
+  // The members by group rank, as close_round() placed them.
+  std::vector<const NodeRecord*> members;
+  for (const auto& [id, r] : nodes_) {
+    if (r.state == NodeState::kMember) members.push_back(&r);
+  }
+  std::sort(members.begin(), members.end(), [](const NodeRecord* a, const NodeRecord* b) {
+    return a->last_group_rank.value_or(0) < b->last_group_rank.value_or(0);
+  });
+  uint32_t world_size = 0, offset = 0;
+  for (const NodeRecord* r : members) {
+    if (r->last_group_rank.value_or(0) < rec.last_group_rank.value_or(0)) {
+      offset += r->info.local_world_size;
+    }
+    world_size += r->info.local_world_size;
+  }
+  const NodeInfo& master = members.front()->info;
+  return Push(RoundAssigned{job_id_, round_, rec.last_group_rank.value_or(0),
+                            static_cast<uint32_t>(members.size()), rec.info.local_world_size,
+                            offset, world_size, master.master_addr, master.master_port,
+                            restart_count_, options_.max_restarts});
+}
+
 std::optional<std::pair<uint32_t, std::string>> RoundState::member_placement(
     const std::string& node_id) const {
   auto it = nodes_.find(node_id);

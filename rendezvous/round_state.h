@@ -90,6 +90,12 @@ class RoundState {
   uint32_t restart_count() const { return restart_count_; }
   const JobOptions& options() const { return options_; }
   bool knows(const std::string& node_id) const { return nodes_.count(node_id) != 0; }
+  // The push that tells `node_id` where the job is now, for a node that may have missed the
+  // pushes before a server restart (job_registry.cc, restore): its RoundAssigned while it is a
+  // member of the running round, the RestartRequested of the round it was in while the next one
+  // gathers without it, JobSucceeded once the job has; nullopt otherwise (waiting nodes need
+  // nothing; a failed job's message and report are not kept).
+  std::optional<Push> catch_up(const std::string& node_id) const;
   // A member's group rank in the running round and the address it advertises.
   std::optional<std::pair<uint32_t, std::string>> member_placement(
       const std::string& node_id) const;

@@ -156,6 +156,52 @@ TEST_F(StateDaemonTest, DaemonKilledDuringAnOpenRoundCarriesTheRoundOn) {
   for (int i = 0; i < 2; ++i) EXPECT_TRUE(ExitedWith(runs[i], 0)) << "node " << i + 1;
 }
 
+// The daemon dies during a restart: a worker failed, the failure is recorded and the nodes are
+// being told (one node has heard it; the other may not have, and joins of the next round may be
+// in flight or recorded). The restarted daemon carries the restart on: each node learns the
+// round ended (the push it missed, or the catch-up a restored node gets first), its join is
+// sent again after its resume, and the next round runs every rank once with the one failure
+// counted once.
+TEST_F(StateDaemonTest, DaemonKilledDuringARestartCarriesTheRestartOn) {
+  ASSERT_TRUE(start_daemon());
+  for (int rank = 0; rank < 4; ++rank) make_fifo(out("ready_" + std::to_string(rank) + ".fifo"));
+  make_fifo(out("release.fifo"));
+  std::vector<std::unique_ptr<ChildProcess>> nodes;
+  for (int n : {1, 2}) {
+    NodeSpec spec = node(n, "2", 2, "10", {});
+    spec.entry = {mn_worker("chaos.py"), "3", "3", out("release.fifo")};  // rank 3 exits 3 once
+    spec.extra = {"--max_restarts", "2"};
+    nodes.push_back(start_node(spec));
+    ASSERT_NE(nodes.back(), nullptr);
+  }
+  // Either node hearing of the restart: the failure is recorded, the restart under way.
+  const Deadline heard = deadline_after(40s);
+  auto restart_heard = [&](ChildProcess& n) {  // reads what the node wrote, for 20 ms at most
+    return n.wait_for_stderr("restarting (2 restarts allowed)", deadline_after(20ms)) ||
+           n.stderr_text().find("rendezvous: worker_failure") != std::string::npos;
+  };
+  while (!restart_heard(*nodes[0]) && !restart_heard(*nodes[1])) {
+    ASSERT_LT(TestClock::now(), heard) << nodes[0]->stderr_text() << nodes[1]->stderr_text();
+  }
+  kill_daemon();
+  ASSERT_TRUE(start_daemon());
+  ASSERT_TRUE(daemon_->wait_for_stderr("restored job 'durable'", deadline_after(10s)))
+      << daemon_->stderr_text();
+
+  ASSERT_TRUE(wait_for_markers("run_n", 8, deadline_after(40s)));  // both rounds, 4 ranks each
+  release("release.fifo", 4);
+  const auto runs = finish_all(nodes, deadline_after(40s));
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(ExitedWith(runs[i], 0)) << "node " << i + 1;
+  size_t restarted = 0;
+  for (const auto& [name, m] : markers("run_n")) {
+    EXPECT_EQ(m["WORLD_SIZE"], "4") << name;
+    const std::string count = m["TORCHELASTIC_RESTART_COUNT"];
+    EXPECT_TRUE(count == "0" || count == "1") << name << ": restart count " << count;
+    restarted += count == "1";
+  }
+  EXPECT_EQ(restarted, 4u);  // the next round ran every rank once
+}
+
 TEST_F(StateDaemonTest, NodeAbsentThroughTheWindowAfterARestartIsLost) {
   ASSERT_TRUE(start_daemon());
   // World 2 (one worker per node) waits; once node 2 is lost, node 1's world of 1 finishes.

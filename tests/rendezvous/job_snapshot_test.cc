@@ -77,6 +77,29 @@ TEST_F(JobSnapshotTest, NodesThatResumeWithinTheWindowStayAndTheOthersAreLost) {
   EXPECT_EQ(restored.restart_count(), 0u);
 }
 
+// A decision recorded but not yet pushed when the daemon died: a restored node is told where the
+// job is now (job_registry.cc gives each resumed node this push first).
+TEST_F(JobSnapshotTest, ARestoredNodeCanBeToldWhereTheJobIsNow) {
+  RoundState running = reload(milliseconds(0));
+  auto a = running.catch_up("a");
+  ASSERT_TRUE(a && std::holds_alternative<RoundAssigned>(*a));
+  const auto& assigned = std::get<RoundAssigned>(*a);
+  EXPECT_EQ(assigned.round, 0u);
+  EXPECT_EQ(assigned.world_size, 4u);
+  EXPECT_EQ(assigned.group_world_size, 2u);
+  EXPECT_EQ(assigned.group_rank, running.member_placement("a")->first);
+  EXPECT_EQ(assigned.rank_offset, assigned.group_rank * 2);
+  EXPECT_EQ(assigned.master_port, 1000);
+
+  // The round ended (a's failure) and the daemon died before telling anyone.
+  ASSERT_TRUE(state_->report_failure("a", 0, "{}", 1, clock_.steady_now()).ok());
+  RoundState gathering = reload(milliseconds(0));
+  auto b = gathering.catch_up("b");
+  ASSERT_TRUE(b && std::holds_alternative<RestartRequested>(*b));
+  EXPECT_EQ(std::get<RestartRequested>(*b).round, 0u);
+  EXPECT_FALSE(gathering.catch_up("nobody"));
+}
+
 TEST_F(JobSnapshotTest, UnreadableOrNewerStateIsRefusedNamingTheJob) {
   auto garbage = decode_job_snapshot("job-x", "{not json", clock_.steady_now());
   ASSERT_FALSE(garbage.ok());
