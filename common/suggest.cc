@@ -37,6 +37,11 @@ std::optional<std::string> closest_match(std::string_view typed,
   std::optional<std::string> best;
   std::size_t best_distance = max_distance + 1;
   for (const auto& candidate : candidates) {
+    // The distance is at least the difference in length: a long mistyped word (or garbage)
+    // costs nothing more than a glance, not a quadratic table per candidate.
+    const std::size_t longer = std::max(typed.size(), candidate.size());
+    const std::size_t shorter = std::min(typed.size(), candidate.size());
+    if (longer - shorter >= best_distance) continue;
     const std::size_t d = edit_distance(typed, candidate);
     if (d < best_distance) {
       best_distance = d;
