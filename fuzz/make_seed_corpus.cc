@@ -187,6 +187,24 @@ void store_seeds() {
                     {R{Op::kWait, {"/go"}}, R{Op::kSet, {"/go"}, {"1"}}, R{Op::kGet, {"/go"}}}));
 }
 
+// As SLURM writes SLURM_JOB_NODELIST; the first byte picks the limits (0: the defaults).
+void hostlist_seeds() {
+  const std::vector<std::pair<std::string, std::string>> lists = {
+      {"one", "node1"},
+      {"range", "gpu[01-04,07],login1"},
+      {"product", "r[1-2]n[01-02]"},
+      {"wide", "a[0001-0128]"},
+      {"plain_list", "c1,c2,c3"},
+      {"dashes", "rack-1-node[1-3]"},
+      {"unbalanced", "gpu[01-04"},
+      {"reversed", "gpu[09-02]"},
+  };
+  for (const auto& [name, text] : lists) {
+    seed("slurm_hostlist", name, std::string(1, '\0') + text);
+    seed("slurm_hostlist", name + "_tight", std::string(1, '\1') + text);
+  }
+}
+
 void rdzv_conf_seeds() {
   const std::vector<std::pair<std::string, std::string>> confs = {
       {"torchrun_defaults", "join_timeout=600,last_call_timeout=30,close_timeout=30"},
@@ -265,6 +283,7 @@ int main(int argc, char** argv) {
   rendezvous_server_seeds();
   store_seeds();
   rdzv_conf_seeds();
+  hostlist_seeds();
   failure_report_seeds();
   error_file_seeds();
   snapshot_seeds();
