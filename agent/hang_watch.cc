@@ -19,8 +19,13 @@ HangWatch::~HangWatch() { end_attempt(); }
 
 Status HangWatch::begin_attempt(const std::string& dir, int nproc) {
   end_attempt();
+  // The files always (a script may write its heartbeats whether or not anyone looks); the
+  // watch only when something reads them: hang detection.
+  HeartbeatWatcherOptions watcher_options;
+  watcher_options.watch = detecting();
   auto watcher = HeartbeatWatcher::create(
-      io_, dir, nproc, {}, [this](const Heartbeat& beat) { on_heartbeat(beat); }, clock_);
+      io_, dir, nproc, watcher_options, [this](const Heartbeat& beat) { on_heartbeat(beat); },
+      clock_);
   if (!watcher) return watcher.status().with_context("heartbeat files");
   heartbeats_ = std::move(watcher.value());
   if (options_.file_timer) {

@@ -186,6 +186,12 @@ Result<std::unique_ptr<HeartbeatWatcher>> HeartbeatWatcher::create(
   for (int rank = 0; rank < local_world_size; ++rank) {
     if (Status s = create_rank_file(dir + "/" + file_name(rank)); !s.ok()) return s;
   }
+  if (!options.watch) {
+    auto impl =
+        std::make_shared<Impl>(io, options, std::move(on_heartbeat), clock, local_world_size);
+    impl->dir = dir;
+    return std::unique_ptr<HeartbeatWatcher>(new HeartbeatWatcher(std::move(impl)));
+  }
   UniqueFd fd(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
   if (!fd.valid()) {
     return Status::error(std::string("cannot watch heartbeats: inotify_init1: ") +
@@ -208,7 +214,7 @@ HeartbeatWatcher::HeartbeatWatcher(std::shared_ptr<Impl> impl) : impl_(std::move
 
 HeartbeatWatcher::~HeartbeatWatcher() {
   boost::system::error_code ignored;
-  impl_->inotify.close(ignored);
+  if (impl_->inotify.is_open()) impl_->inotify.close(ignored);
 }
 
 std::string HeartbeatWatcher::file_name(int local_rank) {

@@ -59,6 +59,11 @@ struct HeartbeatWatcherOptions {
   // inotify reads per wake-up before the loop gets a turn (a worker writing in a tight loop
   // must not keep the loop here). Default 64.
   std::size_t max_reads_per_wakeup = 64;
+  // false: only the directory and the files, no watch (no handler call ever). For workers
+  // that write heartbeats while nobody looks (hang detection off): an inotify instance costs
+  // nothing while it lives, but closing it waits for an RCU grace period, several
+  // milliseconds at the end of every attempt. Default true.
+  bool watch = true;
 };
 
 // Counters since creation, for tests, logs and metrics.

@@ -97,6 +97,36 @@ TEST_F(HeartbeatWatcherTest, CreatesAnEmptyPrivateFilePerRankAndNamesItForWorker
   EXPECT_TRUE(beats.empty());
 }
 
+// Inotify instances this process holds (the links in /proc/self/fd).
+int inotify_instances() {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const auto target = std::filesystem::read_symlink(entry.path(), ec);
+    n += !ec && target.string() == "anon_inode:inotify";
+  }
+  return n;
+}
+
+// Hang detection off: the files are there for scripts that write them, and nothing watches
+// (no inotify instance, whose closing would cost milliseconds at the end of every attempt).
+TEST_F(HeartbeatWatcherTest, WithoutWatchingOnlyTheFilesExist) {
+  const int before = inotify_instances();
+  HeartbeatWatcherOptions options;
+  options.watch = false;
+  auto created = HeartbeatWatcher::create(io, dir.path() + "/attempt_0", 2, options,
+                                          [this](const Heartbeat& beat) { beats.push_back(beat); });
+  ASSERT_TRUE(created.ok()) << created.error_message();
+  watcher = std::move(created.value());
+  EXPECT_EQ(inotify_instances(), before);
+  EXPECT_TRUE(std::filesystem::exists(watcher->file_for(1)));
+  write_file(watcher->file_for(1), "7\n");
+  io.poll();
+  EXPECT_TRUE(beats.empty());
+  EXPECT_EQ(watcher->stats().wakeups, 0u);
+  watcher.reset();  // destroying one that never watched is fine
+}
+
 TEST_F(HeartbeatWatcherTest, BurstOfWritesIsOneHeartbeatWithTheLatestStep) {
   start(2);
   for (int step = 0; step <= 300; ++step) {
