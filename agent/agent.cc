@@ -299,6 +299,7 @@ void Agent::after_group(const GroupResult& result) {
     coordinator_.report_success([this](Status s) {
       if (phase_ != Phase::kReporting) return;
       if (!s) spdlog::error("{}", s.message());
+      launcher_.workers_done();  // before the last work, which its exit then overlaps
       if (s) log_dir_->remove_if_temporary();
       finish(s ? 0 : 1);
     });
@@ -491,6 +492,7 @@ void Agent::finish(int exit_code) {
   }
   phase_ = Phase::kDone;
   exit_code_ = exit_code;
+  launcher_.workers_done();
   notify([&](AgentObserver& o) { o.on_job_finished(exit_code); });
   coordinator_.close();
   boost::system::error_code ignored;

@@ -68,6 +68,7 @@ void GroupSentinel::watch(pid_t pgid) { send(static_cast<int32_t>(pgid)); }
 void GroupSentinel::forget(pid_t pgid) { send(-static_cast<int32_t>(pgid)); }
 
 void GroupSentinel::send(int32_t record) {
+  if (!pipe_.valid()) return;  // released
   // 4 bytes: atomic on a pipe. The sentinel reads as fast as workers start, so the pipe never
   // fills; were it gone, losing the record only loses this safety net.
   ssize_t n;

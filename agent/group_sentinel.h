@@ -28,6 +28,9 @@ class GroupSentinel {
   GroupSentinel& operator=(GroupSentinel&&) = delete;
   // Closes the pipe and reaps the sentinel, which exits at once (nothing is announced then).
   ~GroupSentinel();
+  // Closes the pipe now: the sentinel exits on its own (killing any group still announced);
+  // the destructor, or whoever reaps our children, collects it. watch() is a no-op after this.
+  void release() { pipe_.reset(); }
 
   // Process group `pgid` now runs workers / has ended and must not be signalled any more.
   void watch(pid_t pgid);

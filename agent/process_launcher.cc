@@ -138,6 +138,12 @@ int PosixProcessLauncher::end_all_children() {
   return kill_adopted_children();
 }
 
+void PosixProcessLauncher::workers_done() {
+  // Tearing the sentinel's copy of our address space down takes about a millisecond; it
+  // happens while the agent removes its log directory and reports, not after.
+  if (sentinel_) sentinel_->release();
+}
+
 Result<SpawnedProcess> PosixProcessLauncher::spawn(const SpawnRequest& request) {
   if (!sentinel_ && !sentinel_failed_) {
     auto sentinel = GroupSentinel::start();

@@ -74,6 +74,9 @@ class ProcessLauncher {
   // The worker that led group `pgid` has been reaped and its group killed: nothing may signal
   // that id again (it can be reused).
   virtual void release_group(pid_t pgid) {}
+  // No worker runs and none will: helpers that guard workers may start to leave now, so that
+  // their exit overlaps the agent's last work instead of being waited for at the end.
+  virtual void workers_done() {}
   // The job is over: kill and reap every child still there (escaped grandchildren, helpers).
   // Called once the event loop has stopped. Returns how many there were.
   virtual int end_all_children() { return 0; }
@@ -98,6 +101,8 @@ class PosixProcessLauncher final : public ProcessLauncher {
   Status confirm_started(SpawnedProcess& process) override;
   void signal_group(pid_t pgid, int signo) override;
   void release_group(pid_t pgid) override;
+  // The group sentinel is told to go (it exits on its own; end_all_children reaps it).
+  void workers_done() override;
   int end_all_children() override;
 
  private:
