@@ -171,12 +171,16 @@ asio::awaitable<Status> client_handshake(Stream& stream, const std::string& job_
 asio::awaitable<Result<StatusReport>> client_status_query(Stream& stream,
                                                           const ClientCredentials& credentials,
                                                           const std::string& server_name,
-                                                          const CodecLimits& limits) {
+                                                          const CodecLimits& limits,
+                                                          std::optional<Redirect>* redirect) {
   const Opening opening{};  // named: GCC 12 mishandles temporaries in co_await
   auto reply = co_await open_connection(stream, opening, credentials, server_name, limits);
   if (!reply) co_return reply.status();
   if (auto* report = std::get_if<StatusReport>(&*reply)) co_return std::move(*report);
-  if (const auto* to = std::get_if<Redirect>(&*reply)) co_return redirected(*to);
+  if (const auto* to = std::get_if<Redirect>(&*reply)) {
+    if (redirect) *redirect = *to;
+    co_return redirected(*to);
+  }
   co_return Status::malformed("the server answered the status query with an unexpected frame");
 }
 

@@ -38,10 +38,10 @@ boost::asio::awaitable<Status> client_handshake(Stream& stream, const std::strin
                                                 std::optional<Redirect>* redirect = nullptr);
 
 // The status query's opening and its answer. Errors as client_handshake's (a replica that
-// does not lead: kUnavailable naming the leader), kMalformed when the server answered with
-// something else than a report.
+// does not lead: kUnavailable naming the leader, with the Redirect in `*redirect` when not
+// null), kMalformed when the server answered with something else than a report.
 boost::asio::awaitable<Result<StatusReport>> client_status_query(
     Stream& stream, const ClientCredentials& credentials, const std::string& server_name,
-    const CodecLimits& limits);
+    const CodecLimits& limits, std::optional<Redirect>* redirect = nullptr);
 
 }  // namespace ddprun::rdzv

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "rendezvous/security/tls_context.h"
+#include "rendezvous/server_address.h"
 #include "rendezvous/security/token_file.h"
 #include "rendezvous/status_client.h"
 
@@ -149,13 +150,26 @@ int run_status_command(const StatusCommandOptions& options, std::FILE* out, std:
   query.port = endpoint->port;
   query.timeout = options.timeout;
   query.credentials = std::move(*credentials);
-  auto report = query_status(query);
-  if (!report) {
-    std::fprintf(err, "ddp-rendezvous status: %s\n", report.error_message().c_str());
+  auto answer = query_status(query);
+  if (!answer) {
+    std::fprintf(err, "ddp-rendezvous status: %s\n", answer.error_message().c_str());
     return 1;
   }
-  const std::string text =
-      options.json ? status_to_json(*report).dump(2) + "\n" : render_status_table(*report);
+  const std::string asked = to_string(ServerAddress{query.host, query.port});
+  std::string text;
+  if (options.json) {
+    nlohmann::json json = status_to_json(answer->report);
+    json["answered_by"] = answer->answered_by;
+    text = json.dump(2) + "\n";
+  } else {
+    text = render_status_table(answer->report);
+    if (answer->answered_by != asked) {
+      // The replica asked does not lead; the table is the leader's.
+      text = fmt::format("(from the leader at {}; {} does not lead)\n", answer->answered_by,
+                         asked) +
+             text;
+    }
+  }
   std::fputs(text.c_str(), out);
   return 0;
 }

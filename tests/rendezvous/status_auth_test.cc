@@ -38,7 +38,9 @@ class StatusAuthTest : public ::testing::Test {
     StatusQueryOptions options;
     options.port = port;
     if (credentials.ok()) options.credentials = std::move(*credentials);
-    return query_status(options);
+    auto answer = query_status(options);
+    if (!answer) return answer.status();
+    return std::move(answer->report);
   }
   // The server's count of authentication failures once it reaches `expected` (bounded poll:
   // a TLS failure is counted after the client has seen it).

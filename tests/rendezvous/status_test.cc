@@ -45,7 +45,10 @@ class StatusTest : public ::testing::Test {
   Result<StatusReport> query() {
     StatusQueryOptions o;
     o.port = server_.port();
-    return query_status(o);
+    auto answer = query_status(o);
+    if (!answer) return answer.status();
+    EXPECT_EQ(answer->answered_by, "127.0.0.1:" + std::to_string(server_.port()));
+    return std::move(answer->report);
   }
 
   ServerThread server_;
@@ -101,23 +104,35 @@ TEST_F(StatusTest, UnreachableServerIsAClearError) {
       << report.error_message();
 }
 
-// A replica that does not lead answers a status query with where the leader is; the query
-// says so instead of showing the replica's own (empty) view.
-TEST_F(StatusTest, AReplicaThatDoesNotLeadNamesTheLeader) {
-  server_.on_loop([](RendezvousServer& server) {
-    server.redirect_clients(Redirect{"127.0.0.1", 4242});
-    return 0;
-  });
-  auto redirected = query();
-  ASSERT_FALSE(redirected.ok());
-  EXPECT_TRUE(redirected.status().is_unavailable()) << redirected.error_message();
-  EXPECT_NE(redirected.error_message().find("the leader is 127.0.0.1:4242"), std::string::npos)
-      << redirected.error_message();
-  server_.on_loop([](RendezvousServer& server) {
-    server.redirect_clients(std::nullopt);
-    return 0;
-  });
-  EXPECT_TRUE(query().ok());
+// A replica that does not lead answers a status query with where the leader is: the query
+// follows it and shows the leader's jobs, saying who answered. While no replica leads (an
+// election), the error says so; replicas that only send each other round are given up on.
+TEST_F(StatusTest, AReplicaThatDoesNotLeadSendsTheQueryToTheLeader) {
+  auto a = run_job("job-a", 1);  // on server_, the leader
+  ServerThread follower;
+  follower.redirect_clients(Redirect{"127.0.0.1", server_.port()});
+  StatusQueryOptions o;
+  o.port = follower.port();
+  auto answer = query_status(o);
+  ASSERT_TRUE(answer.ok()) << answer.error_message();
+  EXPECT_EQ(answer->answered_by, "127.0.0.1:" + std::to_string(server_.port()));
+  ASSERT_EQ(answer->report.jobs.size(), 1u);
+  EXPECT_EQ(answer->report.jobs[0].job_id, "job-a");
+
+  follower.redirect_clients(Redirect{});  // an election is under way
+  auto electing = query_status(o);
+  ASSERT_FALSE(electing.ok());
+  EXPECT_TRUE(electing.status().is_unavailable()) << electing.error_message();
+  EXPECT_NE(electing.error_message().find("no replica leads"), std::string::npos)
+      << electing.error_message();
+
+  ServerThread other;  // two replicas naming each other
+  follower.redirect_clients(Redirect{"127.0.0.1", other.port()});
+  other.redirect_clients(Redirect{"127.0.0.1", follower.port()});
+  auto loop = query_status(o);
+  ASSERT_FALSE(loop.ok());
+  EXPECT_NE(loop.error_message().find("gave up after 3 redirects"), std::string::npos)
+      << loop.error_message();
 }
 
 // Writes `frames` as the first frames of a raw connection and returns what the server sends
