@@ -71,7 +71,7 @@ struct RoundStateCodec {
   static json to_json(const RoundState& s) {
     json nodes = json::object();
     for (const auto& [id, rec] : s.nodes_) nodes[id] = node_to_json(rec);
-    return {{"options", options_to_json(s.options_)},
+    json out = {{"options", options_to_json(s.options_)},
             {"phase", static_cast<int>(s.phase_)},
             {"round", s.round_},
             {"restart_count", s.restart_count_},
@@ -80,6 +80,13 @@ struct RoundStateCodec {
             {"min_reached", s.min_reached_at_.has_value()},
             {"barrier", s.barrier_deadline_.has_value()},
             {"nodes", std::move(nodes)}};
+    if (s.failure_) {
+      out["failure"] = {{"reason", static_cast<int>(s.failure_->reason)},
+                        {"message", s.failure_->message},
+                        {"report", s.failure_->failure_report},
+                        {"exit_code", s.failure_->exit_code}};
+    }
+    return out;
   }
 
   // Rebuilds the state with its clocks restarted at `now` (job_snapshot.h).
@@ -96,6 +103,16 @@ struct RoundStateCodec {
     s.expected_total_ = j.at("expected_total");
     if (j.at("min_reached").get<bool>()) s.min_reached_at_ = now;
     if (j.at("barrier").get<bool>()) s.barrier_deadline_ = now + s.options_.exit_barrier_timeout;
+    if (j.contains("failure")) {  // absent from records written before it was kept
+      const json& f = j.at("failure");
+      const int reason = f.at("reason");
+      if (reason < static_cast<int>(JobFailureReason::kRestartsExhausted) ||
+          reason > static_cast<int>(JobFailureReason::kExitBarrierTimeout)) {
+        throw std::out_of_range(fmt::format("unknown failure reason {}", reason));
+      }
+      s.failure_ = JobFailed{static_cast<JobFailureReason>(reason), f.at("message"),
+                             f.at("report"), f.at("exit_code")};
+    }
     for (const auto& [id, n] : j.at("nodes").items()) {
       RoundState::NodeRecord rec = node_from_json(id, n);
       // Nobody is connected to a daemon that just started: each node has heartbeat_timeout to

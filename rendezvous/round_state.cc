@@ -210,6 +210,9 @@ std::optional<Push> RoundState::catch_up(const std::string& node_id) const {
   if (it == nodes_.end()) return std::nullopt;
   const NodeRecord& rec = it->second;
   if (phase_ == Phase::kSucceeded) return Push(JobSucceeded{round_});
+  if (phase_ == Phase::kFailed) {
+    return failure_ ? std::optional<Push>(Push(*failure_)) : std::nullopt;
+  }
   if (phase_ == Phase::kGathering && rec.state == NodeState::kIdle && rec.expected && round_ > 0) {
     return Push(RestartRequested{round_ - 1, RestartReason::kMemberLost,
                                  fmt::format("round {} ended while the rendezvous server "
@@ -456,7 +459,8 @@ RoundState::Snapshot RoundState::snapshot() const {
 void RoundState::fail_job(JobFailureReason reason, const std::string& message,
                           const std::string& failure_report, int32_t exit_code, Decisions& out) {
   phase_ = Phase::kFailed;
-  push_to_all(JobFailed{reason, message, failure_report, exit_code}, out);
+  failure_ = JobFailed{reason, message, failure_report, exit_code};
+  push_to_all(*failure_, out);
 }
 
 void RoundState::push_to_all(const Push& push, Decisions& out) const {

@@ -93,8 +93,8 @@ class RoundState {
   // The push that tells `node_id` where the job is now, for a node that may have missed the
   // pushes before a server restart (job_registry.cc, restore): its RoundAssigned while it is a
   // member of the running round, the RestartRequested of the round it was in while the next one
-  // gathers without it, JobSucceeded once the job has; nullopt otherwise (waiting nodes need
-  // nothing; a failed job's message and report are not kept).
+  // gathers without it, JobSucceeded or JobFailed (its message, report and exit code) once the
+  // job has ended; nullopt otherwise (waiting nodes need nothing).
   std::optional<Push> catch_up(const std::string& node_id) const;
   // A member's group rank in the running round and the address it advertises.
   std::optional<std::pair<uint32_t, std::string>> member_placement(
@@ -176,6 +176,8 @@ class RoundState {
   size_t member_count_ = 0;
   size_t succeeded_count_ = 0;
   std::optional<SteadyTime> barrier_deadline_;
+  // Failed: what every node was told (kept durable: job_snapshot.h; catch_up() repeats it).
+  std::optional<JobFailed> failure_;
 };
 
 }  // namespace ddprun::rdzv

@@ -100,6 +100,29 @@ TEST_F(JobSnapshotTest, ARestoredNodeCanBeToldWhereTheJobIsNow) {
   EXPECT_FALSE(gathering.catch_up("nobody"));
 }
 
+// The job's outcome is durable: a failed job's message, report and exit code come back after a
+// restart, for a node that missed them.
+TEST_F(JobSnapshotTest, AFailedJobKeepsWhatItsNodesWereTold) {
+  options_.max_restarts = 0;
+  state_.emplace("job", options_, clock_.steady_now());
+  for (const char* id : {"a", "b"}) {
+    ASSERT_TRUE(state_->join(NodeInfo{id, 2, {}, std::string("addr-") + id, 1000}, options_,
+                             clock_.steady_now())
+                    .ok());
+  }
+  ASSERT_TRUE(state_->report_failure("a", 0, R"({"rank":1})", 7, clock_.steady_now()).ok());
+  ASSERT_EQ(state_->phase(), RoundState::Phase::kFailed);
+  RoundState restored = reload(milliseconds(0));
+  EXPECT_EQ(restored.phase(), RoundState::Phase::kFailed);
+  auto b = restored.catch_up("b");
+  ASSERT_TRUE(b && std::holds_alternative<JobFailed>(*b));
+  const auto& failed = std::get<JobFailed>(*b);
+  EXPECT_EQ(failed.reason, JobFailureReason::kRestartsExhausted);
+  EXPECT_EQ(failed.exit_code, 7);
+  EXPECT_EQ(failed.failure_report, R"({"rank":1})");
+  EXPECT_NE(failed.message.find("no restarts are left"), std::string::npos) << failed.message;
+}
+
 TEST_F(JobSnapshotTest, UnreadableOrNewerStateIsRefusedNamingTheJob) {
   auto garbage = decode_job_snapshot("job-x", "{not json", clock_.steady_now());
   ASSERT_FALSE(garbage.ok());
