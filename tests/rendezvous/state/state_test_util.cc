@@ -237,10 +237,13 @@ void EtcdCluster::launch(int attempt) {
                                                          log_dir_,
                                                          "--initial-cluster-state",
                                                          "new",
+                                                         // etcd's defaults: tighter ones
+                                                         // made a loaded CI machine miss
+                                                         // heartbeats and re-elect in a loop
                                                          "--heartbeat-interval",
-                                                         "50",
+                                                         "100",
                                                          "--election-timeout",
-                                                         "500"},
+                                                         "1000"},
                                 data + ".log"));
   }
 }
