@@ -18,9 +18,9 @@ namespace {
 using namespace std::chrono_literals;
 using rdzv::state::testing::EtcdCluster;
 
-// etcd's shortest lease (3 × the harness's 1 s election timeout): the takeover then comes
-// about 3.5 s after the leader's last refresh.
-constexpr const char* kLeaseTtl = "3";
+// etcd's shortest lease (2 s with the harness's 500 ms election timeout is well above its
+// minimum): the takeover then comes about 2.5 s after the leader's last refresh.
+constexpr const char* kLeaseTtl = "2";
 // The agents' reconnect window (heartbeat_timeout): well above a takeover on shared cores.
 constexpr const char* kWindow = "12";
 

@@ -20,8 +20,7 @@ using namespace std::chrono_literals;
 using testing::Child;
 using testing::EtcdCluster;
 
-// etcd's minimum lease TTL: 3 × the election timeout (1 s, state_test_util.cc), in seconds.
-constexpr int kTtlMs = 3000;
+constexpr int kTtlMs = 2000;  // etcd's minimum lease TTL
 constexpr int kPollMs = 200;
 
 // One contender process and what it has said so far.

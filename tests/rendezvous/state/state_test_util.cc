@@ -237,13 +237,10 @@ void EtcdCluster::launch(int attempt) {
                                                          log_dir_,
                                                          "--initial-cluster-state",
                                                          "new",
-                                                         // etcd's defaults: tighter ones
-                                                         // made a loaded CI machine miss
-                                                         // heartbeats and re-elect in a loop
                                                          "--heartbeat-interval",
-                                                         "100",
+                                                         "50",
                                                          "--election-timeout",
-                                                         "1000"},
+                                                         "500"},
                                 data + ".log"));
   }
 }
