@@ -194,6 +194,26 @@ void EtcdLeadership::set_leader(std::optional<std::string> leader) {
   if (handlers_.leader_changed) handlers_.leader_changed(leader_);
 }
 
+namespace {
+// Revokes `lease`, again every 100 ms while etcd answers "unavailable" (no member could serve),
+// until `deadline`. Holds the client, not the leadership, which may be gone by then.
+void revoke_until(std::shared_ptr<EtcdClient> client, int64_t lease,
+                  std::chrono::steady_clock::time_point deadline,
+                  std::function<void(Status)> done) {
+  client->lease_revoke(lease, [client, lease, deadline, done = std::move(done)](Status s) mutable {
+    constexpr Millis kRetry{100};
+    if (s || !s.is_unavailable() || std::chrono::steady_clock::now() + kRetry >= deadline) {
+      return done(std::move(s));
+    }
+    auto timer = std::make_shared<boost::asio::steady_timer>(client->io(), kRetry);
+    timer->async_wait([client, lease, deadline, done = std::move(done),
+                       timer](const boost::system::error_code&) mutable {
+      revoke_until(std::move(client), lease, deadline, std::move(done));
+    });
+  });
+}
+}  // namespace
+
 void EtcdLeadership::resign(std::function<void(Status)> done) {
   const bool had_lease = state_ == State::kLeading;
   state_ = State::kStopped;
@@ -205,7 +225,8 @@ void EtcdLeadership::resign(std::function<void(Status)> done) {
     return;
   }
   leader_.reset();
-  client_->lease_revoke(term_.lease, std::move(done));
+  revoke_until(client_, term_.lease, confirmed_at_ + Millis(term_.ttl_seconds * 1000),
+               std::move(done));
 }
 
 }  // namespace ddprun::rdzv::state

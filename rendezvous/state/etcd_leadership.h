@@ -84,8 +84,10 @@ class EtcdLeadership {
   // Starts campaigning. Call once.
   void start();
   // Stops campaigning and leading; revokes the lease (which deletes the leader key, so a
-  // follower takes over at its next poll). `done` runs on the io_context when etcd has answered
-  // (or the request failed). No handler runs after resign().
+  // follower takes over at its next poll). While etcd cannot serve (its own leader election
+  // after a member died), the revoke is tried again until the lease would have expired anyway.
+  // `done` runs on the io_context when etcd has answered (or the last try failed). No handler
+  // runs after resign().
   void resign(std::function<void(Status)> done);
 
   bool leading() const { return state_ == State::kLeading; }
