@@ -1,5 +1,6 @@
 #include "metrics/http_endpoint.h"
 
+#include "common/tcp_listener.h"
 #include <fcntl.h>
 
 #include <optional>
@@ -36,11 +37,6 @@ using Request = http::request<http::string_body>;
 using Response = http::response<http::string_body>;
 
 constexpr const char* kMetricsContentType = "text/plain; version=0.0.4; charset=utf-8";
-
-void set_cloexec(int fd) {
-  const int flags = ::fcntl(fd, F_GETFD);
-  if (flags >= 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
-}
 
 Response text_response(http::status status, unsigned version, std::string body,
                        const char* content_type = "text/plain; charset=utf-8") {
@@ -167,11 +163,9 @@ Status HttpEndpoint::listen() {
                                            endpoint.address().to_string(), options_.port,
                                            ec.message()));
   };
-  if (acceptor_.open(endpoint.protocol(), ec); ec) return fail("open");
-  set_cloexec(acceptor_.native_handle());
-  acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (acceptor_.bind(endpoint, ec); ec) return fail("bind");
-  if (acceptor_.listen(options_.backlog, ec); ec) return fail("listen");
+  if (const char* step = open_listener(acceptor_, endpoint, options_.backlog, ec)) {
+    return fail(step);
+  }
   port_ = acceptor_.local_endpoint(ec).port();
   asio::co_spawn(io_, accept_loop(), [](std::exception_ptr error) {
     if (error) spdlog::error("metrics endpoint: accept loop ended with an exception");

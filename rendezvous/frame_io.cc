@@ -1,5 +1,6 @@
 #include "rendezvous/frame_io.h"
 
+#include "common/tcp_listener.h"
 #include <fcntl.h>
 
 #include <array>
@@ -32,11 +33,6 @@ asio::awaitable<Status> read_frame(Stream& stream, const CodecLimits& limits,
   co_await stream.read(asio::buffer(body), ec);
   if (ec) co_return read_error(stream, ec, "connection closed in the middle of a frame");
   co_return Status();
-}
-
-void set_cloexec(int fd) {
-  const int flags = ::fcntl(fd, F_GETFD);
-  if (flags >= 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
 }
 
 void configure_socket(tcp::socket& socket) {

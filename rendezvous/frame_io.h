@@ -31,8 +31,6 @@ using tcp = asio::ip::tcp;
 asio::awaitable<Status> read_frame(Stream& stream, const CodecLimits& limits,
                                    std::vector<uint8_t>& body);
 
-// Marks the descriptor close-on-exec so that workers the agent spawns never inherit it.
-void set_cloexec(int fd);
 
 // Sets TCP_NODELAY (frames are small and latency-bound) and close-on-exec on a new socket.
 void configure_socket(tcp::socket& socket);

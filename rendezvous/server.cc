@@ -1,5 +1,6 @@
 #include "rendezvous/server.h"
 
+#include "common/tcp_listener.h"
 #include <fcntl.h>
 #include <sys/resource.h>
 
@@ -68,11 +69,9 @@ Status RendezvousServer::listen(const std::string& address, uint16_t port) {
     return Status::error(fmt::format("rendezvous server: {} {}:{} failed: {}", step,
                                      endpoint.address().to_string(), port, ec.message()));
   };
-  if (acceptor_.open(endpoint.protocol(), ec); ec) return fail("open");
-  set_cloexec(acceptor_.native_handle());
-  acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (acceptor_.bind(endpoint, ec); ec) return fail("bind");
-  if (acceptor_.listen(options_.backlog, ec); ec) return fail("listen");
+  if (const char* step = open_listener(acceptor_, endpoint, options_.backlog, ec)) {
+    return fail(step);
+  }
   port_ = acceptor_.local_endpoint(ec).port();
   asio::co_spawn(io_, accept_loop(), LogCoroutineEnd{"rendezvous accept loop"});
   spdlog::debug("rendezvous server listening on {}:{}", endpoint.address().to_string(), port_);

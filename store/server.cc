@@ -1,5 +1,6 @@
 #include "store/server.h"
 
+#include "common/tcp_listener.h"
 #include <fcntl.h>
 #include <sys/socket.h>
 
@@ -19,10 +20,6 @@ namespace {
 
 // Workers are forked by the agent on this same thread, so setting the flag right after the
 // socket is made leaves no window in which a fork could inherit it.
-void set_cloexec(int fd) {
-  const int flags = ::fcntl(fd, F_GETFD);
-  if (flags >= 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
-}
 
 void configure_accepted(tcp::socket& socket) {
   set_cloexec(socket.native_handle());
