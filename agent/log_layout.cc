@@ -1,6 +1,8 @@
 #include "agent/log_layout.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -12,12 +14,41 @@
 namespace ddprun::agent {
 namespace fs = std::filesystem;
 
-Result<RunLogDir> RunLogDir::create(const std::string& base, const std::string& run_id) {
+namespace {
+
+bool writable_directory(const char* path) {
+  struct stat st {};
+  return path && *path && ::stat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
+         ::access(path, W_OK | X_OK) == 0;
+}
+
+}  // namespace
+
+std::string temporary_parent(bool writes_log_files,
+                             const std::function<const char*(const char*)>& env) {
+  if (const char* tmp = env("TMPDIR"); tmp && *tmp) return tmp;
+  if (!writes_log_files) {
+    if (const char* runtime = env("XDG_RUNTIME_DIR"); writable_directory(runtime)) return runtime;
+    if (writable_directory("/dev/shm")) return "/dev/shm";
+  }
+  return "/tmp";
+}
+
+bool writes_log_files(const LogOptions& logs, int local_world_size) {
+  for (int rank = 0; rank < local_world_size; ++rank) {
+    if (plan_stream(logs, rank, kStdout).to_file || plan_stream(logs, rank, kStderr).to_file) {
+      return true;
+    }
+  }
+  return false;
+}
+
+Result<RunLogDir> RunLogDir::create(const std::string& base, const std::string& run_id,
+                                    const std::string& temporary_parent) {
   RunLogDir dir;
   std::string parent = base;
   if (parent.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    parent = (tmp && *tmp) ? tmp : "/tmp";
+    parent = temporary_parent;
     dir.temporary_ = true;
   }
   std::error_code ec;
@@ -46,12 +77,19 @@ std::string RunLogDir::error_file(int attempt, int local_rank) const {
 }
 
 Status RunLogDir::prepare_attempt(int attempt, int local_world_size) const {
+  // One mkdir per directory (create_directories would stat every parent for every rank):
+  // this runs on the launch and the restart path.
+  auto make = [](const std::string& path) -> Result<bool> {  // true: it was there already
+    if (::mkdir(path.c_str(), 0777) == 0) return false;  // less the umask
+    if (errno == EEXIST) return true;
+    return Status::error("cannot create " + path + ": " + std::strerror(errno));
+  };
+  if (auto made = make(attempt_dir(attempt)); !made) return made.status();
   for (int rank = 0; rank < local_world_size; ++rank) {
-    std::error_code ec;
-    fs::create_directories(worker_dir(attempt, rank), ec);
-    if (ec)
-      return Status::error("cannot create " + worker_dir(attempt, rank) + ": " + ec.message());
-    fs::remove(error_file(attempt, rank), ec);  // a stale file would be taken for a new error
+    auto existed = make(worker_dir(attempt, rank));
+    if (!existed) return existed.status();
+    // A stale file would be taken for a new error.
+    if (existed.value()) ::unlink(error_file(attempt, rank).c_str());
   }
   return {};
 }

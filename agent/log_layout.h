@@ -3,6 +3,8 @@
 // and which of a worker's streams go to the console, to a file, or through the agent.
 #pragma once
 
+#include <cstdlib>
+#include <functional>
 #include <string>
 
 #include "agent/options.h"
@@ -10,11 +12,29 @@
 
 namespace ddprun::agent {
 
+// Where a run's temporary directory goes when --log_dir is not given: $TMPDIR when it is set
+// (the user's choice, as for torchrun's tempfile), else /tmp when the run writes log files
+// (`writes_log_files`: they can grow large and must not fill memory), else a memory file
+// system: $XDG_RUNTIME_DIR (per user, tmpfs by the XDG spec) or /dev/shm, whichever is a
+// writable directory, /tmp otherwise. Such a run's directory holds only its error files and
+// heartbeat files, a few bytes each, and is deleted when the job succeeds; on a disk file
+// system its ~20 directories and files cost milliseconds on every launch and restart (0.25 ms
+// per mkdir on our CI machine's ext4), on tmpfs microseconds. `env` looks variables up
+// (std::getenv in production).
+std::string temporary_parent(bool writes_log_files,
+                             const std::function<const char*(const char*)>& env = std::getenv);
+
+// Whether any stream of any of `local_world_size` ranks goes to a log file (plan_stream's
+// to_file): redirected, tee'd, or kept out of the console by --local_ranks_filter.
+bool writes_log_files(const LogOptions& logs, int local_world_size);
+
 class RunLogDir {
  public:
-  // Creates `<base>/<run_id>_<random>`; with an empty `base`, a fresh directory under $TMPDIR
-  // (or /tmp) that is temporary: remove_if_temporary() deletes it.
-  static Result<RunLogDir> create(const std::string& base, const std::string& run_id);
+  // Creates `<base>/<run_id>_<random>`; with an empty `base`, a fresh directory
+  // `ddprun_<run_id>_<random>` under `temporary_parent` that is temporary:
+  // remove_if_temporary() deletes it.
+  static Result<RunLogDir> create(const std::string& base, const std::string& run_id,
+                                  const std::string& temporary_parent = "/tmp");
 
   const std::string& path() const { return path_; }
   std::string attempt_dir(int attempt) const;

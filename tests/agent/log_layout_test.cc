@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 
 #include "agent/line_assembler.h"
 
@@ -71,6 +75,80 @@ TEST(RunLogDir, LaysOutAttemptsAsTorchrun) {
   dir->remove_if_temporary();  // chosen by the user: kept
   EXPECT_TRUE(std::filesystem::exists(dir->path()));
   std::filesystem::remove_all(base);
+}
+
+TEST(RunLogDir, ATemporaryOneGoesUnderItsParentAndIsRemoved) {
+  auto parent = std::filesystem::temp_directory_path() / "ddprun_layout_temp_test";
+  std::filesystem::remove_all(parent);
+  std::filesystem::create_directories(parent);
+  auto dir = RunLogDir::create("", "job2", parent.string());
+  ASSERT_TRUE(dir) << dir.error_message();
+  EXPECT_EQ(std::filesystem::path(dir->path()).parent_path(), parent);
+  EXPECT_EQ(std::filesystem::path(dir->path()).filename().string().rfind("ddprun_job2_", 0), 0u);
+  ASSERT_TRUE(dir->prepare_attempt(0, 3));
+  EXPECT_TRUE(std::filesystem::is_directory(dir->path() + "/attempt_0/2"));
+  dir->remove_if_temporary();
+  EXPECT_TRUE(std::filesystem::is_empty(parent));
+  std::filesystem::remove_all(parent);
+}
+
+TEST(RunLogDir, AnAttemptThatCannotBeCreatedSaysWhere) {
+  auto base = std::filesystem::temp_directory_path() / "ddprun_layout_blocked_test";
+  std::filesystem::remove_all(base);
+  auto dir = RunLogDir::create(base.string(), "job3");
+  ASSERT_TRUE(dir) << dir.error_message();
+  std::ofstream(dir->path() + "/attempt_1") << "a file";  // where the directory should go
+  Status s = dir->prepare_attempt(1, 1);
+  EXPECT_FALSE(s);
+  EXPECT_NE(s.message().find(dir->path() + "/attempt_1/0"), std::string::npos) << s.message();
+  std::filesystem::remove_all(base);
+}
+
+// An environment for temporary_parent: only the variables given.
+std::function<const char*(const char*)> env_of(std::map<std::string, std::string> vars) {
+  auto kept = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
+  return [kept](const char* name) -> const char* {
+    auto it = kept->find(name);
+    return it == kept->end() ? nullptr : it->second.c_str();
+  };
+}
+
+TEST(TemporaryParent, TmpdirAlwaysWins) {
+  EXPECT_EQ(temporary_parent(false, env_of({{"TMPDIR", "/scratch/me"}})), "/scratch/me");
+  EXPECT_EQ(temporary_parent(true, env_of({{"TMPDIR", "/scratch/me"}})), "/scratch/me");
+}
+
+TEST(TemporaryParent, WithoutLogFilesTheRuntimeDirIsUsed) {
+  auto runtime = std::filesystem::temp_directory_path() / "ddprun_runtime_dir_test";
+  std::filesystem::create_directories(runtime);
+  EXPECT_EQ(temporary_parent(false, env_of({{"XDG_RUNTIME_DIR", runtime.string()}})),
+            runtime.string());
+  EXPECT_EQ(temporary_parent(false, env_of({{"XDG_RUNTIME_DIR", runtime.string()},
+                                            {"TMPDIR", ""}})),
+            runtime.string());  // an empty TMPDIR is no choice
+  // Log files can be large: never in memory.
+  EXPECT_EQ(temporary_parent(true, env_of({{"XDG_RUNTIME_DIR", runtime.string()}})), "/tmp");
+  std::filesystem::remove_all(runtime);
+}
+
+TEST(TemporaryParent, AnUnusableRuntimeDirIsPassedOver) {
+  const std::string chosen =
+      temporary_parent(false, env_of({{"XDG_RUNTIME_DIR", "/nonexistent/ddprun-runtime"}}));
+  EXPECT_TRUE(chosen == "/dev/shm" || chosen == "/tmp") << chosen;
+  EXPECT_EQ(chosen == "/dev/shm", std::filesystem::is_directory("/dev/shm") &&
+                                      ::access("/dev/shm", W_OK | X_OK) == 0);
+}
+
+TEST(WritesLogFiles, OnlyWhenAStreamOfSomeRankGoesToAFile) {
+  EXPECT_FALSE(writes_log_files(logs(0, 0), 4));
+  EXPECT_TRUE(writes_log_files(logs(kStderr, 0), 4));
+  EXPECT_TRUE(writes_log_files(logs(0, kStdout), 4));
+  EXPECT_TRUE(writes_log_files(logs(0, 0, {0}), 2));  // rank 1 kept out of the console
+  EXPECT_FALSE(writes_log_files(logs(0, 0, {0}), 1));
+  LogOptions per_rank;
+  per_rank.redirects.per_rank = {{3, kStdout}};
+  EXPECT_FALSE(writes_log_files(per_rank, 3));
+  EXPECT_TRUE(writes_log_files(per_rank, 4));
 }
 
 TEST(LineAssembler, EmitsWholeLinesOnly) {

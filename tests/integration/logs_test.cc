@@ -2,6 +2,7 @@
 // lines, unprefixed files), --local_ranks_filter, and the --log_dir layout
 // <log_dir>/<run_id>_<random>/attempt_<N>/<local_rank>/{stdout.log,stderr.log,error.json}.
 #include <algorithm>
+#include <filesystem>
 
 #include "tests/integration/ddprun_fixture.h"
 
@@ -170,6 +171,20 @@ TEST_F(LogsTest, DefaultLogDirIsUnderTmpdir) {
   ASSERT_TRUE(ExitedWith(run, 0));
   const std::string tmpdir = env_.at("TMPDIR");
   EXPECT_TRUE(has(run.out, "[default0]:errfile0 " + tmpdir + "/")) << run.out;
+}
+
+// Without $TMPDIR, a run that writes no log files keeps its error and heartbeat files in the
+// runtime directory (a memory file system), and deletes them when it succeeds.
+TEST_F(LogsTest, WithoutTmpdirARunWithoutLogFilesUsesTheRuntimeDir) {
+  const std::filesystem::path runtime = std::filesystem::path(temp().path()) / "runtime";
+  std::filesystem::create_directories(runtime);
+  env_.erase("TMPDIR");
+  env_["XDG_RUNTIME_DIR"] = runtime.string();
+  const RunResult run = run_ddprun({"--nproc_per_node", "2", worker("chatter.py")});
+  ASSERT_TRUE(ExitedWith(run, 0));
+  EXPECT_TRUE(has(run.out, "errfile0 " + runtime.string() + "/ddprun_none_")) << run.out;
+  EXPECT_TRUE(has(run.out, "errfile1 " + runtime.string() + "/ddprun_none_")) << run.out;
+  EXPECT_TRUE(std::filesystem::is_empty(runtime)) << "the run's directory was left behind";
 }
 
 }  // namespace
