@@ -37,8 +37,18 @@ done
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ddprun_bench_XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-export TMPDIR=$WORK/tmp  # both launchers put their log directories under it
-mkdir -p "$TMPDIR"
+# ddprun runs with the caller's TMPDIR (set or not), as its users run it: where its temporary
+# run directory goes is part of what a launch costs, and it removes that directory itself.
+# torchrun leaves its log directories behind: it gets TMPDIR=$WORK/tmp, removed at the end.
+CALLER_TMPDIR=${TMPDIR-}
+CALLER_HAS_TMPDIR=${TMPDIR+set}
+mkdir -p "$WORK/tmp"
+# launcher_tmpdir <launcher|floor>: TMPDIR as that launcher gets it (call in a subshell).
+launcher_tmpdir() {
+  if [[ $1 == torchrun* ]]; then export TMPDIR=$WORK/tmp
+  elif [[ -n $CALLER_HAS_TMPDIR ]]; then export TMPDIR=$CALLER_TMPDIR
+  else unset TMPDIR; fi
+}
 LAUNCHERS=(ddprun torchrun torchrun_fast)
 
 free_port() {
@@ -67,7 +77,8 @@ measure_launch() {  # measure_launch <launcher|floor>
     out=$("$TOOLS/bench_run" --quiet -- "$TOOLS/fork_floor" "$WORKERS" /bin/true)
   else
     launcher_argv "$1"
-    out=$("$TOOLS/bench_run" --quiet -- "${LAUNCHER[@]}" --no_python --nproc_per_node "$WORKERS" /bin/true)
+    out=$(launcher_tmpdir "$1"; "$TOOLS/bench_run" --quiet -- "${LAUNCHER[@]}" --no_python \
+          --nproc_per_node "$WORKERS" /bin/true)
   fi
   if [[ $(field "$out" exit) != 0 ]]; then echo "launch run of $1 failed; skipped" >&2; return; fi
   record launch "$1" "$(field "$out" wall_ns)"
@@ -81,8 +92,9 @@ measure_failure() {  # measure_failure <launcher|floor> [--rss]
           "$TOOLS/stamp_worker")
   else
     launcher_argv "$1"
-    out=$(BENCH_OUT=$dir "$TOOLS/bench_run" --quiet ${2:-} -- "${LAUNCHER[@]}" --no_python \
-          --nproc_per_node "$WORKERS" --max_restarts 1 "$TOOLS/stamp_worker")
+    out=$(launcher_tmpdir "$1"; BENCH_OUT=$dir "$TOOLS/bench_run" --quiet ${2:-} -- \
+          "${LAUNCHER[@]}" --no_python --nproc_per_node "$WORKERS" --max_restarts 1 \
+          "$TOOLS/stamp_worker")
   fi
   if [[ $(field "$out" exit) != 0 ]]; then echo "failure run of $1 failed; skipped" >&2; return; fi
   if [[ ${2:-} == --rss ]]; then record rss "$1" "$(field "$out" peak_rss_kb)"; return; fi
@@ -103,7 +115,8 @@ measure_failure() {  # measure_failure <launcher|floor> [--rss]
 measure_rss_launch() {
   launcher_argv "$1"
   local out
-  out=$("$TOOLS/bench_run" --quiet --rss -- "${LAUNCHER[@]}" --no_python --nproc_per_node "$WORKERS" /bin/true)
+  out=$(launcher_tmpdir "$1"; "$TOOLS/bench_run" --quiet --rss -- "${LAUNCHER[@]}" --no_python \
+        --nproc_per_node "$WORKERS" /bin/true)
   record rss "$1" "$(field "$out" peak_rss_kb)"
 }
 
