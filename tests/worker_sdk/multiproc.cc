@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <stdexcept>
 
@@ -185,11 +186,13 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs,
   return results;
 }
 
-std::vector<ProcessResult> run_ranks(const std::string& binary,
-                                     const std::vector<std::string>& args, int world_size,
-                                     const fs::path& log_dir, const RunOptions& options,
-                                     const std::map<std::string, std::string>& extra_env) {
-  const std::string port = std::to_string(free_port());
+namespace {
+
+std::vector<ProcessSpec> rank_specs(const std::string& binary,
+                                    const std::vector<std::string>& args, int world_size,
+                                    const fs::path& log_dir,
+                                    const std::map<std::string, std::string>& extra_env,
+                                    const std::string& port) {
   std::vector<ProcessSpec> specs;
   for (int rank = 0; rank < world_size; ++rank) {
     ProcessSpec spec;
@@ -213,7 +216,35 @@ std::vector<ProcessResult> run_ranks(const std::string& binary,
     spec.output_file = log_dir / ("rank_" + std::to_string(rank) + ".log");
     specs.push_back(std::move(spec));
   }
-  return run_processes(specs, options);
+  return specs;
+}
+
+// Rank 0 could not bind MASTER_PORT: another process took the port between free_port()
+// letting it go and rank 0's TCPStore binding it (a Gloo connection of a test running beside
+// this one draws from the same ephemeral range).
+bool lost_the_port(const std::vector<ProcessResult>& results) {
+  return !results.empty() && !results[0].ok() &&
+         results[0].output.find("Address already in use") != std::string::npos;
+}
+
+}  // namespace
+
+std::vector<ProcessResult> run_ranks(const std::string& binary,
+                                     const std::vector<std::string>& args, int world_size,
+                                     const fs::path& log_dir, const RunOptions& options,
+                                     const std::map<std::string, std::string>& extra_env) {
+  // A port found free can be taken before it is bound; like torch's own distributed tests
+  // (retry_on_connect_failures), run again on a fresh port when that, and only that, happened.
+  // The store is rank 0's first act, so nothing else of the run has happened yet.
+  constexpr int kTries = 3;
+  for (int attempt = 1;; ++attempt) {
+    const std::string port = std::to_string(free_port());
+    auto results = run_processes(
+        rank_specs(binary, args, world_size, log_dir, extra_env, port), options);
+    if (attempt == kTries || !lost_the_port(results)) return results;
+    std::cerr << "run_ranks: port " << port << " was taken before rank 0 bound it; again on "
+              << "a fresh port (try " << attempt + 1 << " of " << kTries << ")\n";
+  }
 }
 
 std::string all_output(const std::vector<ProcessResult>& results) {
