@@ -46,7 +46,11 @@ def launcher_cmd(name, ddprun):
 
 
 def run_once(name, ddprun, steps, fail):
-    out = tempfile.mkdtemp(prefix="ddprun_realjob_")
+    with tempfile.TemporaryDirectory(prefix="ddprun_realjob_") as out:
+        return run_in(out, name, ddprun, steps, fail)
+
+
+def run_in(out, name, ddprun, steps, fail):
     cmd = launcher_cmd(name, ddprun)
     if fail:
         cmd += ["--max_restarts", "1"]
@@ -55,6 +59,8 @@ def run_once(name, ddprun, steps, fail):
         cmd += ["--fail-at-step", "20"]
     env = dict(os.environ, PYTHON_EXEC=PYTHON, OMP_NUM_THREADS="1")
     env.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+    if name != "ddprun":
+        env["TMPDIR"] = out  # torchrun leaves its log directory behind; ddprun removes its own
     start = time.time()
     proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True, timeout=300)

@@ -77,6 +77,7 @@ TEST(DestroyTest, RankZeroReturnsOnlyAfterEveryRankArrivedAgentHostedStore) {
                "destroy",
                "dir=" + dir.path().string()};
   spec.env["OMP_NUM_THREADS"] = "1";
+  spec.env["TMPDIR"] = dir.path().string();  // torchrun leaves its log directory behind
   spec.output_file = dir.path() / "torchrun.log";
   auto results = run_processes({spec});
   ASSERT_TRUE(results[0].ok()) << results[0].output;

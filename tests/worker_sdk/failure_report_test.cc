@@ -15,6 +15,7 @@ ProcessResult run_failing(const std::string& scenario) {
   spec.argv = {DDPRUN_BINARY,   "--standalone", "--nproc_per_node", "2", "--no_python",
                SDK_TEST_WORKER, scenario};
   spec.env["OMP_NUM_THREADS"] = "1";
+  spec.env["TMPDIR"] = dir.path().string();  // the failed run's directory is kept: in here
   spec.output_file = dir.path() / "ddprun.log";
   RunOptions options;
   options.deadline = std::chrono::seconds(90);

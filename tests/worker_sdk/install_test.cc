@@ -83,7 +83,7 @@ TEST(InstallTest, AnOutsideProjectBuildsAgainstTheInstalledSdkAndRunsUnderDdprun
     return head;
   };
   const std::string out = step("run", dir.path(), with(ddprun, (build / "consumer").string()),
-                               {{"OMP_NUM_THREADS", "1"}});
+                               {{"OMP_NUM_THREADS", "1"}, {"TMPDIR", dir.path().string()}});
   EXPECT_NE(out.find("consumer: sum 3 on 2 ranks"), std::string::npos) << out;
 
   // pkg-config: the same program from a plain compiler command line.

@@ -29,6 +29,7 @@ std::vector<torch::Tensor> run_job(const std::vector<std::string>& launcher, con
   spec.argv.push_back("out=" + (work / "final.pt").string());
   spec.argv.insert(spec.argv.end(), extra_args.begin(), extra_args.end());
   spec.env["OMP_NUM_THREADS"] = "1";
+  spec.env["TMPDIR"] = work.string();  // what a launcher leaves behind (torchrun's logs) goes too
   spec.output_file = work / "launcher.log";
   RunOptions options;
   options.deadline = std::chrono::seconds(150);

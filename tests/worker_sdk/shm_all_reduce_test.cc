@@ -96,6 +96,23 @@ TEST(ShmAllReduceTest, ARankThatDiedIsNoticedLongBeforeTheDeadline) {
   EXPECT_EQ(codes, (std::vector<int>{0, 0}));
 }
 
+// A set-up that fails or throws between create and unlink_name (a peer that never attached)
+// must not leave a segment of megabytes in /dev/shm.
+TEST(ShmAllReduceTest, TheCreatorRemovesTheNameIfSetUpEndsBeforeUnlinking) {
+  const std::string name = "/ddp_shm_test_owner_" + std::to_string(::getpid());
+  std::string error;
+  auto zero = ShmAllReduce::create(name, 2, 0, 4096, &error);
+  ASSERT_NE(zero, nullptr) << error;
+  auto one = ShmAllReduce::attach(name, 2, 1, &error);
+  ASSERT_NE(one, nullptr) << error;
+  one.reset();  // an attached rank never removes the name
+  EXPECT_NE(ShmAllReduce::attach(name, 2, 1, &error), nullptr) << error;
+  zero.reset();
+  EXPECT_EQ(ShmAllReduce::attach(name, 2, 1, &error), nullptr);
+  EXPECT_NE(error.find("No such file"), std::string::npos) << error;
+  ::shm_unlink(name.c_str());
+}
+
 TEST(ShmAllReduceTest, AMissingSegmentIsAClearError) {
   std::string error;
   EXPECT_EQ(ShmAllReduce::attach("/ddp_shm_test_missing", 2, 1, &error), nullptr);

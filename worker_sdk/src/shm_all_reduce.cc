@@ -87,7 +87,10 @@ ShmAllReduce::ShmAllReduce(std::string name, int world, int rank, void* base, st
       header_(static_cast<Header*>(base)),
       slot_bytes_(header_->slot_bytes) {}
 
-ShmAllReduce::~ShmAllReduce() { ::munmap(base_, bytes_); }
+ShmAllReduce::~ShmAllReduce() {
+  if (owns_name_) ::shm_unlink(name_.c_str());
+  ::munmap(base_, bytes_);
+}
 
 std::unique_ptr<ShmAllReduce> ShmAllReduce::create(const std::string& name, int world, int rank,
                                                    std::size_t slot_bytes, std::string* error) {
@@ -121,7 +124,9 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::create(const std::string& name, int 
   header->pid[rank].store(::getpid());
   std::atomic_thread_fence(std::memory_order_release);
   header->magic = kMagic;
-  return std::unique_ptr<ShmAllReduce>(new ShmAllReduce(name, world, rank, base, bytes));
+  std::unique_ptr<ShmAllReduce> created(new ShmAllReduce(name, world, rank, base, bytes));
+  created->owns_name_ = true;
+  return created;
 }
 
 std::unique_ptr<ShmAllReduce> ShmAllReduce::attach(const std::string& name, int world, int rank,
@@ -154,7 +159,10 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::attach(const std::string& name, int 
       new ShmAllReduce(name, world, rank, base, static_cast<std::size_t>(st.st_size)));
 }
 
-void ShmAllReduce::unlink_name() { ::shm_unlink(name_.c_str()); }
+void ShmAllReduce::unlink_name() {
+  if (owns_name_) ::shm_unlink(name_.c_str());
+  owns_name_ = false;
+}
 
 char* ShmAllReduce::slot(int r) const {
   return static_cast<char*>(base_) + align_up(sizeof(Header)) + slot_bytes_ * r;

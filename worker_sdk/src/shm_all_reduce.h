@@ -46,7 +46,9 @@ class ShmAllReduce {
   static constexpr std::size_t kDefaultSlotBytes = 4u << 20;
 
   // Rank 0 creates the named segment (shm_open O_EXCL), the others attach to it. On failure
-  // `error` says why and nullptr is returned.
+  // `error` says why and nullptr is returned. The creator owns the name until unlink_name():
+  // destroyed before that (a set-up that failed or threw), it removes the name itself, so
+  // that /dev/shm keeps nothing.
   static std::unique_ptr<ShmAllReduce> create(const std::string& name, int world, int rank,
                                               std::size_t slot_bytes, std::string* error);
   static std::unique_ptr<ShmAllReduce> attach(const std::string& name, int world, int rank,
@@ -79,6 +81,7 @@ class ShmAllReduce {
   Header* header_;
   std::size_t slot_bytes_;
   std::uint32_t seq_ = 0;  // chunks reduced so far (the same on every rank)
+  bool owns_name_ = false;  // created here, and the name not removed yet
 };
 
 }  // namespace ddp::detail
