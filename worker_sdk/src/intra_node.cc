@@ -2,8 +2,10 @@
 // ranks all run on this node. The set-up is collective, through the group's store:
 //   rank 0 creates the segment and publishes its name (or that it failed); the others
 //   attach; every rank reports whether it succeeded; when all have, rank 0 removes the name
-//   (the memory stays until the last rank unmaps it, so a crash leaks nothing); if any rank
-//   failed, every rank forgets the segment and the group stays on its backend.
+//   (the memory stays until the last rank unmaps it, so a crash after set-up leaks nothing;
+//   a set-up that throws removes the name too, from ShmAllReduce's destructor; only rank 0
+//   killed inside the set-up itself leaves the name in /dev/shm); if any rank failed, every
+//   rank forgets the segment and the group stays on its backend.
 #include <unistd.h>
 
 #include <cctype>
