@@ -7,6 +7,8 @@
 # usage: bench/launcher/run_bench.sh <build-dir> [repetitions, default 7]
 # env:   TORCHRUN  the torchrun command line (default: Debian's torch 1.13 through the wrapper
 #                  /usr/bin/python3 <repo>/../shared/tools/torchrun-1.13)
+#        TORCHRUN_IS_DDPRUN=1  the torchrun slots run a ddprun (another build, other flags):
+#                  give them the caller's TMPDIR too, as the ddprun column has
 #
 # Prints a markdown table on stdout (progress on stderr). Measured, per launcher:
 #   launch   whole-run wall time of `--no_python --nproc_per_node 8 /bin/true`; the floor is
@@ -21,7 +23,7 @@
 set -euo pipefail
 
 if [[ $# -lt 1 ]]; then
-  sed -n '2,9p' "$0" >&2
+  sed -n '2,11p' "$0" >&2
   exit 2
 fi
 BUILD=$(realpath "$1")
@@ -45,7 +47,7 @@ CALLER_HAS_TMPDIR=${TMPDIR+set}
 mkdir -p "$WORK/tmp"
 # launcher_tmpdir <launcher|floor>: TMPDIR as that launcher gets it (call in a subshell).
 launcher_tmpdir() {
-  if [[ $1 == torchrun* ]]; then export TMPDIR=$WORK/tmp
+  if [[ $1 == torchrun* && ${TORCHRUN_IS_DDPRUN:-0} != 1 ]]; then export TMPDIR=$WORK/tmp
   elif [[ -n $CALLER_HAS_TMPDIR ]]; then export TMPDIR=$CALLER_TMPDIR
   else unset TMPDIR; fi
 }
