@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Launcher benchmark: ddprun side by side with torchrun, medians of alternating repetitions.
+# Launcher benchmark: ddprun side by side with torchrun, medians of repetitions in a balanced order.
 # Builds nothing: give it a build directory that has the targets ddprun, fork_floor,
 # supervise_floor, stamp_worker and bench_run
 # (cmake --build <dir> --target ddprun fork_floor supervise_floor stamp_worker bench_run).
 #
-# usage: bench/launcher/run_bench.sh <build-dir> [repetitions, default 7]
+# usage: bench/launcher/run_bench.sh <build-dir> [repetitions, default 8; multiples of 4 balance
+#        the order of the launchers, see below]
 # env:   TORCHRUN  the torchrun command line (default: Debian's torch 1.13 through the wrapper
 #                  /usr/bin/python3 <repo>/../shared/tools/torchrun-1.13)
 #        TORCHRUN_IS_DDPRUN=1  the torchrun slots run a ddprun (another build, other flags):
@@ -23,11 +24,11 @@
 set -euo pipefail
 
 if [[ $# -lt 1 ]]; then
-  sed -n '2,11p' "$0" >&2
+  sed -n '2,12p' "$0" >&2
   exit 2
 fi
 BUILD=$(realpath "$1")
-REPS=${2:-7}
+REPS=${2:-8}
 WORKERS=8
 DDPRUN=$BUILD/launcher/ddprun
 TOOLS=$BUILD/bench/launcher
@@ -124,9 +125,17 @@ measure_rss_launch() {
 
 for ((rep = 1; rep <= REPS; ++rep)); do
   echo "repetition $rep/$REPS" >&2
-  # Alternate the order between repetitions, so that drift in machine load hits all alike.
-  order=(floor "${LAUNCHERS[@]}")
-  ((rep % 2 == 0)) && order=(torchrun_fast torchrun ddprun floor)
+  # The order changes from one repetition to the next as a balanced Latin square (a Williams
+  # design): over every 4 repetitions each of the four runs once in each position and once
+  # right after each of the others. What one run leaves behind then hits all alike: drift in
+  # machine load, and the cold CPU caches after torchrun (a 235 MB Python process), which slow
+  # the next ddprun launch by about 1.3 ms and the tiny fork_floor not measurably. (The plain
+  # alternation used before put ddprun right after torchrun in every other repetition and the
+  # floor never.)
+  williams=(0 1 3 2)
+  all=(floor "${LAUNCHERS[@]}")
+  order=()
+  for k in 0 1 2 3; do order+=("${all[$(((williams[k] + rep - 1) % 4))]}"); done
   for l in "${order[@]}"; do measure_launch "$l"; done
   for l in "${order[@]}"; do measure_failure "$l"; done
 done
@@ -147,7 +156,7 @@ maximum() { [[ -s $WORK/$1.$2 ]] && sort -n "$WORK/$1.$2" | tail -1 | awk -v d="
 ms=1000000
 n_launch=$(wc -l <"$WORK/launch.ddprun" 2>/dev/null || echo 0)
 n_failure=$(wc -l <"$WORK/sigterm_first.ddprun" 2>/dev/null || echo 0)
-echo "| metric (median of $REPS alternating runs) | floor | ddprun | torchrun 1.13 (--monitor_interval 5, its default) | torchrun 1.13 --monitor_interval 0.1 | target (ddprun) |"
+echo "| metric (median of $REPS runs, balanced order) | floor | ddprun | torchrun 1.13 (--monitor_interval 5, its default) | torchrun 1.13 --monitor_interval 0.1 | target (ddprun) |"
 echo "|---|---:|---:|---:|---:|---|"
 echo "| launch: whole run, 8 × \`--no_python /bin/true\` (ms) | $(median launch floor $ms 1) | $(median launch ddprun $ms 1) | $(median launch torchrun $ms 1) | $(median launch torchrun_fast $ms 1) | ≤ 2× floor |"
 echo "| failure → first sibling gets SIGTERM (ms) | $(median sigterm_first floor $ms 3) | $(median sigterm_first ddprun $ms 3) | $(median sigterm_first torchrun $ms 1) | $(median sigterm_first torchrun_fast $ms 1) | |"
