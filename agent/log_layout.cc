@@ -80,7 +80,7 @@ Status RunLogDir::prepare_attempt(int attempt, int local_world_size) const {
   // One mkdir per directory (create_directories would stat every parent for every rank):
   // this runs on the launch and the restart path.
   auto make = [](const std::string& path) -> Result<bool> {  // true: it was there already
-    if (::mkdir(path.c_str(), 0777) == 0) return false;  // less the umask
+    if (::mkdir(path.c_str(), 0777) == 0) return false;      // 0777 less the umask, as mkdir(1)
     if (errno == EEXIST) return true;
     return Status::error("cannot create " + path + ": " + std::strerror(errno));
   };

@@ -59,7 +59,8 @@ TEST(PlanStream, FilteredOutRanksKeepTheirOutputInFiles) {
 }
 
 TEST(RunLogDir, LaysOutAttemptsAsTorchrun) {
-  auto base = std::filesystem::temp_directory_path() / "ddprun_layout_test";
+  auto base =
+      std::filesystem::temp_directory_path() / ("ddprun_layout_test_" + std::to_string(::getpid()));
   std::filesystem::remove_all(base);
   auto dir = RunLogDir::create(base.string(), "job1");
   ASSERT_TRUE(dir) << dir.error_message();
@@ -78,7 +79,8 @@ TEST(RunLogDir, LaysOutAttemptsAsTorchrun) {
 }
 
 TEST(RunLogDir, ATemporaryOneGoesUnderItsParentAndIsRemoved) {
-  auto parent = std::filesystem::temp_directory_path() / "ddprun_layout_temp_test";
+  auto parent = std::filesystem::temp_directory_path() /
+                ("ddprun_layout_temp_test_" + std::to_string(::getpid()));
   std::filesystem::remove_all(parent);
   std::filesystem::create_directories(parent);
   auto dir = RunLogDir::create("", "job2", parent.string());
@@ -93,7 +95,8 @@ TEST(RunLogDir, ATemporaryOneGoesUnderItsParentAndIsRemoved) {
 }
 
 TEST(RunLogDir, AnAttemptThatCannotBeCreatedSaysWhere) {
-  auto base = std::filesystem::temp_directory_path() / "ddprun_layout_blocked_test";
+  auto base = std::filesystem::temp_directory_path() /
+              ("ddprun_layout_blocked_test_" + std::to_string(::getpid()));
   std::filesystem::remove_all(base);
   auto dir = RunLogDir::create(base.string(), "job3");
   ASSERT_TRUE(dir) << dir.error_message();
@@ -119,13 +122,14 @@ TEST(TemporaryParent, TmpdirAlwaysWins) {
 }
 
 TEST(TemporaryParent, WithoutLogFilesTheRuntimeDirIsUsed) {
-  auto runtime = std::filesystem::temp_directory_path() / "ddprun_runtime_dir_test";
+  auto runtime = std::filesystem::temp_directory_path() /
+                 ("ddprun_runtime_dir_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(runtime);
   EXPECT_EQ(temporary_parent(false, env_of({{"XDG_RUNTIME_DIR", runtime.string()}})),
             runtime.string());
-  EXPECT_EQ(temporary_parent(false, env_of({{"XDG_RUNTIME_DIR", runtime.string()},
-                                            {"TMPDIR", ""}})),
-            runtime.string());  // an empty TMPDIR is no choice
+  EXPECT_EQ(
+      temporary_parent(false, env_of({{"XDG_RUNTIME_DIR", runtime.string()}, {"TMPDIR", ""}})),
+      runtime.string());  // an empty TMPDIR is no choice
   // Log files can be large: never in memory.
   EXPECT_EQ(temporary_parent(true, env_of({{"XDG_RUNTIME_DIR", runtime.string()}})), "/tmp");
   std::filesystem::remove_all(runtime);
@@ -135,8 +139,8 @@ TEST(TemporaryParent, AnUnusableRuntimeDirIsPassedOver) {
   const std::string chosen =
       temporary_parent(false, env_of({{"XDG_RUNTIME_DIR", "/nonexistent/ddprun-runtime"}}));
   EXPECT_TRUE(chosen == "/dev/shm" || chosen == "/tmp") << chosen;
-  EXPECT_EQ(chosen == "/dev/shm", std::filesystem::is_directory("/dev/shm") &&
-                                      ::access("/dev/shm", W_OK | X_OK) == 0);
+  EXPECT_EQ(chosen == "/dev/shm",
+            std::filesystem::is_directory("/dev/shm") && ::access("/dev/shm", W_OK | X_OK) == 0);
 }
 
 TEST(WritesLogFiles, OnlyWhenAStreamOfSomeRankGoesToAFile) {

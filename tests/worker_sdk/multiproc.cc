@@ -188,9 +188,8 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs,
 
 namespace {
 
-std::vector<ProcessSpec> rank_specs(const std::string& binary,
-                                    const std::vector<std::string>& args, int world_size,
-                                    const fs::path& log_dir,
+std::vector<ProcessSpec> rank_specs(const std::string& binary, const std::vector<std::string>& args,
+                                    int world_size, const fs::path& log_dir,
                                     const std::map<std::string, std::string>& extra_env,
                                     const std::string& port) {
   std::vector<ProcessSpec> specs;
@@ -239,8 +238,8 @@ std::vector<ProcessResult> run_ranks(const std::string& binary,
   constexpr int kTries = 3;
   for (int attempt = 1;; ++attempt) {
     const std::string port = std::to_string(free_port());
-    auto results = run_processes(
-        rank_specs(binary, args, world_size, log_dir, extra_env, port), options);
+    auto results =
+        run_processes(rank_specs(binary, args, world_size, log_dir, extra_env, port), options);
     if (attempt == kTries || !lost_the_port(results)) return results;
     std::cerr << "run_ranks: port " << port << " was taken before rank 0 bound it; again on "
               << "a fresh port (try " << attempt + 1 << " of " << kTries << ")\n";

@@ -80,7 +80,7 @@ class ShmAllReduce {
   std::size_t bytes_;
   Header* header_;
   std::size_t slot_bytes_;
-  std::uint32_t seq_ = 0;  // chunks reduced so far (the same on every rank)
+  std::uint32_t seq_ = 0;   // chunks reduced so far (the same on every rank)
   bool owns_name_ = false;  // created here, and the name not removed yet
 };
 
