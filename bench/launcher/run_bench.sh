@@ -128,8 +128,9 @@ for ((rep = 1; rep <= REPS; ++rep)); do
   # The order changes from one repetition to the next as a balanced Latin square (a Williams
   # design): over every 4 repetitions each of the four runs once in each position and once
   # right after each of the others. What one run leaves behind then hits all alike: drift in
-  # machine load, and the cold CPU caches after torchrun (a 235 MB Python process), which slow
-  # the next ddprun launch by about 1.3 ms and the tiny fork_floor not measurably. (The plain
+  # machine load, and whatever torchrun (a 235 MB Python process) leaves behind, which slows
+  # the next ddprun launch by about 1.3 ms (cold CPU caches, presumably) and the tiny
+  # fork_floor not measurably. (The plain
   # alternation used before put ddprun right after torchrun in every other repetition and the
   # floor never.)
   williams=(0 1 3 2)
