@@ -149,7 +149,9 @@ TEST_F(StateDaemonTest, DaemonKilledDuringAnOpenRoundCarriesTheRoundOn) {
   for (const auto& [name, m] : markers("run_n")) {
     EXPECT_EQ(m["WORLD_SIZE"], "4") << name;
     EXPECT_EQ(m["TORCHELASTIC_RESTART_COUNT"], "0") << name;
-    if (m["node"] == "1") EXPECT_EQ(m["GROUP_RANK"], "0") << name;
+    if (m["node"] == "1") {
+      EXPECT_EQ(m["GROUP_RANK"], "0") << name;
+    }
   }
   release("release.fifo", 4);
   const auto runs = finish_all(nodes, deadline_after(40s));
