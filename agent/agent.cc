@@ -69,9 +69,9 @@ int Agent::run() {
 
 void Agent::start() {
   if (phase_ != Phase::kIdle) return;  // a signal may already have ended the job
-  auto dir =
-      RunLogDir::create(options_.logs.log_dir, options_.run_id,
-                        temporary_parent(writes_log_files(options_.logs, options_.nproc_per_node)));
+  auto dir = RunLogDir::create(options_.logs.log_dir, options_.run_id, [&] {
+    return temporary_parent(writes_log_files(options_.logs, options_.nproc_per_node));
+  });
   if (!dir) {
     spdlog::error("{}", dir.error_message());
     finish(1);

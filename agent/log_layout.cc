@@ -44,11 +44,11 @@ bool writes_log_files(const LogOptions& logs, int local_world_size) {
 }
 
 Result<RunLogDir> RunLogDir::create(const std::string& base, const std::string& run_id,
-                                    const std::string& temporary_parent) {
+                                    const std::function<std::string()>& parent_if_temporary) {
   RunLogDir dir;
   std::string parent = base;
   if (parent.empty()) {
-    parent = temporary_parent;
+    parent = parent_if_temporary();
     dir.temporary_ = true;
   }
   std::error_code ec;

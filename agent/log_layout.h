@@ -31,10 +31,11 @@ bool writes_log_files(const LogOptions& logs, int local_world_size);
 class RunLogDir {
  public:
   // Creates `<base>/<run_id>_<random>`; with an empty `base`, a fresh directory
-  // `ddprun_<run_id>_<random>` under `temporary_parent` that is temporary:
+  // `ddprun_<run_id>_<random>` under `parent_if_temporary()` that is temporary:
   // remove_if_temporary() deletes it.
-  static Result<RunLogDir> create(const std::string& base, const std::string& run_id,
-                                  const std::string& temporary_parent = "/tmp");
+  static Result<RunLogDir> create(
+      const std::string& base, const std::string& run_id,
+      const std::function<std::string()>& parent_if_temporary = [] { return "/tmp"; });
 
   const std::string& path() const { return path_; }
   std::string attempt_dir(int attempt) const;

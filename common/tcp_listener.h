@@ -1,6 +1,6 @@
 // What every TCP listener of the project does to its sockets (the rendezvous server, the
-// metrics endpoint): descriptors close-on-exec, so that workers never inherit them, and one
-// way to open a listening acceptor.
+// agent's store, the metrics endpoint): descriptors close-on-exec, so that workers never
+// inherit them, and one way to open a listening acceptor.
 #pragma once
 
 #include <fcntl.h>

@@ -1,8 +1,5 @@
 #include "metrics/http_endpoint.h"
 
-#include "common/tcp_listener.h"
-#include <fcntl.h>
-
 #include <optional>
 #include <unordered_set>
 #include <vector>
@@ -15,6 +12,8 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+
+#include "common/tcp_listener.h"
 
 namespace ddprun::metrics {
 

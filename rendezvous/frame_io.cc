@@ -1,13 +1,12 @@
 #include "rendezvous/frame_io.h"
 
-#include "common/tcp_listener.h"
-#include <fcntl.h>
-
 #include <array>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
+
+#include "common/tcp_listener.h"
 
 namespace ddprun::rdzv {
 

@@ -31,7 +31,6 @@ using tcp = asio::ip::tcp;
 asio::awaitable<Status> read_frame(Stream& stream, const CodecLimits& limits,
                                    std::vector<uint8_t>& body);
 
-
 // Sets TCP_NODELAY (frames are small and latency-bound) and close-on-exec on a new socket.
 void configure_socket(tcp::socket& socket);
 

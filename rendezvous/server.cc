@@ -1,6 +1,5 @@
 #include "rendezvous/server.h"
 
-#include "common/tcp_listener.h"
 #include <fcntl.h>
 #include <sys/resource.h>
 
@@ -14,6 +13,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "common/tcp_listener.h"
 #include "rendezvous/codec.h"
 #include "rendezvous/frame_io.h"
 #include "rendezvous/job_registry.h"

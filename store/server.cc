@@ -1,7 +1,5 @@
 #include "store/server.h"
 
-#include "common/tcp_listener.h"
-#include <fcntl.h>
 #include <sys/socket.h>
 
 #include <fmt/format.h>
@@ -10,6 +8,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "common/tcp_listener.h"
 #include "store/connection.h"
 
 namespace ddprun::store {
@@ -18,9 +17,8 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-// Workers are forked by the agent on this same thread, so setting the flag right after the
-// socket is made leaves no window in which a fork could inherit it.
-
+// Workers are forked by the agent on this same thread, so setting close-on-exec right after
+// the socket is made leaves no window in which a fork could inherit it.
 void configure_accepted(tcp::socket& socket) {
   set_cloexec(socket.native_handle());
   boost::system::error_code ignored;

@@ -130,9 +130,8 @@ for ((rep = 1; rep <= REPS; ++rep)); do
   # right after each of the others. What one run leaves behind then hits all alike: drift in
   # machine load, and whatever torchrun (a 235 MB Python process) leaves behind, which slows
   # the next ddprun launch by about 1.3 ms (cold CPU caches, presumably) and the tiny
-  # fork_floor not measurably. (The plain
-  # alternation used before put ddprun right after torchrun in every other repetition and the
-  # floor never.)
+  # fork_floor not measurably. (The plain alternation used before put ddprun right after
+  # torchrun in every other repetition and the floor never.)
   williams=(0 1 3 2)
   all=(floor "${LAUNCHERS[@]}")
   order=()

@@ -83,7 +83,7 @@ TEST(RunLogDir, ATemporaryOneGoesUnderItsParentAndIsRemoved) {
                 ("ddprun_layout_temp_test_" + std::to_string(::getpid()));
   std::filesystem::remove_all(parent);
   std::filesystem::create_directories(parent);
-  auto dir = RunLogDir::create("", "job2", parent.string());
+  auto dir = RunLogDir::create("", "job2", [&] { return parent.string(); });
   ASSERT_TRUE(dir) << dir.error_message();
   EXPECT_EQ(std::filesystem::path(dir->path()).parent_path(), parent);
   EXPECT_EQ(std::filesystem::path(dir->path()).filename().string().rfind("ddprun_job2_", 0), 0u);
