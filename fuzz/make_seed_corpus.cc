@@ -180,6 +180,9 @@ void store_seeds() {
   validated.push_back(R{Op::kQueuePush, {"/q"}, {"item"}});
   validated.push_back(R{Op::kQueueLen, {"/q"}});
   validated.push_back(R{Op::kQueuePop, {"/q"}});
+  validated.push_back(R{Op::kListKeys});
+  validated.push_back(R{Op::kBarrier, {"/barrier"}, {}, 1});
+  validated.push_back(R{Op::kBarrier, {"/barrier2"}, {}, 2});
   seed("store_stream", "validated_torch2",
        store_stream(200, store::Dialect::kValidated, validated));
   seed("store_stream", "wait_then_set",

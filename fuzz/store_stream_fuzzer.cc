@@ -193,6 +193,21 @@ class Replay {
       case Op::kQueueLen:
         FUZZ_CHECK(engine_.queue_len(r.keys[0]) >= 0);
         return true;
+      case Op::kListKeys:
+        FUZZ_CHECK(engine_.list_keys().size() == model_.size());
+        return true;
+      case Op::kBarrier: {
+        auto reached = engine_.barrier(client_, r.keys[0], r.delta);
+        if (!reached) {
+          FUZZ_CHECK(reached.status().is_refused() || reached.status().is_invalid_argument());
+          return false;
+        }
+        const std::string count = engine_.get(r.keys[0]).value_or("");
+        FUZZ_CHECK(*reached == (std::stoll(count) >= r.delta));
+        FUZZ_CHECK(*reached != engine_.has_pending_wait(client_));
+        model_[r.keys[0]] = count;
+        return true;
+      }
       case Op::kNumKeys:
       case Op::kValidate:
       case Op::kPing:

@@ -10,7 +10,7 @@ namespace {
 
 // Wire type byte → Op, per dialect (the index is the byte). Pinned from PyTorch's sources:
 // legacy = TCPStore.cpp up to 2.0 (1.13 stops at DELETE_KEY), validated = TCPStoreBackend.hpp
-// of 2.x with the queues (earlier 2.x releases send a prefix of it).
+// of 2.x up to LIST_KEYS and BARRIER (2.15; earlier 2.x releases send a prefix of it).
 constexpr std::array kLegacyOps = {Op::kSet,       Op::kCompareSet, Op::kGet,      Op::kAdd,
                                    Op::kCheck,     Op::kWait,       Op::kNumKeys,  Op::kWatchKey,
                                    Op::kDeleteKey, Op::kAppend,     Op::kMultiGet, Op::kMultiSet,
@@ -18,7 +18,8 @@ constexpr std::array kLegacyOps = {Op::kSet,       Op::kCompareSet, Op::kGet,   
 constexpr std::array kValidatedOps = {
     Op::kValidate,   Op::kSet,     Op::kCompareSet, Op::kGet,      Op::kAdd,      Op::kCheck,
     Op::kWait,       Op::kNumKeys, Op::kDeleteKey,  Op::kAppend,   Op::kMultiGet, Op::kMultiSet,
-    Op::kCancelWait, Op::kPing,    Op::kQueuePush,  Op::kQueuePop, Op::kQueueLen};
+    Op::kCancelWait, Op::kPing,    Op::kQueuePush,  Op::kQueuePop, Op::kQueueLen, Op::kListKeys,
+    Op::kBarrier};
 
 std::optional<Op> op_from_wire(uint8_t type, Dialect dialect) {
   if (dialect == Dialect::kLegacy && type < kLegacyOps.size()) return kLegacyOps[type];
@@ -169,6 +170,7 @@ void parse_arguments(Parser& p, Request& r) {
       }
       return;
     case Op::kAdd:
+    case Op::kBarrier:
       if (p.key(r.keys.emplace_back())) p.i64(r.delta);
       return;
     case Op::kGet:
@@ -186,6 +188,7 @@ void parse_arguments(Parser& p, Request& r) {
       return parse_multi_set(p, r);
     case Op::kNumKeys:
     case Op::kCancelWait:
+    case Op::kListKeys:
       return;
   }
 }
@@ -196,7 +199,8 @@ const char* op_name(Op op) {
   static constexpr std::array<const char*, kOpCount> kNames = {
       "validate",  "set",         "compare_set", "get",        "add",       "check",
       "wait",      "num_keys",    "watch_key",   "delete_key", "append",    "multi_get",
-      "multi_set", "cancel_wait", "ping",        "queue_push", "queue_pop", "queue_len"};
+      "multi_set", "cancel_wait", "ping",        "queue_push", "queue_pop", "queue_len",
+      "list_keys", "barrier"};
   return kNames[static_cast<size_t>(op)];
 }
 
@@ -253,6 +257,7 @@ std::string encode_request(const Request& r, Dialect dialect) {
       put_le(out, r.number, 4);
       break;
     case Op::kAdd:
+    case Op::kBarrier:
       put_bytes(out, r.keys.at(0));
       put_le(out, static_cast<uint64_t>(r.delta), 8);
       break;
@@ -299,6 +304,13 @@ std::string encode_u32(uint32_t value) {
 std::string encode_check(CheckReply reply) { return std::string(1, static_cast<char>(reply)); }
 
 std::string encode_wait(WaitReply reply) { return std::string(1, static_cast<char>(reply)); }
+
+std::string encode_keys(const std::vector<std::string>& keys) {
+  std::string out;
+  put_le(out, keys.size(), 8);
+  for (const auto& key : keys) put_bytes(out, key);
+  return out;
+}
 
 std::string encode_queue_pop(int64_t length_before, std::optional<std::string_view> value) {
   std::string out = encode_i64(length_before);

@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/result.h"
 #include "store/messages.h"
@@ -72,6 +73,8 @@ std::string encode_i64(int64_t value);
 std::string encode_u32(uint32_t value);
 std::string encode_check(CheckReply reply);  // one byte
 std::string encode_wait(WaitReply reply);    // one byte
+// LIST_KEYS: a u64 count, then each key (u64 length + bytes).
+std::string encode_keys(const std::vector<std::string>& keys);
 // QUEUE_POP: the queue's length before the pop, then the popped value when it was not empty.
 std::string encode_queue_pop(int64_t length_before, std::optional<std::string_view> value);
 // WATCH_KEY's acknowledgement (one byte) and the change events that follow it.

@@ -149,6 +149,7 @@ Status Connection::handle(Request& r) {
     case Op::kQueuePush:
     case Op::kCompareSet:
     case Op::kAdd:
+    case Op::kBarrier:
       return handle_write(r);
     default:
       return handle_read(r);
@@ -204,6 +205,9 @@ Status Connection::handle_read(Request& r) {
     case Op::kNumKeys:
       reply(encode_i64(engine.num_keys()));
       return Status();
+    case Op::kListKeys:
+      reply(encode_keys(engine.list_keys()));
+      return Status();
     case Op::kDeleteKey:
       reply(encode_i64(engine.erase(r.keys[0]) ? 1 : 0));
       return Status();
@@ -243,6 +247,12 @@ Status Connection::handle_write(Request& r) {
       if (!sum) return sum.status();
       reply(encode_i64(*sum));
       return Status();
+    }
+    case Op::kBarrier: {
+      auto reached = engine.barrier(*this, r.keys[0], r.delta);
+      if (!reached) return reached.status();
+      if (*reached) reply(encode_wait(WaitReply::kStopWaiting));
+      return Status();  // otherwise wait_done() answers when the last one arrives
     }
     default:
       return Status::malformed(fmt::format("{} is not handled", op_name(r.op)));

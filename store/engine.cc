@@ -141,6 +141,13 @@ Status StoreEngine::multi_set(const std::vector<std::string>& keys,
   return Status();
 }
 
+std::vector<std::string> StoreEngine::list_keys() const {
+  std::vector<std::string> keys;
+  keys.reserve(data_.size());
+  for (const auto& [key, value] : data_) keys.push_back(key);
+  return keys;
+}
+
 bool StoreEngine::exists(const std::string& key) const {
   return data_.count(key) > 0 || queues_.count(key) > 0;
 }
@@ -163,6 +170,27 @@ bool StoreEngine::wait(Client& client, const std::vector<std::string>& keys) {
   for (const auto& key : wait.keys) waiting_on_[key].push_back(&client);
   waits_.emplace(&client, std::move(wait));
   return false;
+}
+
+Result<bool> StoreEngine::barrier(Client& client, const std::string& key, int64_t world_size) {
+  cancel_wait(client);
+  // The add wakes the barriers on the key that it completes; this client's is not registered
+  // yet, so it hears its answer from the return value alone.
+  auto sum = add(key, 1);
+  if (!sum) return sum.status();
+  if (*sum >= world_size) return true;
+  waits_.emplace(&client, PendingWait{1, {key}, world_size});
+  waiting_on_[key].push_back(&client);
+  return false;
+}
+
+bool StoreEngine::counter_reached(const std::string& key, int64_t target) const {
+  auto it = data_.find(key);
+  if (it == data_.end()) return target <= 0;
+  int64_t n = 0;
+  const char* end = it->second.data() + it->second.size();
+  auto [ptr, ec] = std::from_chars(it->second.data(), end, n);
+  return ec == std::errc() && ptr == end && n >= target;
 }
 
 void StoreEngine::unregister_wait(Client* client, const PendingWait& wait) {
@@ -192,13 +220,22 @@ void StoreEngine::key_written(const std::string& key) {
   std::vector<Client*> waiters = std::move(it->second);
   waiting_on_.erase(it);
   std::vector<Client*> done;
+  std::vector<Client*> still_waiting;  // barriers whose counter is not there yet
   for (Client* c : waiters) {
     auto w = waits_.find(c);
-    if (w != waits_.end() && --w->second.missing == 0) {
-      waits_.erase(w);
-      done.push_back(c);
+    if (w == waits_.end()) continue;
+    if (w->second.barrier_target) {
+      if (!counter_reached(key, *w->second.barrier_target)) {
+        still_waiting.push_back(c);
+        continue;
+      }
+    } else if (--w->second.missing != 0) {
+      continue;
     }
+    waits_.erase(w);
+    done.push_back(c);
   }
+  if (!still_waiting.empty()) waiting_on_[key] = std::move(still_waiting);
   for (Client* c : done) c->wait_done();
 }
 
@@ -231,10 +268,14 @@ Status StoreEngine::queue_push(const std::string& key, std::string value) {
   auto w = waiting_on_.find(key);
   if (w == waiting_on_.end()) return Status();
   auto& waiters = w->second;
-  while (!waiters.empty()) {
-    Client* c = waiters.front();
-    waiters.erase(waiters.begin());
+  for (auto next = waiters.begin(); next != waiters.end();) {
+    Client* c = *next;
     auto pending = waits_.find(c);
+    if (pending != waits_.end() && pending->second.barrier_target) {
+      ++next;  // a barrier on the same key waits for its counter, not for an item
+      continue;
+    }
+    next = waiters.erase(next);
     if (pending != waits_.end() && --pending->second.missing == 0) {
       waits_.erase(pending);
       if (waiters.empty()) waiting_on_.erase(w);
@@ -242,7 +283,7 @@ Status StoreEngine::queue_push(const std::string& key, std::string value) {
       return Status();
     }
   }
-  waiting_on_.erase(w);
+  if (waiters.empty()) waiting_on_.erase(w);
   return Status();
 }
 

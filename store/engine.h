@@ -73,6 +73,8 @@ class StoreEngine {
   bool erase(const std::string& key);
   // Number of plain keys (queues are not counted, as in c10d).
   int64_t num_keys() const { return static_cast<int64_t>(data_.size()); }
+  // Every plain key, in no particular order (c10d 2.x's LIST_KEYS; queues are not listed).
+  std::vector<std::string> list_keys() const;
   // Sets every pair in order; the limits are checked for the whole request first.
   Status multi_set(const std::vector<std::string>& keys, std::vector<std::string> values);
 
@@ -82,7 +84,14 @@ class StoreEngine {
   // true when every key exists already (no wait is left pending); otherwise the wait stays
   // pending until each missing key has been written once, then `client.wait_done()` is called.
   bool wait(Client& client, const std::vector<std::string>& keys);
-  // Ends `client`'s pending wait without calling it; false when it had none.
+  // c10d 2.x's barrier: adds 1 to the counter at `key` (as add) and returns true when the sum
+  // has reached `world_size`. Otherwise `client`'s wait stays pending (it replaces any wait the
+  // client had, and cancel_wait ends it) until a later write brings the counter to
+  // `world_size`; then `client.wait_done()` is called. The counter is never decremented: a
+  // barrier that timed out on the client's side still counts it, as in c10d.
+  Result<bool> barrier(Client& client, const std::string& key, int64_t world_size);
+  // Ends `client`'s pending wait (a wait or a barrier) without calling it; false when it had
+  // none.
   bool cancel_wait(Client& client);
   bool has_pending_wait(const Client& client) const;
 
@@ -114,6 +123,8 @@ class StoreEngine {
   struct PendingWait {
     size_t missing = 0;             // keys not yet written since the wait began
     std::vector<std::string> keys;  // the keys it was registered on (for cancelling)
+    // A barrier: waits for its one key's counter to reach this value, not for a write.
+    std::optional<int64_t> barrier_target;
   };
 
   bool exists(const std::string& key) const;
@@ -122,8 +133,11 @@ class StoreEngine {
   void store(const std::string& key, std::string value);
   // Removes `client` from each key's waiter list that still holds it.
   void unregister_wait(Client* client, const PendingWait& wait);
-  // A key was written: every wait on it counts it; those complete are called back.
+  // A key was written: every wait on it counts it, every barrier on it compares its counter;
+  // those complete are called back.
   void key_written(const std::string& key);
+  // Whether the counter at `key` has reached `target` (a value that is no integer has not).
+  bool counter_reached(const std::string& key, int64_t target) const;
   void notify(const WatchEvent& event);
 
   const StoreLimits limits_;

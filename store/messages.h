@@ -42,8 +42,11 @@ enum class Op : uint8_t {
   kQueuePush,   // validated only: key, value; no reply
   kQueuePop,    // validated only: key; reply: i64 length before the pop, then the value if > 0
   kQueueLen,    // validated only: key; reply: i64
+  kListKeys,    // validated only: reply: i64 count, then that many keys
+  kBarrier,     // validated only: key, i64 world size; reply: u8 STOP_WAITING once the key's
+                // counter (incremented by this query) reaches the world size
 };
-inline constexpr size_t kOpCount = static_cast<size_t>(Op::kQueueLen) + 1;
+inline constexpr size_t kOpCount = static_cast<size_t>(Op::kBarrier) + 1;
 
 // The query's name for logs and statistics ("set", "compare_set", ...).
 const char* op_name(Op op);
@@ -54,7 +57,7 @@ struct Request {
   std::vector<std::string> keys;    // one key, or the list of check/wait/multi_get/multi_set
   std::vector<std::string> values;  // set/append/queue_push: 1; compare_set: expected, desired;
                                     // multi_set: one per key
-  int64_t delta = 0;                // add
+  int64_t delta = 0;                // add: the delta; barrier: the world size
   uint32_t number = 0;              // validate: the magic; ping: the nonce
 };
 

@@ -142,6 +142,9 @@ TEST(StoreCodecValidatedTest, EveryQueryTypeDecodes) {
       {"0e 0200000000000000 2f71 0100000000000000 76", Op::kQueuePush},
       {"0f 0200000000000000 2f71", Op::kQueuePop},
       {"10 0200000000000000 2f71", Op::kQueueLen},
+      // As torch 2.15's client sends them (captured from Store.list_keys and Store.barrier).
+      {"11", Op::kListKeys},
+      {"12 0600000000000000 2f6d796b6579 0200000000000000", Op::kBarrier},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.bytes);
@@ -157,6 +160,13 @@ TEST(StoreCodecValidatedTest, EveryQueryTypeDecodes) {
 
 TEST(StoreCodecValidatedTest, RepliesMatchTorch2Bytes) {
   EXPECT_EQ(hex_of(encode_wait(WaitReply::kWaitCanceled)), "01");
+  // LIST_KEYS as torch 2.15's own server answers it: a count, then each key.
+  EXPECT_EQ(hex_of(encode_keys({"/bb", "/a"})),
+            "0200000000000000"
+            "0300000000000000"
+            "2f6262"
+            "0200000000000000"
+            "2f61");
   EXPECT_EQ(hex_of(encode_queue_pop(0, std::nullopt)), "0000000000000000");
   EXPECT_EQ(hex_of(encode_queue_pop(2, "ab")),
             "0200000000000000"
@@ -170,7 +180,8 @@ TEST(StoreCodecTest, QueriesOutsideTheirDialectAreUnknown) {
   EXPECT_TRUE(legacy_ping.status().is_malformed());
   EXPECT_NE(legacy_ping.error_message().find("unknown query type 13"), std::string::npos)
       << legacy_ping.error_message();
-  EXPECT_FALSE(decode_request(hex("11"), Dialect::kValidated, {}).ok());
+  EXPECT_FALSE(decode_request(hex("13"), Dialect::kValidated, {}).ok());
+  EXPECT_FALSE(decode_request(hex("11"), Dialect::kLegacy, {}).ok());
   EXPECT_FALSE(decode_request(hex("ce f7 85 3c"), Dialect::kLegacy, {}).ok());
   EXPECT_FALSE(wire_type(Op::kWatchKey, Dialect::kValidated).has_value());
   EXPECT_FALSE(wire_type(Op::kPing, Dialect::kLegacy).has_value());

@@ -3,6 +3,8 @@
 // key/byte limits with their refusals.
 #include "store/engine.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 namespace ddprun::store {
@@ -168,6 +170,71 @@ TEST(StoreEngineTest, QueuesFeedOneWaiterPerItem) {
   EXPECT_FALSE(store.check({"q"}));
   EXPECT_EQ(store.bytes(), 0u);
   EXPECT_EQ(store.queued_items(), 0u);
+}
+
+// c10d 2.x's barrier, as torch 2.15's own servers (libuv and the older one) answer it: each call
+// adds 1 to the key's counter; the calls wait until it reaches the world size; later calls
+// return at once; a timed-out (cancelled) barrier has still been counted.
+TEST(StoreEngineTest, BarrierReleasesEveryoneWhenTheLastArrives) {
+  StoreEngine store;
+  FakeClient first, second, third, late;
+  EXPECT_EQ(store.barrier(first, "b", 3).value(), false);
+  EXPECT_EQ(store.barrier(second, "b", 3).value(), false);
+  EXPECT_EQ(first.waits_done + second.waits_done, 0);
+  EXPECT_EQ(store.barrier(third, "b", 3).value(), true);  // the last one hears it at once
+  EXPECT_EQ(first.waits_done, 1);
+  EXPECT_EQ(second.waits_done, 1);
+  EXPECT_EQ(third.waits_done, 0);
+  EXPECT_EQ(store.pending_waits(), 0u);
+  EXPECT_EQ(store.get("b"), "3");
+  EXPECT_EQ(store.barrier(late, "b", 3).value(), true);
+  EXPECT_EQ(store.get("b"), "4");
+}
+
+TEST(StoreEngineTest, ACancelledBarrierStillCountsAndNeverFires) {
+  StoreEngine store;
+  FakeClient gave_up, waiting, last;
+  EXPECT_FALSE(store.barrier(gave_up, "b", 3).value());
+  EXPECT_TRUE(store.cancel_wait(gave_up));
+  EXPECT_FALSE(store.barrier(waiting, "b", 3).value());
+  EXPECT_TRUE(store.barrier(last, "b", 3).value());
+  EXPECT_EQ(gave_up.waits_done, 0);
+  EXPECT_EQ(waiting.waits_done, 1);
+  EXPECT_EQ(store.get("b"), "3");
+}
+
+TEST(StoreEngineTest, ABarrierOnANonIntegerKeyIsAnErrorAndLeavesNothingPending) {
+  StoreEngine store;
+  FakeClient client;
+  ASSERT_TRUE(store.set("b", "text").ok());
+  auto reached = store.barrier(client, "b", 2);
+  ASSERT_FALSE(reached.ok());
+  EXPECT_TRUE(reached.status().is_invalid_argument());
+  EXPECT_FALSE(store.has_pending_wait(client));
+}
+
+TEST(StoreEngineTest, BarriersAndWaitsOnOneKeyEachWakeByTheirOwnRule) {
+  StoreEngine store;
+  FakeClient barrier, waiter;
+  EXPECT_FALSE(store.barrier(barrier, "b", 3).value());  // counter 1
+  EXPECT_FALSE(store.wait(waiter, {"q"}));
+  ASSERT_TRUE(store.queue_push("b", "item").ok());  // a queue of the same name: no counter
+  EXPECT_EQ(barrier.waits_done, 0);
+  ASSERT_TRUE(store.add("b", 1).ok());  // counter 2: not yet
+  EXPECT_EQ(barrier.waits_done, 0);
+  ASSERT_TRUE(store.add("b", 1).ok());  // counter 3: a plain add completes it too
+  EXPECT_EQ(barrier.waits_done, 1);
+  EXPECT_EQ(waiter.waits_done, 0);
+}
+
+TEST(StoreEngineTest, ListKeysNamesEveryPlainKey) {
+  StoreEngine store;
+  ASSERT_TRUE(store.set("/a", "1").ok());
+  ASSERT_TRUE(store.set("/bb", "2").ok());
+  ASSERT_TRUE(store.queue_push("/q", "item").ok());
+  auto keys = store.list_keys();
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(keys, (Keys{"/a", "/bb"}));
 }
 
 TEST(StoreEngineTest, KeyLimitRefusesNewKeysOnly) {

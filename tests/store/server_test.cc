@@ -183,7 +183,7 @@ TEST(StoreServerTest, MalformedClientsDoNotDisturbOthers) {
     if (i == 4) {  // VALIDATE, PING 1 and NUM_KEYS are served before the bad byte comes
       EXPECT_EQ(bad->read_exact(4), std::string("\x01\x00\x00\x00", 4));
       EXPECT_EQ(bad->read_i64(), 0);
-      bad->send_raw(std::string("\x11", 1));  // 17: no such query in 2.x
+      bad->send_raw(std::string("\x13", 1));  // 19: no such query in 2.x (up to 2.15)
     }
     EXPECT_TRUE(bad->wait_closed());
   }
