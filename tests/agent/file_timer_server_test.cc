@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/agent/loop_child.h"
+#include "tests/integration/test_python.h"
 
 namespace ddprun::agent {
 namespace {
@@ -210,7 +211,7 @@ class FileTimerServerIntegration : public ::testing::Test {
                                           int register_as) {
     auto child = LoopChild::start(
         io,
-        {DDPRUN_TEST_PYTHON, DDPRUN_SOURCE_DIR "/tests/agent/workers/file_timer_client.py",
+        {ddprun::testing::test_python(), DDPRUN_SOURCE_DIR "/tests/agent/workers/file_timer_client.py",
          server->path(), signal_name, after, inside, outside},
         {{"PYTHONDONTWRITEBYTECODE", "1"}});
     if (child && register_as >= 0) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tests/agent/loop_child.h"
+#include "tests/integration/test_python.h"
 
 namespace ddprun::agent {
 namespace {
@@ -235,7 +236,7 @@ TEST_F(HeartbeatWatcherIntegration, ShellEchoSendsItsStep) {
 TEST_F(HeartbeatWatcherIntegration, PythonOneLinerSendsItsStep) {
   start(3);
   run_worker(2,
-             {DDPRUN_TEST_PYTHON, "-c",
+             {ddprun::testing::test_python(), "-c",
               "import os, pathlib; "
               "pathlib.Path(os.environ['DDPRUN_HEARTBEAT_FILE']).write_text(f'{1234}\\n')"},
              [&] { return saw_step(2, 1234); });

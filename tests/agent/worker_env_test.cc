@@ -7,7 +7,8 @@ namespace {
 
 TEST(WorkerEnv, SetsExactlyTorchrunsVariablesOverTheBase) {
   EnvMap base{{"PATH", "/bin"}, {"RANK", "stale"}};
-  AttemptContext attempt{"trainer", "10.0.0.1", 29501, 2, 3, "job-7", false, true, false};
+  AttemptContext attempt{"trainer", "10.0.0.1", 29501, 2,    3,
+                         "job-7",   false,      true,  false, "SIGTERM,SIGUSR1"};
   WorkerPlacement p{1, 5, 2, 3, 2, 6, 5, 6};
   EnvMap env = build_worker_env(base, attempt, p, "/logs/err.json");
   const EnvMap expected{
@@ -28,6 +29,7 @@ TEST(WorkerEnv, SetsExactlyTorchrunsVariablesOverTheBase) {
       {"TORCHELASTIC_RUN_ID", "job-7"},
       {"TORCHELASTIC_USE_AGENT_STORE", "False"},
       {"TORCHELASTIC_ERROR_FILE", "/logs/err.json"},
+      {"TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGUSR1"},
       {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
       {"NCCL_ASYNC_ERROR_HANDLING", "1"},
   };

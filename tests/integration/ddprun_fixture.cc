@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "tests/integration/proc_watch.h"
+#include "tests/integration/test_python.h"
 
 namespace ddprun::testing {
 namespace {
@@ -40,7 +41,7 @@ std::string DdprunTest::worker(const std::string& name) {
   return std::string(DDPRUN_SOURCE_DIR) + "/tests/integration/workers/" + name;
 }
 
-std::string DdprunTest::python() { return DDPRUN_TEST_PYTHON; }
+std::string DdprunTest::python() { return test_python(); }
 
 void DdprunTest::SetUp() {
   become_child_subreaper();
