@@ -9,6 +9,13 @@
 #   DDPRUN_CMAKE_ARGS=...       extra CMake arguments
 #   WITH_FUZZ=1                 also install clang and its sanitizer/libFuzzer runtime (for
 #                               -DDDPRUN_FUZZ=ON builds; two packages, no recommends)
+#   WITH_TORCH2=0               skip PyTorch 2.x (installed by default, see below)
+#
+# Two PyTorches: Debian's python3-torch 1.13 belongs to /usr/bin/python3 (and libtorch-dev is
+# its LibTorch); PyTorch 2.x (TORCH2_VERSION, from PyPI: a CUDA build whose wheel also carries
+# LibTorch 2.x, and NCCL through its dependencies) goes into the project's own virtual
+# environment, .venv/torch2 (DDPRUN_TORCH2_VENV), made from /usr/bin/python3. Nothing else
+# sees that environment: tests and benchmarks name its interpreter explicitly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +24,7 @@ PACKAGES=(
   libboost-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev zlib1g-dev libabsl-dev libsystemd-dev systemd
   libsqlite3-dev etcd-server libssl-dev openssl
-  libtorch-dev libgloo-dev python3-torch dataset-fashion-mnist
+  libtorch-dev libgloo-dev python3-torch python3-venv dataset-fashion-mnist
   prometheus
 )
 # libclang-rt-14-dev holds libFuzzer and the sanitizer runtimes; clang-14 only recommends it.
@@ -36,6 +43,17 @@ if ((${#missing[@]})); then
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
     "${missing[@]}"
+fi
+
+# PyTorch 2.x in the project's virtual environment (pinned; the newest release when pinned).
+TORCH2_VERSION=2.15.0
+TORCH2_VENV=${DDPRUN_TORCH2_VENV:-$PWD/.venv/torch2}
+if [ "${WITH_TORCH2:-1}" = 1 ]; then
+  if ! "$TORCH2_VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH2_VERSION')" 2>/dev/null; then
+    echo "setup: installing torch==$TORCH2_VERSION into $TORCH2_VENV (PyPI)"
+    /usr/bin/python3 -m venv "$TORCH2_VENV"
+    "$TORCH2_VENV/bin/pip" install -q --disable-pip-version-check "torch==$TORCH2_VERSION" numpy
+  fi
 fi
 
 BUILD_DIR=${BUILD_DIR:-build}
