@@ -170,6 +170,19 @@ Result<RendezvousConf> parse_rdzv_conf(std::string_view text) {
     if (!bad) return bad.with_context(fmt::format("--rdzv_conf: key '{}'", key));
   }
   if (legacy_timeout && !join_set) conf.join_timeout = *legacy_timeout;
+  if (heartbeat_set && conf.heartbeat_timeout <= conf.keep_alive_interval) {
+    // torchrun's own meaning: heartbeat_timeout (default 5 s, the same as keep_alive_interval)
+    // bounds one keep-alive exchange, and a node is lost after keep_alive_interval x
+    // keep_alive_max_attempt without one. A value that short cannot be ddprun's window of
+    // silence (it would end between two heartbeats), so it is read as torchrun reads it.
+    conf.notes.push_back(fmt::format(
+        "--rdzv_conf heartbeat_timeout={} ms is not above keep_alive_interval ({} ms): as in "
+        "torchrun, a node is lost after keep_alive_interval x keep_alive_max_attempt ({} x {}) "
+        "without a heartbeat; ddprun's heartbeats need no per-exchange timeout",
+        conf.heartbeat_timeout.count(), conf.keep_alive_interval.count(),
+        conf.keep_alive_interval.count(), conf.keep_alive_max_attempt));
+    heartbeat_set = false;
+  }
   if (!heartbeat_set) {
     // Checked before multiplying: the product could overflow, and it must stay a duration
     // parse_duration accepts (fuzzing found keep_alive_max_attempt=492155739 exceeding it).

@@ -1,7 +1,10 @@
 // torchrun's --rdzv_conf ("k=v,k=v") parsed into typed rendezvous timeouts.
 //
 // Keys (torchrun's): join_timeout (600 s), last_call_timeout (30 s), close_timeout (30 s),
-// heartbeat_timeout (keep_alive_interval × keep_alive_max_attempt = 15 s when unset),
+// heartbeat_timeout (how long a node may be silent before it is lost: keep_alive_interval ×
+// keep_alive_max_attempt = 15 s when unset, or when given no longer than keep_alive_interval —
+// torchrun's default of 5 s among them — where torchrun's meaning, a bound on one keep-alive
+// exchange, applies and a note says so),
 // keep_alive_interval (5 s), keep_alive_max_attempt (3), read_timeout (60 s), is_host (auto).
 // Other keys real launch scripts pass take torchrun's meaning where ddprun has one: `timeout`
 // (the etcd backends' rendezvous deadline) is join_timeout unless join_timeout is given;

@@ -64,7 +64,27 @@ TEST(RdzvConfTest, RepeatedAndBadValuesAreErrorsNamingTheKey) {
   EXPECT_NE(bad.error_message().find("last_call_timeout"), std::string::npos);
   EXPECT_FALSE(parse_rdzv_conf("is_host=maybe").ok());
   EXPECT_FALSE(parse_rdzv_conf("novalue").ok());
-  EXPECT_FALSE(parse_rdzv_conf("heartbeat_timeout=1,keep_alive_interval=2").ok());
+  EXPECT_FALSE(parse_rdzv_conf("keep_alive_interval=0").ok());
+}
+
+// torchrun's defaults are heartbeat_timeout=5 and keep_alive_interval=5: its heartbeat_timeout
+// bounds one keep-alive exchange, and a node is lost after interval x attempts. Every such
+// value is accepted, with that meaning and a note; a longer one is ddprun's window of silence.
+TEST(RdzvConfTest, TorchrunsHeartbeatTimeoutValuesAreAcceptedWithTorchrunsMeaning) {
+  for (const char* text : {"heartbeat_timeout=5", "heartbeat_timeout=1,keep_alive_interval=2",
+                           "heartbeat_timeout=5,keep_alive_interval=5,keep_alive_max_attempt=4",
+                           "heartbeat_timeout=0"}) {
+    SCOPED_TRACE(text);
+    auto conf = parse_rdzv_conf(text);
+    ASSERT_TRUE(conf.ok()) << conf.error_message();
+    EXPECT_EQ(conf->heartbeat_timeout, conf->keep_alive_interval * conf->keep_alive_max_attempt);
+    ASSERT_EQ(conf->notes.size(), 1u);
+    EXPECT_NE(conf->notes[0].find("as in torchrun"), std::string::npos) << conf->notes[0];
+  }
+  auto longer = parse_rdzv_conf("heartbeat_timeout=20");
+  ASSERT_TRUE(longer.ok());
+  EXPECT_EQ(longer->heartbeat_timeout, Millis(20'000));
+  EXPECT_TRUE(longer->notes.empty());
 }
 
 // Found by fuzz/rdzv_conf_fuzzer: a duration beyond int64 milliseconds went through llround,
