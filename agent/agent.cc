@@ -173,6 +173,9 @@ std::vector<WorkerLaunch> Agent::make_launches(const RoundAssignment& a) {
   context.run_id = options_.run_id;
   context.use_agent_store = a.use_agent_store;
   context.legacy_nccl_env = options_.legacy_nccl_env;
+  for (int signo : options_.signals_to_handle) {
+    context.signals_to_handle += (context.signals_to_handle.empty() ? "" : ",") + signal_name(signo);
+  }
   context.virtual_local_rank = options_.virtual_local_rank;
   EnvMap base = base_env_;
   for (const auto& [key, value] : options_.extra_env) base[key] = value;

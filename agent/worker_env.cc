@@ -61,6 +61,7 @@ EnvMap build_worker_env(const EnvMap& base, const AttemptContext& attempt,
   set("TORCHELASTIC_RUN_ID", attempt.run_id);
   set("TORCHELASTIC_USE_AGENT_STORE", attempt.use_agent_store ? "True" : "False");
   set("TORCHELASTIC_ERROR_FILE", error_file);
+  set("TORCHELASTIC_SIGNALS_TO_HANDLE", attempt.signals_to_handle);
   // torchrun's rule: the user's value when set, else 1.
   auto user = [&base](const char* key) -> std::optional<std::string> {
     auto it = base.find(key);

@@ -35,6 +35,9 @@ struct AttemptContext {
   // torchrun's --virtual-local-rank: every worker sees LOCAL_RANK=0, and CUDA_VISIBLE_DEVICES
   // narrowed to its own GPU (the local_rank-th of the agent's list, or the local rank).
   bool virtual_local_rank = false;
+  // TORCHELASTIC_SIGNALS_TO_HANDLE, as torchrun's workers inherit it: the handled signals'
+  // names, comma-separated ("SIGTERM,SIGINT,SIGHUP,SIGQUIT").
+  std::string signals_to_handle;
 };
 
 using EnvMap = std::map<std::string, std::string>;
