@@ -13,6 +13,7 @@
 #include "agent/process_launcher.h"
 #include "agent/worker_env.h"
 #include "launcher/job_config.h"
+#include "launcher/python_interpreter.h"
 #include "launcher/python_torch.h"
 #include "launcher/slurm_env.h"
 #include "launcher/value_parsers.h"
@@ -491,11 +492,11 @@ Status build_command(const RawFlags& f, std::vector<std::string> rest, LaunchCon
     return {};
   }
   const char* python_exec = std::getenv("PYTHON_EXEC");
-  const std::string python = python_exec && *python_exec ? python_exec : "python3";
-  auto exe = agent::find_executable(python, path_env ? path_env : "");
-  if (!exe) return exe.status().with_context("Python interpreter (set PYTHON_EXEC to choose one)");
-  cmd.executable = *exe;
-  cmd.argv = {python, "-u"};
+  auto python = choose_python(python_exec ? python_exec : "", own_executable_dir(),
+                              path_env ? path_env : "");
+  if (!python) return python.status();
+  cmd.executable = python->executable;
+  cmd.argv = {python->argv0, "-u"};
   if (f.module) cmd.argv.push_back("-m");
   cmd.argv.insert(cmd.argv.end(), rest.begin(), rest.end());
   // torch 1.x reads only the old name of the NCCL async error handling variable.

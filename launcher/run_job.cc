@@ -16,6 +16,7 @@
 #include "agent/process_launcher.h"
 #include "agent/rendezvous_coordinator.h"
 #include "launcher/agent_watchers.h"
+#include "launcher/master_address.h"
 #include "launcher/metrics_service.h"
 #include "rendezvous/server.h"
 
@@ -48,14 +49,22 @@ Result<std::vector<std::vector<int>>> numa_cpu_binding(agent::NumaMode mode, int
   return cpus;
 }
 
-// MASTER_ADDR this node offers. Static: --master_addr (every node names node 0's address);
-// --standalone: loopback; c10d: the address this node advertises, offered to the job in case it
-// becomes group rank 0.
+// MASTER_ADDR this node offers (master_address.h): static: --master_addr; --standalone:
+// loopback; c10d: --local_addr, else the local address of the route to the rendezvous.
 std::string offered_master_addr(const LaunchConfig& config) {
   const RendezvousSettings& r = config.rendezvous;
   if (r.standalone) return "127.0.0.1";
   if (r.backend == RendezvousBackend::kStatic) return r.master_addr;
-  return config.agent.hostname;  // --local_addr, else the host name
+  if (!r.local_addr.empty()) return r.local_addr;
+  auto routed = local_address_toward(r.endpoint_host, r.endpoint_port);
+  if (routed) {
+    spdlog::debug("offering MASTER_ADDR {} (this node's address toward the rendezvous {}:{})",
+                  *routed, r.endpoint_host, r.endpoint_port);
+    return *routed;
+  }
+  spdlog::warn("{}; offering the host name {} as MASTER_ADDR (set --local_addr to choose)",
+               routed.error_message(), config.agent.hostname);
+  return config.agent.hostname;
 }
 
 agent::AgentOptions agent_options(const LaunchConfig& config) {
