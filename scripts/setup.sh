@@ -23,7 +23,7 @@ PACKAGES=(
   cmake g++ ninja-build pkg-config
   libboost-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev zlib1g-dev libabsl-dev libsystemd-dev systemd
-  libsqlite3-dev etcd-server libssl-dev openssl
+  libsqlite3-dev etcd-server libssl-dev openssl iproute2 util-linux
   libtorch-dev libgloo-dev python3-torch python3-venv dataset-fashion-mnist
   prometheus
 )
