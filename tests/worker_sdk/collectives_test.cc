@@ -45,8 +45,10 @@ TEST(CollectivesTest, TimeoutsAndLostPeersRaiseErrorsNamingRankAndOperation) {
 // also waits until the others have left the store.
 TEST(DestroyTest, RankZeroReturnsOnlyAfterEveryRankArrivedWorkerHostedStore) {
   TempDir dir;
-  auto results =
-      run_ranks(SDK_TEST_WORKER, {"destroy", "dir=" + dir.path().string()}, 3, dir.path());
+  RunOptions options;
+  options.rank_zero_hosts_store = true;  // the path under test
+  auto results = run_ranks(SDK_TEST_WORKER, {"destroy", "dir=" + dir.path().string()}, 3,
+                           dir.path(), options);
   for (const auto& r : results) ASSERT_TRUE(r.ok()) << all_output(results);
   EXPECT_NE(results[0].output.find("destroy ok (agent store: 0)"), std::string::npos);
 }

@@ -18,6 +18,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "tests/store/store_test_util.h"
+
 extern char** environ;
 
 namespace ddp_test {
@@ -191,7 +193,7 @@ namespace {
 std::vector<ProcessSpec> rank_specs(const std::string& binary, const std::vector<std::string>& args,
                                     int world_size, const fs::path& log_dir,
                                     const std::map<std::string, std::string>& extra_env,
-                                    const std::string& port) {
+                                    const std::string& port, bool agent_store) {
   std::vector<ProcessSpec> specs;
   for (int rank = 0; rank < world_size; ++rank) {
     ProcessSpec spec;
@@ -208,7 +210,7 @@ std::vector<ProcessSpec> rank_specs(const std::string& binary, const std::vector
     spec.env["WORLD_SIZE"] = spec.env["LOCAL_WORLD_SIZE"] = std::to_string(world_size);
     spec.env["MASTER_ADDR"] = "127.0.0.1";
     spec.env["MASTER_PORT"] = port;
-    spec.env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+    spec.env["TORCHELASTIC_USE_AGENT_STORE"] = agent_store ? "True" : "False";
     spec.env["TORCHELASTIC_RESTART_COUNT"] = "0";
     spec.env["TORCHELASTIC_RUN_ID"] = "sdk_test";
     spec.env["OMP_NUM_THREADS"] = "1";
@@ -232,14 +234,24 @@ std::vector<ProcessResult> run_ranks(const std::string& binary,
                                      const std::vector<std::string>& args, int world_size,
                                      const fs::path& log_dir, const RunOptions& options,
                                      const std::map<std::string, std::string>& extra_env) {
+  if (!options.rank_zero_hosts_store) {
+    // The harness hosts the job's store, as ddprun's agent does: it outlives every rank (a
+    // rank 0 that finished first took a worker-hosted store with it, and the others hung: the
+    // flaky PowerSgdTest), and it listens on port 0 before any rank starts (no port race).
+    ddprun::store::testing::StoreThread store;
+    return run_processes(rank_specs(binary, args, world_size, log_dir, extra_env,
+                                    std::to_string(store.port()), /*agent_store=*/true),
+                         options);
+  }
   // A port found free can be taken before it is bound; like torch's own distributed tests
   // (retry_on_connect_failures), run again on a fresh port when that, and only that, happened.
   // The store is rank 0's first act, so nothing else of the run has happened yet.
   constexpr int kTries = 3;
   for (int attempt = 1;; ++attempt) {
     const std::string port = std::to_string(free_port());
-    auto results =
-        run_processes(rank_specs(binary, args, world_size, log_dir, extra_env, port), options);
+    auto results = run_processes(
+        rank_specs(binary, args, world_size, log_dir, extra_env, port, /*agent_store=*/false),
+        options);
     if (attempt == kTries || !lost_the_port(results)) return results;
     std::cerr << "run_ranks: port " << port << " was taken before rank 0 bound it; again on "
               << "a fresh port (try " << attempt + 1 << " of " << kTries << ")\n";

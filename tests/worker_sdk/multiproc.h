@@ -49,6 +49,10 @@ struct RunOptions {
   // Kill the others as soon as one exits unsuccessfully (ranks would wait on it until their
   // own timeout otherwise).
   bool fail_fast = true;
+  // run_ranks: rank 0's worker hosts the job's TCPStore (TORCHELASTIC_USE_AGENT_STORE=False),
+  // instead of the harness. Only for tests of that path: a store in rank 0 dies with it, and a
+  // rank still using it then hangs or fails (as under torchrun, pytorch#125743).
+  bool rank_zero_hosts_store = false;
 };
 
 // Starts every spec at once and waits for all, bounded by options.deadline.
