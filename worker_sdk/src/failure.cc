@@ -20,6 +20,7 @@
 #include <c10/util/Exception.h>
 
 #include "ddp/error.h"
+#include "detail/torch_compat.h"
 #include "error_file.h"
 #include "fatal_signals.h"
 #include "stack_trace.h"
@@ -60,7 +61,8 @@ Report describe(std::exception_ptr error, bool caught_here) {
             e.kind() == ErrorKind::kPeerLost};
   } catch (const c10::Error& e) {
     return {type_name(typeid(e)) + ": " + e.what_without_backtrace(),
-            "LibTorch backtrace where the error was raised:\n" + e.backtrace()};
+            "LibTorch backtrace where the error was raised:\n" +
+                detail::compat::error_backtrace(e)};
   } catch (const std::exception& e) {
     return {type_name(typeid(e)) + ": " + e.what(), here};
   } catch (...) {

@@ -50,7 +50,7 @@ void set_up(GroupState& s, const compat::StorePtr& store) {
     if (!name.empty()) shm = ShmAllReduce::attach(name, s.size, s.rank, &error);
   }
   store->add("shm/ok", shm ? 1 : 0);
-  if (store->add("shm/reported", 1) == s.size) store->set("shm/done", {1});
+  if (store->add("shm/reported", 1) == s.size) store->set("shm/done", std::vector<uint8_t>{1});
   store->wait({"shm/done"}, timeout);
   const bool everyone = store->add("shm/ok", 0) == s.size;
   if (s.rank == 0 && shm) shm->unlink_name();

@@ -144,13 +144,15 @@ void shutdown_handshake(GroupState& s, const compat::StorePtr& store) {
   if (s.size == 1) return;
   const auto timeout = s.options.timeout;
   guarded(s.global_rank, kDestroyOp, [&] {
-    if (store->add("destroy/arrived", 1) == s.size) store->set("destroy/all_arrived", {1});
+    if (store->add("destroy/arrived", 1) == s.size) {
+      store->set("destroy/all_arrived", std::vector<uint8_t>{1});
+    }
     store->wait({"destroy/all_arrived"}, timeout);
     if (!s.store_hosted_by_a_worker) return;
     if (s.hosts_store) {
       store->wait({"destroy/all_left"}, timeout);
     } else if (store->add("destroy/left", 1) == s.size - 1) {
-      store->set("destroy/all_left", {1});
+      store->set("destroy/all_left", std::vector<uint8_t>{1});
     }
   });
 }

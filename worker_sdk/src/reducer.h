@@ -31,10 +31,7 @@
 
 #include "ddp/ddp_options.h"
 #include "ddp/process_group.h"
-
-namespace torch::autograd {
-struct Node;
-}
+#include "detail/torch_compat.h"
 
 namespace ddp::detail {
 
@@ -103,7 +100,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   std::vector<Bucket> buckets_;
   std::vector<at::Tensor> buffers_;
   // AccumulateGrad nodes are held weakly by their variables; keeping them keeps our hooks.
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<compat::NodePtr> accumulators_;
 
   mutable std::mutex mutex_;  // guards everything below; hooks may run on autograd threads
   bool sync_ = true;

@@ -8,13 +8,18 @@
 //   never by aggregate initialisation.
 // - ProcessGroupGloo::createDeviceForHostname gained a defaulted `lazyInit` in 2.x.
 // - Work lives in c10d::Work in both (1.13 still aliases ProcessGroup::Work to it).
+// - c10::Error::backtrace() is a string in 1.13 and a lazily symbolised c10::Backtrace in
+//   recent 2.x; autograd Nodes are held by std::shared_ptr in 1.13 and by c10::intrusive_ptr in
+//   recent 2.x. Both are decided by the types the headers declare (error_backtrace, NodePtr).
+// - c10d's NCCL headers include <nccl.h> (worker_sdk/CMakeLists.txt finds it beside the wheel).
 // - ATen's batch-norm statistics ops (batch_norm_stats, batch_norm_gather_stats_with_counts,
 //   batch_norm_elemt, batch_norm_backward_reduce/elemt), which SyncBatchNorm is built on,
 //   have only CUDA kernels in 1.13. Whether 2.x has CPU ones was not verified here, so the
 //   SDK uses them for CUDA tensors only and computes the same quantities with ordinary ops
 //   on CPU (batch_norm_stats.cc): aten_batch_norm_stats_on() decides.
 //
-// Include from .cc files only: it pulls in c10d headers, which are slow to compile.
+// Include from .cc files and internal headers only, never from include/ddp: it pulls in c10d
+// headers, which are slow to compile.
 #pragma once
 
 #include <torch/version.h>
@@ -22,6 +27,11 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <type_traits>
+#include <utility>
+
+#include <c10/util/Exception.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -45,6 +55,10 @@ using BackendBase = ::c10d::ProcessGroup;
 #endif
 using WorkPtr = c10::intrusive_ptr<::c10d::Work>;
 using StorePtr = c10::intrusive_ptr<::c10d::Store>;
+// A strong reference to an autograd Node (a parameter's AccumulateGrad), whichever smart
+// pointer this LibTorch uses for them.
+using NodePtr =
+    decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()));
 
 inline StorePtr make_tcp_store(const std::string& host, std::uint16_t port, bool is_server,
                                int world_size, std::chrono::milliseconds timeout) {
@@ -60,6 +74,19 @@ inline StorePtr make_tcp_store(const std::string& host, std::uint16_t port, bool
 }
 
 inline bool aten_batch_norm_stats_on(const at::Tensor& t) { return t.is_cuda(); }
+
+// Where a c10::Error was raised. backtrace() returns the text in 1.13 and a c10::Backtrace (a
+// lazily symbolised string behind a shared_ptr) in recent 2.x (2.11, 2.15): decided by the
+// type, not by a version number (a template, so that only the matching branch is compiled).
+template <typename Trace>
+std::string backtrace_text(const Trace& trace) {
+  if constexpr (std::is_convertible_v<const Trace&, std::string>) {
+    return trace;
+  } else {
+    return trace ? trace->get() : std::string();
+  }
+}
+inline std::string error_backtrace(const c10::Error& e) { return backtrace_text(e.backtrace()); }
 
 inline StorePtr make_hash_store() { return c10::make_intrusive<::c10d::HashStore>(); }
 
