@@ -43,6 +43,15 @@ std::vector<std::string> split(const std::string& text) {
   return out;
 }
 
+std::vector<std::string> split_on(const std::string& text, char separator) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string part; std::getline(in, part, separator);) {
+    if (!part.empty()) out.push_back(part);
+  }
+  return out;
+}
+
 TEST(InstallTest, AnOutsideProjectBuildsAgainstTheInstalledSdkAndRunsUnderDdprun) {
   TempDir dir;
   const fs::path prefix = dir.path() / "prefix";
@@ -70,10 +79,21 @@ TEST(InstallTest, AnOutsideProjectBuildsAgainstTheInstalledSdkAndRunsUnderDdprun
   const fs::path source = dir.path() / "consumer";
   fs::copy(CONSUMER_SOURCE_DIR, source, fs::copy_options::recursive);
   const fs::path build = dir.path() / "build";
-  step("configure", dir.path(),
-       {CMAKE_COMMAND_PATH, "-S", source.string(), "-B", build.string(), "-G", "Ninja",
-        "-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_CXX_COMPILER=" CXX_COMPILER_PATH,
-        "-DCMAKE_PREFIX_PATH=" + prefix.string()});
+  // As a user of a LibTorch outside the default paths configures: its prefix too (TorchConfig
+  // finds its Caffe2 part through CMAKE_PREFIX_PATH before its own directory).
+  std::vector<std::string> configure = {CMAKE_COMMAND_PATH,
+                                        "-S",
+                                        source.string(),
+                                        "-B",
+                                        build.string(),
+                                        "-G",
+                                        "Ninja",
+                                        "-DCMAKE_BUILD_TYPE=Release",
+                                        "-DCMAKE_CXX_COMPILER=" CXX_COMPILER_PATH,
+                                        "-DCMAKE_PREFIX_PATH=" + prefix.string() + ";" +
+                                            CONSUMER_TORCH_PREFIX};
+  for (const auto& arg : split_on(CONSUMER_CMAKE_ARGS, '|')) configure.push_back(arg);
+  step("configure", dir.path(), configure);
   step("build", dir.path(), {CMAKE_COMMAND_PATH, "--build", build.string()});
   ASSERT_FALSE(HasFailure());
   const std::vector<std::string> ddprun = {DDPRUN_BINARY, "--standalone", "--nproc_per_node", "2",

@@ -14,7 +14,7 @@ def main():
     data_path, out_path = sys.argv[1], sys.argv[2]
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    data = torch.load(data_path)
+    data = torch.load(data_path, weights_only=False)  # written by the test (torch 2.6+: True)
     net = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16),
                               torch.nn.ReLU(), torch.nn.Linear(16, 4))
     with torch.no_grad():

@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
       {"resume", worker::resume},
       {"snapshot_kill_during_write", worker::snapshot_kill},
       {"snapshot_agree", worker::snapshot_agree},
+      {"nccl", worker::nccl},
   };
   auto it = scenarios.find(scenario);
   if (it == scenarios.end()) {
@@ -64,6 +65,9 @@ int main(int argc, char** argv) {
   }
   try {
     ddp::InitOptions init;
+    // CPU tensors everywhere but in "nccl": Gloo, also where CUDA is visible (kAuto would
+    // pick NCCL there).
+    init.backend = scenario == "nccl" ? ddp::Backend::kNccl : ddp::Backend::kGloo;
     init.allow_single_process = scenario == "snapshot_kill_during_write";
     init.timeout = std::chrono::milliseconds(std::stoi(worker::arg(args, "timeout_ms", "30000")));
     auto group = ddp::init_process_group(init);

@@ -6,6 +6,7 @@
 //   toolbox.cc      syncbn, powersgd_accuracy, powersgd_torch
 //   resume.cc       resume, snapshot_kill_during_write, snapshot_agree
 //   failures.cc     throw, segfault, uncaught (each makes one rank fail on purpose)
+//   nccl.cc         nccl (CUDA tensors on an NCCL group; the others run on Gloo)
 #pragma once
 
 #include <chrono>
@@ -65,6 +66,7 @@ int powersgd_torch(Group g, const Args& args);
 int resume(Group g, const Args& args);
 int snapshot_kill(Group g, const Args& args);
 int snapshot_agree(Group g, const Args& args);
+int nccl(Group g, const Args& args);
 
 // Failure scenarios run their own main (they end the process on purpose).
 int failure_scenario(const std::string& scenario, const Args& args);
