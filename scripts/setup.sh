@@ -52,7 +52,8 @@ if [ "${WITH_TORCH2:-1}" = 1 ]; then
   if ! "$TORCH2_VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH2_VERSION')" 2>/dev/null; then
     echo "setup: installing torch==$TORCH2_VERSION into $TORCH2_VENV (PyPI)"
     /usr/bin/python3 -m venv "$TORCH2_VENV"
-    "$TORCH2_VENV/bin/pip" install -q --disable-pip-version-check "torch==$TORCH2_VERSION" numpy
+    "$TORCH2_VENV/bin/pip" install -q --disable-pip-version-check "torch==$TORCH2_VERSION" numpy \
+      nvidia-cuda-nvcc==13.2.86 nvidia-nvvm==13.2.86
   fi
 fi
 
