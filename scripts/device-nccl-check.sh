@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# The worker SDK's NCCL path on a machine with an NVIDIA GPU (CI machines have none): builds
+# the SDK with NCCL against LibTorch 2.x (scripts/sdk-torch2.sh, incremental when build-torch2
+# is already there) and runs the SDK's NCCL tests:
+#   1. worker_sdk_test --gtest_filter='NcclTest.*': the "nccl" scenario of sdk_test_worker
+#      (collectives, DDP with three hooks/modes, SyncBatchNorm, snapshots, all on CUDA
+#      tensors) with 1 and 2 ranks under the test harness (store hosted by the test). With
+#      one GPU both ranks share it: NCCL_MULTI_RANK_GPU_ENABLE=1, which NCCL needs for that.
+#   2. the same scenario under the Python torch's own torchrun (agent-hosted store), 1 and 2
+#      ranks; 2 ranks again with NCCL_P2P_DISABLE=1 when the first try fails (a diagnosis).
+#   3. time permitting, the rest of the SDK suite (Gloo) with the GPU hidden (informative:
+#      its result does not decide the exit status).
+# Writes a summary to $OUT/nccl-summary.txt (OUT defaults to build-torch2/nccl-check) and
+# every log beside it. Bounded by CHECK_BUDGET_S (450 s) in all. Exit status: 0 when every
+# NCCL check ran and passed, 1 when one failed or nothing could be built, 77 when there is no
+# CUDA device (nothing checked; NCCL_CHECK_WITHOUT_GPU=1 builds anyway, then tests skip).
+#
+#   DDPRUN_TORCH2_PYTHON   the Python whose torch (a CUDA build) is used; default the
+#                          project's .venv/torch2, else python3
+#   DEPS_DEBS=.device-deps .deb files unpacked into a private prefix when the machine lacks
+#                          Abseil's CMake package, libsystemd's pkg-config file, SQLite's
+#                          or Gloo's headers (Debian's libabsl-dev, libabsl20220623,
+#                          libsystemd-dev, libsqlite3-dev, libgloo-dev; PyTorch wheels ship
+#                          no Gloo headers)
+#   BUILD_DIR=build-torch2
+#   NCCL_CHECK_TARGETS     what to build (default: sdk_test_worker worker_sdk_test ddprun)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+START=$(date +%s)
+BUDGET=${CHECK_BUDGET_S:-450}
+BUILD_DIR=${BUILD_DIR:-build-torch2}
+OUT=${OUT:-$PWD/$BUILD_DIR/nccl-check}
+mkdir -p "$OUT"
+SUMMARY=$OUT/nccl-summary.txt
+: >"$SUMMARY"
+failures=0
+
+note() { echo "$*" | tee -a "$SUMMARY"; }
+left() { echo $((BUDGET - ($(date +%s) - START))); }
+finish() {
+  note "result: $1"
+  note "took $(($(date +%s) - START)) s"
+  exit "$2"
+}
+# Runs a named check (a command, no shell function) with a time limit; its output goes to
+# $OUT/<name>.log. A failure counts unless INFORMATIVE=1.
+check() {
+  local name=$1 limit=$2
+  shift 2
+  local begin rc=0
+  begin=$(date +%s)
+  timeout --kill-after=10 "$limit" "$@" >"$OUT/$name.log" 2>&1 || rc=$?
+  if [ "$rc" -eq 0 ]; then
+    note "$name: passed in $(($(date +%s) - begin)) s"
+  else
+    local why="exit $rc"
+    [ "$rc" -ne 124 ] || why="$why, timed out"
+    note "$name: FAILED ($why) in $(($(date +%s) - begin)) s"
+    [ "${INFORMATIVE:-0}" = 1 ] || failures=$((failures + 1))
+  fi
+  return "$rc"
+}
+# The limit for a check that may take up to $1 s, leaving $2 s for what follows.
+limit() {
+  local l=$(($(left) - $2))
+  [ "$l" -lt "$1" ] || l=$1
+  [ "$l" -gt 10 ] || l=10
+  echo "$l"
+}
+
+note "device-nccl-check on $(hostname) at $(date -u +%FT%TZ)"
+
+# ---- a GPU?
+gpus=0
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >"$OUT/gpus.txt" 2>&1; then
+  gpus=$(grep -c '^GPU ' "$OUT/gpus.txt")
+  sed 's/^/  /' "$OUT/gpus.txt" >>"$SUMMARY"
+fi
+note "GPUs: $gpus"
+if [ "$gpus" -eq 0 ] && [ "${NCCL_CHECK_WITHOUT_GPU:-0}" != 1 ]; then
+  finish "skipped: no CUDA device (nvidia-smi sees none); nothing was checked" 77
+fi
+
+# ---- which torch
+PYTHON=${DDPRUN_TORCH2_PYTHON:-}
+if [ -z "$PYTHON" ]; then
+  PYTHON=$PWD/.venv/torch2/bin/python
+  [ -x "$PYTHON" ] || PYTHON=$(command -v python3)
+fi
+export DDPRUN_TORCH2_PYTHON=$PYTHON
+torch_info=$("$PYTHON" -c 'import torch
+nccl = ".".join(map(str, torch.cuda.nccl.version())) if torch.version.cuda else "-"
+print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, NCCL {nccl}, "
+      f"devices seen by torch: {torch.cuda.device_count()}")' 2>&1) ||
+  finish "failed: $PYTHON cannot import torch: $torch_info" 1
+note "Python: $PYTHON; $torch_info"
+
+# ---- build dependencies this machine may lack, unpacked into a private prefix (never into /):
+# development files only; their libraries' links are pointed at this machine's own copies.
+# A machine without systemd-analyze gets a stand-in so that the configure passes (the test of
+# configs/ that uses it is not run here).
+if ! compgen -G "/usr/lib/*/cmake/absl/abslConfig.cmake" >/dev/null ||
+  ! pkg-config --exists libsystemd || [ ! -e /usr/include/sqlite3.h ] ||
+  [ ! -e /usr/include/gloo/algorithm.h ]; then
+  DEPS_DEBS=${DEPS_DEBS:-.device-deps}
+  if compgen -G "$DEPS_DEBS/*.deb" >/dev/null; then
+    prefix=$PWD/$BUILD_DIR/deps
+    mkdir -p "$prefix"
+    for deb in "$DEPS_DEBS"/*.deb; do dpkg-deb -x "$deb" "$prefix"; done
+    sed -i "s#^\([a-z_]*\)=/usr#\1=$prefix/usr#" "$prefix"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc
+    while IFS= read -r link; do
+      target=$(basename "$(readlink "$link")")
+      for dir in /usr/lib/x86_64-linux-gnu /lib/x86_64-linux-gnu; do
+        if [ -e "$dir/$target" ]; then
+          ln -sfn "$dir/$target" "$link"
+          break
+        fi
+      done
+    done < <(find "$prefix" -xtype l)
+    pkgconfig=$prefix/usr/lib/x86_64-linux-gnu/pkgconfig
+    export PKG_CONFIG_PATH=$pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+    export EXTRA_PREFIX_PATH=$prefix/usr
+    # The libraries' own dependencies (absl's) are found by the loader, not through RUNPATH.
+    export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    note "dependencies: unpacked $(cd "$DEPS_DEBS" && echo *.deb) into $prefix"
+  else
+    note "dependencies: Abseil, libsystemd, SQLite or Gloo is missing, no .deb files in $DEPS_DEBS"
+  fi
+fi
+if ! command -v systemd-analyze >/dev/null; then
+  export DDPRUN_CMAKE_ARGS="${DDPRUN_CMAKE_ARGS:-} -DSYSTEMD_ANALYZE=$(command -v false)"
+  note "systemd-analyze: missing; configs/'s unit check is configured with a stand-in (not run)"
+fi
+
+# ---- build (incremental when build-torch2 exists); keeps going past a failing target so
+# that whatever can be run is
+check build "$(limit 600 110)" env SDK_TORCH2_TEST=0 SDK_TORCH2_KEEP_GOING=1 JOBS="${JOBS:-$(nproc)}" \
+  SDK_TORCH2_TARGETS="${NCCL_CHECK_TARGETS:-sdk_test_worker worker_sdk_test ddprun}" \
+  scripts/sdk-torch2.sh
+cp "$BUILD_DIR/configure.log" "$OUT/" 2>/dev/null
+grep '^sdk-torch2:' "$OUT/build.log" | sed 's/^/  /' >>"$SUMMARY"
+WORKER=$BUILD_DIR/tests/worker_sdk/sdk_test_worker
+TEST=$BUILD_DIR/tests/worker_sdk/worker_sdk_test
+if [ ! -x "$WORKER" ]; then
+  grep -m5 -A3 'error' "$OUT/build.log" | sed 's/^/  /' >>"$SUMMARY"
+  finish "failed: sdk_test_worker was not built (see build.log)" 1
+fi
+grep -q 'DDPRUN_WITH_NCCL): ON' "$OUT/build.log" || note "WARNING: the SDK was built without NCCL"
+
+export NCCL_DEBUG=${NCCL_DEBUG:-WARN} OMP_NUM_THREADS=1
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+# More ranks than GPUs: NCCL refuses two ranks of one communicator on a device unless told.
+multi=(NCCL_MULTI_RANK_GPU_ENABLE=1)
+[ "$gpus" -ge 2 ] && multi=()
+
+# ---- 1. the gtest NCCL tests (the test harness hosts the store)
+if [ -x "$TEST" ]; then
+  check gtest-NcclTest "$(limit 150 70)" "$TEST" --gtest_filter='NcclTest.*' --gtest_color=no
+  grep -E '^\[ +(OK|FAILED|SKIPPED) +\]' "$OUT/gtest-NcclTest.log" | sort -u |
+    sed 's/^/  /' >>"$SUMMARY"
+  if [ "$gpus" -gt 0 ] && grep -q '^\[  SKIPPED \]' "$OUT/gtest-NcclTest.log"; then
+    note "gtest-NcclTest: skipped on a machine with a GPU: counted as a failure"
+    failures=$((failures + 1))
+  fi
+else
+  note "gtest-NcclTest: not run: worker_sdk_test was not built (see build.log)"
+  failures=$((failures + 1))
+fi
+
+# ---- 2. the scenario under this torch's own torchrun (the agent hosts the store)
+under_torchrun() {  # <ranks> [VAR=value...]: the command line, one word a line
+  printf '%s\n' env "${@:2}" "$PYTHON" -m torch.distributed.run --standalone --nnodes 1 \
+    --nproc_per_node "$1" --no_python "$WORKER" nccl "dir=$scratch/snapshots_${1}_$RANDOM"
+}
+mapfile -t cmd < <(under_torchrun 1)
+check torchrun-1rank "$(limit 60 60)" "${cmd[@]}"
+mapfile -t cmd < <(under_torchrun 2 "${multi[@]}")
+if ! check torchrun-2ranks "$(limit 90 20)" "${cmd[@]}"; then
+  if [ "${#multi[@]}" -gt 0 ] && grep -q 'Duplicate GPU detected' "$OUT/torchrun-2ranks.log"; then
+    # NCCL before 2.30 has no NCCL_MULTI_RANK_GPU_ENABLE: not the SDK's failure.
+    note "torchrun-2ranks: this NCCL refuses two ranks on one GPU: not counted (needs 2 GPUs)"
+    failures=$((failures - 1))
+  else
+    mapfile -t cmd < <(under_torchrun 2 "${multi[@]}" NCCL_P2P_DISABLE=1)
+    INFORMATIVE=1 check torchrun-2ranks-without-p2p "$(limit 90 10)" "${cmd[@]}" || true
+  fi
+fi
+
+# ---- 3. the rest of the SDK suite (Gloo), GPU hidden, if time is left: informative only
+if [ -x "$TEST" ] && [ "$(left)" -gt 90 ]; then
+  INFORMATIVE=1 check gloo-suite-gpu-hidden "$(limit 300 15)" env CUDA_VISIBLE_DEVICES= \
+    ctest --test-dir "$BUILD_DIR" -L worker_sdk -E 'NcclTest|InstallTest' -j 8 --timeout 120 \
+    --output-on-failure || true
+  grep -E 'tests passed|\(Failed\)|\(Timeout\)|Not Run' "$OUT/gloo-suite-gpu-hidden.log" |
+    sed 's/^/  /' >>"$SUMMARY"
+else
+  note "gloo-suite-gpu-hidden: not run (no test binary, or no time left)"
+fi
+
+[ "$failures" -eq 0 ] && finish "passed" 0
+finish "FAILED: $failures NCCL check(s) failed (logs in $OUT)" 1
