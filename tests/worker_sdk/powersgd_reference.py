@@ -1,6 +1,8 @@
-"""PowerSGD reference for toolbox_test.cc: PyTorch 1.13's own DDP and powerSGD_hook on the
-initial weights and batches the test wrote (argv[1]); rank 0 saves the final weights
-(argv[2]). Run as one process per rank with the launcher's environment (Gloo)."""
+"""PowerSGD reference for toolbox_test.cc: PyTorch's own DDP and powerSGD_hook (1.13 or 2.x,
+whichever torch runs it) on the initial weights and batches the test wrote (argv[1]); rank 0
+saves the final weights (argv[2]). Run as one process per rank with the launcher's
+environment (Gloo)."""
+import os
 import sys
 
 import torch
@@ -37,6 +39,15 @@ def main():
         torch.save([p.detach().clone() for p in net.parameters()], out_path)
     dist.barrier()
     dist.destroy_process_group()
+    # Every rank is done and the weights are saved: leave without tearing down DDP. In torch
+    # 1.13, dropping the model destroys its Reducer and with it ProcessGroupGloo, whose
+    # destructor joins the Gloo worker threads while holding the GIL; a worker still releasing
+    # a tensor that has a Python object waits for the GIL: a deadlock (gdb: ~Reducer ->
+    # ~ProcessGroupGloo -> thread::join, against runLoop -> ~TensorImpl ->
+    # PyEval_AcquireThread), about 1 run in 25, and the rank hangs until the test's deadline.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
