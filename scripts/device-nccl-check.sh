@@ -21,7 +21,9 @@
 #                          Abseil's CMake package, libsystemd's pkg-config file, SQLite's
 #                          or Gloo's headers (Debian's libabsl-dev, libabsl20220623,
 #                          libsystemd-dev, libsqlite3-dev, libgloo-dev; PyTorch wheels ship
-#                          no Gloo headers)
+#                          no Gloo headers). Made on a Debian machine with `cd .device-deps &&
+#                          apt-get download libabsl-dev libabsl20220623 libsystemd-dev
+#                          libsqlite3-dev libgloo-dev` (keep it out of git)
 #   BUILD_DIR=build-torch2
 #   NCCL_CHECK_TARGETS     what to build (default: sdk_test_worker worker_sdk_test ddprun)
 set -uo pipefail
