@@ -5,7 +5,8 @@
 #   1. worker_sdk_test --gtest_filter='NcclTest.*': the "nccl" scenario of sdk_test_worker
 #      (collectives, DDP with three hooks/modes, SyncBatchNorm, snapshots, all on CUDA
 #      tensors) with 1 and 2 ranks under the test harness (store hosted by the test). With
-#      one GPU both ranks share it: NCCL_MULTI_RANK_GPU_ENABLE=1, which NCCL needs for that.
+#      one GPU both ranks share it with NCCL_MULTI_RANK_GPU_ENABLE=1 (NCCL 2.30+; an older
+#      NCCL refuses, "Duplicate GPU detected": then that test skips and is not counted).
 #   2. the same scenario under the Python torch's own torchrun (agent-hosted store), 1 and 2
 #      ranks; 2 ranks again with NCCL_P2P_DISABLE=1 when the first try fails (a diagnosis).
 #   3. time permitting, the rest of the SDK suite (Gloo) with the GPU hidden (informative:
@@ -26,6 +27,7 @@
 #                          libsqlite3-dev libgloo-dev` (keep it out of git)
 #   BUILD_DIR=build-torch2
 #   NCCL_CHECK_TARGETS     what to build (default: sdk_test_worker worker_sdk_test ddprun)
+#   JOBS=$(nproc)          parallel compile jobs
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
