@@ -8,6 +8,13 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=build DDPRUN_CMAKE_ARGS="-DDDPRUN_BUILD_BENCH=OFF" scripts/setup.sh
 ctest --test-dir build --output-on-failure -j2 --timeout 300
 
+# The worker SDK against LibTorch 2.x (the PyTorch 2.x wheel of .venv/torch2, NCCL path
+# compiled in): its own build directory, then its whole test suite on CPU/Gloo.
+if [ "${DDPRUN_SKIP_TORCH2_SDK:-0}" != 1 ]; then
+  echo "== worker SDK against LibTorch 2.x (build-torch2) =="
+  scripts/sdk-torch2.sh
+fi
+
 if [ "${DDPRUN_SKIP_SANITIZERS:-0}" != 1 ]; then
   echo "== sanitizer build (launcher, agent, rendezvous, store, metrics) =="
   # Unoptimised: quicker to compile, and the sanitizers see every access.
