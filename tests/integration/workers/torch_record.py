@@ -1,6 +1,8 @@
 """torch's own error files: main() under torch.distributed.elastic.multiprocessing.errors.record,
 which writes the exception to TORCHELASTIC_ERROR_FILE. Rank 1 raises after a gloo all_reduce;
-rank 0 waits in a barrier that never completes and is stopped by the agent."""
+rank 0 waits on a store key that never comes (not in a collective: a gloo collective would
+fail on its own when rank 1 leaves, a second failure racing the first) and is stopped by the
+agent."""
 import datetime
 
 import torch
@@ -15,7 +17,7 @@ def main():
     dist.all_reduce(value)
     if dist.get_rank() == 1:
         raise ValueError("rank 1 found a bad batch")
-    dist.barrier()
+    dist.distributed_c10d._get_default_store().wait(["never"])
 
 
 if __name__ == "__main__":
