@@ -1,7 +1,9 @@
-"""The real-job benchmark: ddprun against torchrun 1.13 on the same 2-rank gloo DDP job
-(ddp_job.py), in one run, alternating launchers between repetitions.
+"""The real-job benchmark: ddprun against torchrun on the same 2-rank gloo DDP job
+(ddp_job.py), in one run, alternating launchers between repetitions; with each torch in turn
+(--torch both, the default): Debian's 1.13 and PyTorch 2.x from the project's .venv/torch2.
 
 usage: /usr/bin/python3 bench/realjob/run_bench.py <build dir> [--reps N] [--steps S]
+                                                   [--torch 1|2|both]
 
 Measured per repetition and launcher (medians over the repetitions are printed as a markdown
 table):
@@ -11,13 +13,16 @@ table):
   restart     failure to recovery: rank 1 exits 1 at step 20 of the first attempt; from the
               moment it exits until the restarted group's first all_reduce has completed on
               every rank
-torchrun is Debian's torch 1.13 through ../shared/tools/torchrun-1.13, static rendezvous on a
-free loopback port, --monitor_interval 0.1 (and the launch alone also with its 1.13 default, 5).
-ddprun runs with its defaults. Both run the workers with /usr/bin/python3.
+torch 1.13: torchrun is Debian's through ../shared/tools/torchrun-1.13, workers run
+/usr/bin/python3. torch 2.x: torchrun is `.venv/torch2/bin/python -m torch.distributed.run`,
+workers run .venv/torch2/bin/python. torchrun: static rendezvous on a free loopback port,
+--monitor_interval 0.1 (and the launch alone also with its default, 5 in 1.13, 0.1 in 2.x).
+ddprun runs with its defaults and the same interpreter for its workers (PYTHON_EXEC).
 """
 import argparse
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -27,8 +32,20 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-TORCHRUN = [sys.executable, os.path.join(REPO, "..", "shared", "tools", "torchrun-1.13")]
-PYTHON = "/usr/bin/python3"
+RUN_TIMEOUT = 120  # seconds for one job
+VENV_PYTHON = os.path.join(REPO, ".venv", "torch2", "bin", "python")
+# Per torch: the workers' interpreter and torchrun's command line.
+TORCHES = {
+    "1": ("/usr/bin/python3",
+          ["/usr/bin/python3", os.path.join(REPO, "..", "shared", "tools", "torchrun-1.13")]),
+    "2": (VENV_PYTHON, [VENV_PYTHON, "-m", "torch.distributed.run"]),
+}
+PYTHON, TORCHRUN = TORCHES["1"]
+
+
+def use_torch(version):
+    global PYTHON, TORCHRUN
+    PYTHON, TORCHRUN = TORCHES[version]
 
 
 def free_port():
@@ -62,11 +79,19 @@ def run_in(out, name, ddprun, steps, fail):
     if name != "ddprun":
         env["TMPDIR"] = out  # torchrun leaves its log directory behind; ddprun removes its own
     start = time.time()
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True, timeout=300)
+    # Its own session, so that a launcher that hangs is ended with every worker it started.
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        _, stderr = proc.communicate(timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    proc.stderr_text = stderr
     wall = time.time() - start
     if proc.returncode != 0:
-        raise RuntimeError(f"{name} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
+        raise RuntimeError(f"{name} exited {proc.returncode}:\n{proc.stderr_text[-2000:]}")
     marks = {}
     for f in os.listdir(out):
         if f.endswith(".json"):
@@ -98,28 +123,48 @@ def main():
     parser.add_argument("build")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--torch", choices=["1", "2", "both"], default="both")
     args = parser.parse_args()
     ddprun = os.path.join(os.path.abspath(args.build), "launcher", "ddprun")
+    for version in (["1", "2"] if args.torch == "both" else [args.torch]):
+        use_torch(version)
+        measure(ddprun, args, version)
+
+
+def measure(ddprun, args, version):
+    torch_version = subprocess.run([PYTHON, "-c", "import torch; print(torch.__version__)"],
+                                   capture_output=True, text=True, check=True).stdout.strip()
     launchers = ["ddprun", "torchrun_fast"]
     results = {(n, s): [] for n in launchers + ["torchrun_default"] for s in ("plain", "fail")}
+    hung = {}
     for rep in range(args.reps):
         order = launchers if rep % 2 == 0 else list(reversed(launchers))
         for name in order:
             for scenario in ("plain", "fail"):
-                r = run_once(name, ddprun, args.steps, scenario == "fail")
+                try:
+                    r = run_once(name, ddprun, args.steps, scenario == "fail")
+                except subprocess.TimeoutExpired:
+                    # Reported, not hidden: torchrun 2.15's restart of this job hung here.
+                    print(f"torch {torch_version} rep {rep} {name} {scenario}: did not finish "
+                          f"within {RUN_TIMEOUT} s", file=sys.stderr)
+                    hung[(name, scenario)] = hung.get((name, scenario), 0) + 1
+                    continue
                 results[(name, scenario)].append(r)
-                print(f"rep {rep} {name} {scenario}: " +
+                print(f"torch {torch_version} rep {rep} {name} {scenario}: " +
                       ", ".join(f"{k}={v * 1000:.0f}ms" for k, v in r.items()), file=sys.stderr)
-        r = run_once("torchrun_default", ddprun, args.steps, False)
-        results[("torchrun_default", "plain")].append(r)
-        print(f"rep {rep} torchrun_default plain: wall={r['wall'] * 1000:.0f}ms", file=sys.stderr)
+        if version == "1":  # torchrun 2.x's default interval is already 0.1
+            r = run_once("torchrun_default", ddprun, args.steps, False)
+            results[("torchrun_default", "plain")].append(r)
+            print(f"rep {rep} torchrun_default plain: wall={r['wall'] * 1000:.0f}ms",
+                  file=sys.stderr)
 
     def med(name, scenario, key):
         values = [r[key] for r in results[(name, scenario)]]
         return statistics.median(values) * 1000 if values else float("nan")
 
-    print(f"| metric (median of {args.reps}, ms) | ddprun | torchrun 1.13 --monitor_interval 0.1 "
-          "| torchrun 1.13 (its default 5) | torchrun 0.1 / ddprun |")
+    print(f"\ntorch {torch_version} (workers: {PYTHON})\n")
+    print(f"| metric (median of {args.reps}, ms) | ddprun | torchrun {torch_version} "
+          "--monitor_interval 0.1 | torchrun 1.13 (its default 5) | torchrun 0.1 / ddprun |")
     print("|---|---:|---:|---:|---:|")
     rows = [("init_process_group, median rank", "plain", "init"),
             ("init_process_group, last rank in → every rank done", "plain", "init_joint"),
@@ -135,6 +180,9 @@ def main():
         td = med("torchrun_default", scenario, key) if scenario == "plain" and key == "wall" \
             else float("nan")
         print(f"| {label} | {d:.0f} | {t:.0f} | {td:.0f} | {t / d:.2f}× |")
+    for (name, scenario), count in hung.items():
+        print(f"\n{name} {scenario}: {count} of {args.reps} runs did not finish within "
+              f"{RUN_TIMEOUT} s (left out of the medians)")
 
 
 if __name__ == "__main__":
