@@ -136,18 +136,20 @@ def measure(ddprun, args, version):
                                    capture_output=True, text=True, check=True).stdout.strip()
     launchers = ["ddprun", "torchrun_fast"]
     results = {(n, s): [] for n in launchers + ["torchrun_default"] for s in ("plain", "fail")}
-    hung = {}
+    hung = {}  # (launcher, scenario) -> why each failed run failed
     for rep in range(args.reps):
         order = launchers if rep % 2 == 0 else list(reversed(launchers))
         for name in order:
             for scenario in ("plain", "fail"):
                 try:
                     r = run_once(name, ddprun, args.steps, scenario == "fail")
-                except subprocess.TimeoutExpired:
-                    # Reported, not hidden: torchrun 2.15's restart of this job hung here.
-                    print(f"torch {torch_version} rep {rep} {name} {scenario}: did not finish "
-                          f"within {RUN_TIMEOUT} s", file=sys.stderr)
-                    hung[(name, scenario)] = hung.get((name, scenario), 0) + 1
+                except (subprocess.TimeoutExpired, RuntimeError) as e:
+                    # Reported, not hidden (torchrun 2.15 did not restart this job here).
+                    why = (f"did not finish within {RUN_TIMEOUT} s"
+                           if isinstance(e, subprocess.TimeoutExpired) else str(e).splitlines()[0])
+                    print(f"torch {torch_version} rep {rep} {name} {scenario}: {why}\n{e}",
+                          file=sys.stderr)
+                    hung.setdefault((name, scenario), []).append(why)
                     continue
                 results[(name, scenario)].append(r)
                 print(f"torch {torch_version} rep {rep} {name} {scenario}: " +
@@ -180,9 +182,9 @@ def measure(ddprun, args, version):
         td = med("torchrun_default", scenario, key) if scenario == "plain" and key == "wall" \
             else float("nan")
         print(f"| {label} | {d:.0f} | {t:.0f} | {td:.0f} | {t / d:.2f}× |")
-    for (name, scenario), count in hung.items():
-        print(f"\n{name} {scenario}: {count} of {args.reps} runs did not finish within "
-              f"{RUN_TIMEOUT} s (left out of the medians)")
+    for (name, scenario), whys in hung.items():
+        print(f"\n{name} {scenario}: {len(whys)} of {args.reps} runs failed, left out of the "
+              f"medians: {'; '.join(whys)}")
 
 
 if __name__ == "__main__":
