@@ -187,10 +187,8 @@ Result<bool> StoreEngine::barrier(Client& client, const std::string& key, int64_
 bool StoreEngine::counter_reached(const std::string& key, int64_t target) const {
   auto it = data_.find(key);
   if (it == data_.end()) return target <= 0;
-  int64_t n = 0;
-  const char* end = it->second.data() + it->second.size();
-  auto [ptr, ec] = std::from_chars(it->second.data(), end, n);
-  return ec == std::errc() && ptr == end && n >= target;
+  auto n = parse_integer(key, it->second);
+  return n.ok() && *n >= target;
 }
 
 void StoreEngine::unregister_wait(Client* client, const PendingWait& wait) {

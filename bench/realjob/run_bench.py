@@ -88,10 +88,9 @@ def run_in(out, name, ddprun, steps, fail):
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
         raise
-    proc.stderr_text = stderr
     wall = time.time() - start
     if proc.returncode != 0:
-        raise RuntimeError(f"{name} exited {proc.returncode}:\n{proc.stderr_text[-2000:]}")
+        raise RuntimeError(f"{name} exited {proc.returncode}:\n{stderr[-2000:]}")
     marks = {}
     for f in os.listdir(out):
         if f.endswith(".json"):

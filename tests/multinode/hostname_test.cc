@@ -59,22 +59,12 @@ class HostnameTest : public MultinodeTest {
                                               const std::vector<std::string>& args, int node) {
     const std::string hosts_file = temp() / ("hosts_" + name);
     write_text_file(hosts_file, hosts);
-    ChildOptions options;
-    options.executable = "/usr/bin/nsenter";
-    options.args = {"--net=" + netns_, "--", "/usr/bin/unshare", "--uts", "--mount", "--",
-                    "/bin/sh", "-c",
-                    "hostname \"$1\" && mount --bind \"$2\" /etc/hosts && shift 2 && exec \"$@\"",
-                    "sh", name, hosts_file, executable};
-    options.args.insert(options.args.end(), args.begin(), args.end());
-    options.env = env_;
-    options.env["DDPRUN_TEST_NODE"] = std::to_string(node);
-    options.cwd = temp().path();
-    auto child = ChildProcess::start(options);
-    if (!child) {
-      ADD_FAILURE() << "starting " << name << ": " << child.error_message();
-      return nullptr;
-    }
-    return std::move(child.value());
+    std::vector<std::string> command = {
+        "--net=" + netns_, "--",   "/usr/bin/unshare", "--uts", "--mount", "--", "/bin/sh", "-c",
+        "hostname \"$1\" && mount --bind \"$2\" /etc/hosts && shift 2 && exec \"$@\"",
+        "sh",              name,   hosts_file,         executable};
+    command.insert(command.end(), args.begin(), args.end());
+    return start_as_node(node, "/usr/bin/nsenter", command);
   }
 
   // ddp-rendezvous on 127.0.0.1 of the test's network; returns its endpoint.

@@ -47,8 +47,13 @@ std::string MultinodeTest::daemon_binary() { return DDP_RENDEZVOUS_BINARY; }
 
 std::unique_ptr<ChildProcess> MultinodeTest::start_node_args(int node,
                                                              const std::vector<std::string>& args) {
+  return start_as_node(node, ddprun_binary(), args);
+}
+
+std::unique_ptr<ChildProcess> MultinodeTest::start_as_node(int node, const std::string& executable,
+                                                           const std::vector<std::string>& args) {
   ChildOptions options;
-  options.executable = ddprun_binary();
+  options.executable = executable;
   options.args = args;
   options.env = env_;
   options.env["DDPRUN_TEST_NODE"] = std::to_string(node);

@@ -61,6 +61,10 @@ class MultinodeTest : public DdprunTest {
   std::unique_ptr<ChildProcess> start_node(const NodeSpec& spec);
   // Starts a ddprun with arbitrary arguments as node `node` (DDPRUN_TEST_NODE=<node>).
   std::unique_ptr<ChildProcess> start_node_args(int node, const std::vector<std::string>& args);
+  // Starts `executable args...` as node `node`: the test's environment, DDPRUN_TEST_NODE, the
+  // temp dir as working directory. Fails the test (nullptr) when it cannot start.
+  std::unique_ptr<ChildProcess> start_as_node(int node, const std::string& executable,
+                                              const std::vector<std::string>& args);
 
   // Starts ddp-rendezvous on 127.0.0.1, port 0; waits for its "listening on" line and returns
   // "127.0.0.1:<port>" through `endpoint`. nullptr (and a failure) when it does not come up.
