@@ -17,6 +17,7 @@ import time
 STARTED = time.time()
 
 import argparse  # noqa: E402
+import gc  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
@@ -65,4 +66,11 @@ for step in range(args.steps):
     opt.step()
 marks["end"] = time.time()
 record()
+# torch 2.x: DDP's reducer (kept alive by reference cycles) holds the process group and its last
+# async all_reduce work. Left to the interpreter's final garbage collection, that work is freed on
+# a gloo thread that then needs the GIL of a finalizing interpreter: the thread is unwound and the
+# process aborts ("terminate called without an active exception", SIGABRT, seen with gdb in 2.15).
+# Free the model while Python is alive, then the group.
+del model, opt
+gc.collect()
 dist.destroy_process_group()

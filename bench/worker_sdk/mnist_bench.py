@@ -4,6 +4,7 @@ Python DDP and is reported as null; backward_ms - backward_nosync_ms compares bo
 comm_bytes_per_step counts what DDP hands to Gloo per step: gradients (PowerSGD's compressed
 numbers when --comm_hook powersgd) and the broadcast buffers, as the SDK's counters do."""
 import argparse
+import gc
 import json
 import os
 import resource
@@ -108,6 +109,10 @@ def main():
     }
     print("BENCH " + json.dumps(line), flush=True)
     dist.barrier()
+    # torch 2.x: DDP's reducer sits in reference cycles; freed only by the interpreter's final
+    # collection, its gloo threads can abort the process at exit. Free it while Python runs.
+    del model
+    gc.collect()
     dist.destroy_process_group()
 
 

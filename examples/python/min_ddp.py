@@ -2,6 +2,7 @@
 
     ddprun --standalone --nproc_per_node 2 examples/python/min_ddp.py
 """
+import gc
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -35,6 +36,10 @@ def main():
             acc = 100.0 * sum(c.item() for c in correct) / (len(x) * world)
             print(f"epoch {epoch}  loss {loss.item():.6g}  accuracy {acc:.4f}% over {world} ranks")
     dist.barrier()
+    # torch 2.x: DDP's reducer sits in reference cycles; freed only by the interpreter's final
+    # collection, its gloo threads can abort the process at exit. Free it while Python runs.
+    del model
+    gc.collect()
     dist.destroy_process_group()
 
 

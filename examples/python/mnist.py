@@ -3,6 +3,7 @@
     ddprun --standalone --nproc_per_node 2 examples/python/mnist.py --epochs 3
 """
 import argparse
+import gc
 import json
 import os
 import time
@@ -80,6 +81,10 @@ def main():
         with open(os.path.join(args.out_dir, "accuracy.json"), "w") as f:
             json.dump(history, f, indent=2)
     dist.barrier()
+    # torch 2.x: DDP's reducer sits in reference cycles; freed only by the interpreter's final
+    # collection, its gloo threads can abort the process at exit. Free it while Python runs.
+    del model
+    gc.collect()
     dist.destroy_process_group()
 
 

@@ -4,6 +4,7 @@
         examples/python/snapshot_trainer.py 50 10 --snapshot_path /tmp/snapshot.pt
 """
 import argparse
+import gc
 import os
 
 import torch
@@ -59,6 +60,9 @@ def main():
     dist.init_process_group("gloo")
     Trainer(args.save_every, args.batch_size, args.snapshot_path).train(args.total_epochs)
     dist.barrier()
+    # torch 2.x: DDP's reducer sits in reference cycles; freed only by the interpreter's final
+    # collection, its gloo threads can abort the process at exit. Free it while Python runs.
+    gc.collect()
     dist.destroy_process_group()
 
 
