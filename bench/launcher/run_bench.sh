@@ -4,10 +4,13 @@
 # supervise_floor, stamp_worker and bench_run
 # (cmake --build <dir> --target ddprun fork_floor supervise_floor stamp_worker bench_run).
 #
-# usage: bench/launcher/run_bench.sh <build-dir> [repetitions, default 8; multiples of 4 balance
+# usage: bench/launcher/run_bench.sh <build-dir> [repetitions, default 10; multiples of 10 balance
 #        the order of the launchers, see below]
 # env:   TORCHRUN  the torchrun command line (default: Debian's torch 1.13 through the wrapper
 #                  /usr/bin/python3 <repo>/../shared/tools/torchrun-1.13)
+#        TORCHRUN2 the torchrun 2.x command line (default: the project's torch 2.x,
+#                  <repo>/.venv/torch2/bin/python -m torch.distributed.run, made by
+#                  scripts/setup.sh; its column shows "-" when that is missing)
 #        TORCHRUN_IS_DDPRUN=1  the torchrun slots run a ddprun (another build, other flags):
 #                  give them the caller's TMPDIR too, as the ddprun column has
 #
@@ -24,15 +27,17 @@
 set -euo pipefail
 
 if [[ $# -lt 1 ]]; then
-  sed -n '2,12p' "$0" >&2
+  sed -n '2,15p' "$0" >&2
   exit 2
 fi
 BUILD=$(realpath "$1")
-REPS=${2:-8}
+REPS=${2:-10}
 WORKERS=8
 DDPRUN=$BUILD/launcher/ddprun
 TOOLS=$BUILD/bench/launcher
-read -r -a TORCHRUN_CMD <<<"${TORCHRUN:-/usr/bin/python3 $(cd "$(dirname "$0")/../.." && pwd)/../shared/tools/torchrun-1.13}"
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+read -r -a TORCHRUN_CMD <<<"${TORCHRUN:-/usr/bin/python3 $ROOT/../shared/tools/torchrun-1.13}"
+read -r -a TORCHRUN2_CMD <<<"${TORCHRUN2:-$ROOT/.venv/torch2/bin/python -m torch.distributed.run}"
 for f in "$DDPRUN" "$TOOLS/fork_floor" "$TOOLS/supervise_floor" "$TOOLS/stamp_worker" \
          "$TOOLS/bench_run"; do
   [[ -x $f ]] || { echo "run_bench.sh: $f is missing: build it first" >&2; exit 2; }
@@ -53,6 +58,11 @@ launcher_tmpdir() {
   else unset TMPDIR; fi
 }
 LAUNCHERS=(ddprun torchrun torchrun_fast)
+if [[ -x ${TORCHRUN2_CMD[0]} ]] || command -v "${TORCHRUN2_CMD[0]}" >/dev/null; then
+  LAUNCHERS+=(torchrun2)
+else
+  echo "run_bench.sh: ${TORCHRUN2_CMD[0]} is missing: no torchrun 2.x column" >&2
+fi
 
 free_port() {
   /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -66,6 +76,8 @@ launcher_argv() {
     torchrun) LAUNCHER=("${TORCHRUN_CMD[@]}" --master_addr 127.0.0.1 --master_port "$(free_port)") ;;
     torchrun_fast) LAUNCHER=("${TORCHRUN_CMD[@]}" --master_addr 127.0.0.1
                              --master_port "$(free_port)" --monitor_interval 0.1) ;;
+    # torchrun 2.x's own default --monitor-interval is already 0.1 s.
+    torchrun2) LAUNCHER=("${TORCHRUN2_CMD[@]}" --master_addr 127.0.0.1 --master_port "$(free_port)") ;;
   esac
 }
 
@@ -126,16 +138,23 @@ measure_rss_launch() {
 for ((rep = 1; rep <= REPS; ++rep)); do
   echo "repetition $rep/$REPS" >&2
   # The order changes from one repetition to the next as a balanced Latin square (a Williams
-  # design): over every 4 repetitions each of the four runs once in each position and once
-  # right after each of the others. What one run leaves behind then hits all alike: drift in
-  # machine load, and whatever torchrun (a 235 MB Python process) leaves behind, which slows
-  # the next ddprun launch by about 1.3 ms (cold CPU caches, presumably) and the tiny
-  # fork_floor not measurably. (The plain alternation used before put ddprun right after
-  # torchrun in every other repetition and the floor never.)
-  williams=(0 1 3 2)
+  # design): over every n repetitions (2n when n, the number of runs, is odd) each run comes
+  # once in each position and once right after each of the others. What one run leaves behind
+  # then hits all alike: drift in machine load, and whatever torchrun (a 235 MB Python process)
+  # leaves behind, which slows the next ddprun launch by about 1.3 ms (cold CPU caches,
+  # presumably) and the tiny fork_floor not measurably. (The plain alternation used before put
+  # ddprun right after torchrun in every other repetition and the floor never.)
   all=(floor "${LAUNCHERS[@]}")
+  n=${#all[@]}
+  williams=(0)
+  for ((k = 1; k < n; ++k)); do williams+=($((k % 2 ? (k + 1) / 2 : n - k / 2))); done
   order=()
-  for k in 0 1 2 3; do order+=("${all[$(((williams[k] + rep - 1) % 4))]}"); done
+  for ((k = 0; k < n; ++k)); do order+=("${all[$(((williams[k] + rep - 1) % n))]}"); done
+  if ((n % 2 && (rep - 1) / n % 2)); then  # odd n: every other cycle runs the rows backwards
+    for ((k = 0; k < n / 2; ++k)); do
+      t=${order[k]}; order[k]=${order[n - 1 - k]}; order[n - 1 - k]=$t
+    done
+  fi
   for l in "${order[@]}"; do measure_launch "$l"; done
   for l in "${order[@]}"; do measure_failure "$l"; done
 done
@@ -156,13 +175,13 @@ maximum() { [[ -s $WORK/$1.$2 ]] && sort -n "$WORK/$1.$2" | tail -1 | awk -v d="
 ms=1000000
 n_launch=$(wc -l <"$WORK/launch.ddprun" 2>/dev/null || echo 0)
 n_failure=$(wc -l <"$WORK/sigterm_first.ddprun" 2>/dev/null || echo 0)
-echo "| metric (median of $REPS runs, balanced order) | floor | ddprun | torchrun 1.13 (--monitor_interval 5, its default) | torchrun 1.13 --monitor_interval 0.1 | target (ddprun) |"
-echo "|---|---:|---:|---:|---:|---|"
-echo "| launch: whole run, 8 × \`--no_python /bin/true\` (ms) | $(median launch floor $ms 1) | $(median launch ddprun $ms 1) | $(median launch torchrun $ms 1) | $(median launch torchrun_fast $ms 1) | ≤ 2× floor |"
-echo "| failure → first sibling gets SIGTERM (ms) | $(median sigterm_first floor $ms 3) | $(median sigterm_first ddprun $ms 3) | $(median sigterm_first torchrun $ms 1) | $(median sigterm_first torchrun_fast $ms 1) | |"
-echo "| failure → last of 7 siblings gets SIGTERM (ms) | $(median sigterm_last floor $ms 3) | $(median sigterm_last ddprun $ms 3) | $(median sigterm_last torchrun $ms 1) | $(median sigterm_last torchrun_fast $ms 1) | < 1 ms |"
-echo "| failure → first restarted worker running (ms) | $(median restart_first floor $ms 2) | $(median restart_first ddprun $ms 2) | $(median restart_first torchrun $ms 1) | $(median restart_first torchrun_fast $ms 1) | < 5 ms |"
-echo "| failure → all 8 restarted workers running (ms) | $(median restart_all floor $ms 2) | $(median restart_all ddprun $ms 2) | $(median restart_all torchrun $ms 1) | $(median restart_all torchrun_fast $ms 1) | |"
-echo "| launcher peak RSS, own process (MB, max of 4 runs) | | $(maximum rss ddprun 1024) | $(maximum rss torchrun 1024) | $(maximum rss torchrun_fast 1024) | < 8 MB |"
+echo "| metric (median of $REPS runs, balanced order) | floor | ddprun | torchrun 1.13 (--monitor_interval 5, its default) | torchrun 1.13 --monitor_interval 0.1 | torchrun 2.x (its default, 0.1) | target (ddprun) |"
+echo "|---|---:|---:|---:|---:|---:|---|"
+echo "| launch: whole run, 8 × \`--no_python /bin/true\` (ms) | $(median launch floor $ms 1) | $(median launch ddprun $ms 1) | $(median launch torchrun $ms 1) | $(median launch torchrun_fast $ms 1) | $(median launch torchrun2 $ms 1) | ≤ 2× floor |"
+echo "| failure → first sibling gets SIGTERM (ms) | $(median sigterm_first floor $ms 3) | $(median sigterm_first ddprun $ms 3) | $(median sigterm_first torchrun $ms 1) | $(median sigterm_first torchrun_fast $ms 1) | $(median sigterm_first torchrun2 $ms 1) | |"
+echo "| failure → last of 7 siblings gets SIGTERM (ms) | $(median sigterm_last floor $ms 3) | $(median sigterm_last ddprun $ms 3) | $(median sigterm_last torchrun $ms 1) | $(median sigterm_last torchrun_fast $ms 1) | $(median sigterm_last torchrun2 $ms 1) | < 1 ms |"
+echo "| failure → first restarted worker running (ms) | $(median restart_first floor $ms 2) | $(median restart_first ddprun $ms 2) | $(median restart_first torchrun $ms 1) | $(median restart_first torchrun_fast $ms 1) | $(median restart_first torchrun2 $ms 1) | < 5 ms |"
+echo "| failure → all 8 restarted workers running (ms) | $(median restart_all floor $ms 2) | $(median restart_all ddprun $ms 2) | $(median restart_all torchrun $ms 1) | $(median restart_all torchrun_fast $ms 1) | $(median restart_all torchrun2 $ms 1) | |"
+echo "| launcher peak RSS, own process (MB, max of 4 runs) | | $(maximum rss ddprun 1024) | $(maximum rss torchrun 1024) | $(maximum rss torchrun_fast 1024) | $(maximum rss torchrun2 1024) | < 8 MB |"
 echo
 echo "Runs kept: launch $n_launch/$REPS, failure $n_failure/$REPS (ddprun)."

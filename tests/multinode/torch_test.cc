@@ -2,7 +2,9 @@
 // init_method="env://") and an all_reduce of RANK + 1. Every rank must see the sum over the
 // whole world and the same WORLD_SIZE; RANKs must be distinct, and contiguous per node
 // (RANK = GROUP_RANK × nproc_per_node + LOCAL_RANK). Over c10d (the server hosted by node 1)
-// with 2 and 4 nodes, and over the static backend (--node_rank, a shared --master_port).
+// with 2 and 4 nodes, and over the static backend (--node_rank, a shared --master_port). And a
+// node lost mid-training (SIGKILL of its agent): the survivor trains on in the smaller world.
+#include <csignal>
 #include <set>
 
 #include "tests/multinode/multinode_fixture.h"
@@ -80,6 +82,50 @@ TEST_F(TorchTest, GlooAllReduceOnTwoNodesOverStaticRendezvous) {
   ASSERT_TRUE(ExitedWith(runs[0], 0));
   ASSERT_TRUE(ExitedWith(runs[1], 0));
   expect_all_reduced(2);
+}
+
+TEST_F(TorchTest, KilledNodeMakesTheSurvivorTrainOnInTheSmallerWorld) {
+  // Nodes 1 (hosting the rendezvous) and 2 train in a world of 4, all-reducing every step, until
+  // node 2's agent is killed. Node 1's workers then either fail in the all_reduce (a restart) or
+  // are stopped for a new round, whichever comes first; either way node 1 must end up training
+  // alone, a world of 2, and finish. The long last call only guards against node 2 starting late.
+  const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  std::vector<std::unique_ptr<ChildProcess>> nodes;
+  for (int n = 1; n <= 2; ++n) {
+    NodeSpec spec;
+    spec.node = n;
+    spec.nnodes = "1:2";
+    spec.nproc_per_node = kNproc;
+    spec.endpoint = endpoint;
+    spec.timeouts.last_call_timeout = "20";
+    spec.extra = {"--max_restarts", "3"};
+    spec.entry = {mn_worker("train_on.py"), "--exit-when-world", "2"};
+    nodes.push_back(start_node(spec));
+    ASSERT_NE(nodes.back(), nullptr);
+  }
+  ASSERT_TRUE(wait_for_markers("allreduce_n", 2 * kNproc, deadline_after(60s)))
+      << finish(*nodes[0], deadline_after(1s)).describe();
+  ASSERT_EQ(markers("allreduce_n1_w4_").size(), 2u);
+  ASSERT_EQ(markers("allreduce_n2_w4_").size(), 2u);
+  for (const auto& [name, m] : markers("allreduce_n")) {
+    EXPECT_EQ(m["sum"].get<double>(), 10.0) << name;
+  }
+
+  nodes[1]->send_signal(SIGKILL);
+  const RunResult killed = finish(*nodes[1], deadline_after(10s));
+  ASSERT_TRUE(killed.exit.has_value());
+  EXPECT_EQ(killed.exit->signal, SIGKILL);
+
+  const RunResult survivor = finish(*nodes[0], deadline_after(90s));
+  ASSERT_TRUE(ExitedWith(survivor, 0));
+  const auto after = markers("allreduce_n1_w2_");
+  ASSERT_EQ(after.size(), 2u) << survivor.describe();
+  for (const auto& [name, m] : after) {
+    EXPECT_EQ(m["sum"].get<double>(), 3.0) << name;
+    EXPECT_EQ(m["dist_world_size"].get<int>(), 2) << name;
+    EXPECT_EQ(m["GROUP_WORLD_SIZE"], "1") << name;
+  }
+  EXPECT_TRUE(markers("allreduce_n2_w2_").empty());
 }
 
 }  // namespace
