@@ -28,6 +28,7 @@ void add_counters(store::StoreStats& total, const store::StoreStats& s) {
   total.connections_legacy += s.connections_legacy;
   total.connections_validated += s.connections_validated;
   total.connections_refused += s.connections_refused;
+  total.connections_shed += s.connections_shed;
   total.protocol_errors += s.protocol_errors;
   total.limit_refusals += s.limit_refusals;
   total.slow_readers_dropped += s.slow_readers_dropped;
@@ -215,6 +216,7 @@ void AgentMetrics::collect_store(std::vector<FamilyData>& out) const {
                                "Connections the store closed, by reason.", MetricType::kCounter);
   const std::pair<const char*, uint64_t> reasons[] = {
       {"max_connections", total.connections_refused},
+      {"out_of_descriptors", total.connections_shed},
       {"protocol_error", total.protocol_errors},
       {"limit", total.limit_refusals},
       {"slow_reader", total.slow_readers_dropped},

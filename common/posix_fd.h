@@ -1,4 +1,4 @@
-// RAII ownership of a POSIX file descriptor.
+// RAII ownership of a POSIX file descriptor, and descriptor flags.
 #pragma once
 
 #include <utility>
@@ -29,5 +29,9 @@ class UniqueFd {
  private:
   int fd_ = -1;
 };
+
+// Marks `fd` close-on-exec (Asio does not for accepted sockets), so that workers never
+// inherit it.
+void set_cloexec(int fd);
 
 }  // namespace ddprun

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "agent/process_hygiene.h"
+#include "common/descriptor_limit.h"
 #include "common/logging.h"
 #include "launcher/command_line.h"
 #include "launcher/run_job.h"
@@ -17,5 +18,7 @@ int main(int argc, char** argv) {
     std::fprintf(parsed.exit_code == 0 ? stdout : stderr, "%s\n", parsed.output.c_str());
     return parsed.exit_code;
   }
+  // The agent hosts the job's store: one connection per rank (see descriptor_limit.h).
+  ddprun::raise_descriptor_limit();
   return ddprun::launcher::run_job(*parsed.config);
 }

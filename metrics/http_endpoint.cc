@@ -1,8 +1,6 @@
 #include "metrics/http_endpoint.h"
 
 #include <optional>
-#include <unordered_set>
-#include <vector>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -13,7 +11,6 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 
-#include "common/tcp_listener.h"
 
 namespace ddprun::metrics {
 
@@ -26,8 +23,6 @@ struct HttpEndpoint::Shared {
   HttpEndpointOptions options;
   MetricsHandler metrics;
   HealthHandler health;
-  bool open = true;
-  std::unordered_set<beast::tcp_stream*> streams;  // the open connections
 };
 
 namespace {
@@ -85,128 +80,119 @@ std::optional<http::status> status_for_read_error(const boost::system::error_cod
   return std::nullopt;  // timeout, reset, cancelled
 }
 
-// Keeps the stream in the shared set while its connection coroutine lives, so close() can
-// reach it.
-class Registration {
+// One HTTP connection: a coroutine that reads requests and writes responses until the peer is
+// done, a read times out, or the endpoint closes it.
+class HttpConnection final : public ServedConnection,
+                             public std::enable_shared_from_this<HttpConnection> {
  public:
-  Registration(std::shared_ptr<HttpEndpoint::Shared> shared, beast::tcp_stream* stream)
-      : shared_(std::move(shared)), stream_(stream) {
-    shared_->streams.insert(stream_);
+  HttpConnection(tcp::socket socket, std::shared_ptr<HttpEndpoint::Shared> shared,
+                 bool refuse, std::function<void()> ended)
+      : stream_(std::move(socket)),
+        shared_(std::move(shared)),
+        refuse_(refuse),
+        ended_(std::move(ended)) {}
+
+  void start() override {
+    auto self = shared_from_this();
+    asio::co_spawn(
+        stream_.get_executor(), [self] { return self->serve(); },
+        LogCoroutineEnd{"metrics endpoint connection"});
   }
-  ~Registration() { shared_->streams.erase(stream_); }
-  Registration(const Registration&) = delete;
-  Registration& operator=(const Registration&) = delete;
+  // A scrape is short: both stages close now.
+  void close_gracefully(const std::string&) override { close_now(); }
+  void close_now() override {
+    if (closed_) return;
+    closed_ = true;
+    stream_.close();
+  }
 
  private:
+  asio::awaitable<void> serve() {
+    if (refuse_) {
+      co_await answer_refusal();
+    } else {
+      co_await answer_requests();
+    }
+    if (!closed_) {
+      boost::system::error_code ec;
+      stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+      close_now();
+    }
+    if (ended_) std::exchange(ended_, nullptr)();
+  }
+
+  // Over max_connections: one 503, then close.
+  asio::awaitable<void> answer_refusal() {
+    Response response = text_response(http::status::service_unavailable, 11,
+                                      "too many connections to the metrics endpoint\n");
+    response.keep_alive(false);
+    boost::system::error_code ec;
+    stream_.expires_after(shared_->options.read_timeout);
+    co_await http::async_write(stream_, response, asio::redirect_error(asio::use_awaitable, ec));
+  }
+
+  asio::awaitable<void> answer_requests() {
+    const HttpEndpointOptions& options = shared_->options;
+    beast::flat_buffer buffer(options.max_request_bytes);  // its maximum size
+    boost::system::error_code ec;
+    for (;;) {
+      http::request_parser<http::string_body> parser;
+      parser.header_limit(options.max_request_bytes);
+      parser.body_limit(options.max_request_bytes);
+      stream_.expires_after(options.read_timeout);
+      co_await http::async_read(stream_, buffer, parser,
+                                asio::redirect_error(asio::use_awaitable, ec));
+      if (closed_) co_return;
+      Response response;
+      if (ec) {
+        const auto status = status_for_read_error(ec);
+        if (!status) co_return;
+        response = text_response(*status, 11, fmt::format("bad request: {}\n", ec.message()));
+        response.keep_alive(false);
+      } else {
+        response = respond(*shared_, parser.get());
+      }
+      stream_.expires_after(options.read_timeout);
+      co_await http::async_write(stream_, response, asio::redirect_error(asio::use_awaitable, ec));
+      if (ec || closed_ || !response.keep_alive()) co_return;
+    }
+  }
+
+  beast::tcp_stream stream_;
   std::shared_ptr<HttpEndpoint::Shared> shared_;
-  beast::tcp_stream* stream_;
+  const bool refuse_;
+  std::function<void()> ended_;
+  bool closed_ = false;
 };
 
-asio::awaitable<void> serve_connection(std::shared_ptr<HttpEndpoint::Shared> shared,
-                                       tcp::socket socket) {
-  beast::tcp_stream stream(std::move(socket));
-  Registration registration(shared, &stream);
-  const HttpEndpointOptions& options = shared->options;
-  beast::flat_buffer buffer(options.max_request_bytes);  // its maximum size
-  boost::system::error_code ec;
-  for (;;) {
-    http::request_parser<http::string_body> parser;
-    parser.header_limit(options.max_request_bytes);
-    parser.body_limit(options.max_request_bytes);
-    stream.expires_after(options.read_timeout);
-    co_await http::async_read(stream, buffer, parser,
-                              asio::redirect_error(asio::use_awaitable, ec));
-    if (!shared->open) co_return;
-    Response response;
-    if (ec) {
-      const auto status = status_for_read_error(ec);
-      if (!status) break;
-      response = text_response(*status, 11, fmt::format("bad request: {}\n", ec.message()));
-      response.keep_alive(false);
-    } else {
-      response = respond(*shared, parser.get());
-    }
-    stream.expires_after(options.read_timeout);
-    co_await http::async_write(stream, response, asio::redirect_error(asio::use_awaitable, ec));
-    if (ec || !shared->open || !response.keep_alive()) break;
-  }
-  if (!shared->open) co_return;  // close() has closed the socket
-  stream.socket().shutdown(tcp::socket::shutdown_both, ec);
-  stream.close();
+ListenerOptions listener_options(const HttpEndpointOptions& options) {
+  ListenerOptions o;
+  o.name = "metrics endpoint";
+  o.backlog = options.backlog;
+  o.max_connections = options.max_connections;
+  o.refusal_slack = 4;  // room to answer a few refusals with a 503
+  return o;
 }
 
 }  // namespace
 
 HttpEndpoint::HttpEndpoint(asio::io_context& io, HttpEndpointOptions options,
                            MetricsHandler metrics, HealthHandler health)
-    : io_(io),
-      options_(std::move(options)),
-      acceptor_(io),
-      shared_(std::make_shared<Shared>(
-          Shared{options_, std::move(metrics), std::move(health), true, {}})) {}
+    : options_(std::move(options)),
+      shared_(std::make_shared<Shared>(Shared{options_, std::move(metrics), std::move(health)})),
+      listener_(io, listener_options(options_)) {}
 
 HttpEndpoint::~HttpEndpoint() { close(); }
 
 Status HttpEndpoint::listen() {
-  boost::system::error_code ec;
-  tcp::resolver resolver(io_);
-  auto results = resolver.resolve(options_.address, std::to_string(options_.port), ec);
-  if (ec || results.empty()) {
-    return Status::invalid_argument(fmt::format("metrics endpoint: cannot resolve '{}': {}",
-                                                options_.address,
-                                                ec ? ec.message() : "no addresses"));
-  }
-  const tcp::endpoint endpoint = results.begin()->endpoint();
-  auto fail = [&](const char* step) {
-    return Status::unavailable(fmt::format("metrics endpoint: {} {}:{} failed: {}", step,
-                                           endpoint.address().to_string(), options_.port,
-                                           ec.message()));
-  };
-  if (const char* step = open_listener(acceptor_, endpoint, options_.backlog, ec)) {
-    return fail(step);
-  }
-  port_ = acceptor_.local_endpoint(ec).port();
-  asio::co_spawn(io_, accept_loop(), [](std::exception_ptr error) {
-    if (error) spdlog::error("metrics endpoint: accept loop ended with an exception");
+  return listener_.listen(options_.address, options_.port, [this](Listener::Accepted a) {
+    return std::make_shared<HttpConnection>(std::move(a.socket), shared_, a.refusal.has_value(),
+                                            std::move(a.ended));
   });
-  return {};
 }
 
-asio::awaitable<void> HttpEndpoint::accept_loop() {
-  auto shared = shared_;  // `this` may be gone when an accept completes after close()
-  boost::system::error_code ec;
-  for (;;) {
-    tcp::socket socket =
-        co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
-    if (!shared->open || ec == asio::error::operation_aborted) co_return;
-    if (ec) {
-      // EMFILE and friends: keep serving the connections we have; retry on the next accept.
-      spdlog::warn("metrics endpoint: accept failed: {}", ec.message());
-      continue;
-    }
-    set_cloexec(socket.native_handle());
-    if (shared->streams.size() >= options_.max_connections) {
-      socket.close(ec);
-      continue;
-    }
-    asio::co_spawn(io_, serve_connection(shared, std::move(socket)), [](std::exception_ptr error) {
-      if (error)
-        spdlog::error(
-            "metrics endpoint: a connection ended with an "
-            "exception");
-    });
-  }
-}
+void HttpEndpoint::close() { listener_.close(); }
 
-void HttpEndpoint::close() {
-  if (!shared_->open) return;
-  shared_->open = false;
-  boost::system::error_code ignored;
-  acceptor_.close(ignored);
-  const std::vector<beast::tcp_stream*> streams(shared_->streams.begin(), shared_->streams.end());
-  for (beast::tcp_stream* stream : streams) stream->close();
-}
-
-size_t HttpEndpoint::connections() const { return shared_->streams.size(); }
+size_t HttpEndpoint::connections() const { return listener_.connections(); }
 
 }  // namespace ddprun::metrics

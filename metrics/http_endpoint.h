@@ -8,8 +8,9 @@
 // One coroutine per connection (keep-alive supported). Every read has a deadline (a request
 // must arrive whole within read_timeout; an idle keep-alive connection is closed after it);
 // requests are bounded (431 / 413 beyond max_request_bytes, 400 for anything unparseable);
-// connections beyond max_connections are closed on accept. Sockets are close-on-exec, so
-// workers the agent forks never inherit them.
+// a connection beyond max_connections gets a 503 and is closed. Accepting, limits and running
+// out of descriptors are the common Listener's (common/listener.h); sockets are close-on-exec,
+// so workers the agent forks never inherit them.
 //
 // Security: there is no authentication. The default address is loopback; listening on any
 // other address exposes job information (job ids, node counts, store activity) to whoever can
@@ -23,13 +24,11 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <utility>  // before Boost 1.74's awaitable.hpp, which uses std::exchange without it
 
-#include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 
 #include "common/clock.h"
+#include "common/listener.h"
 #include "common/result.h"
 
 namespace ddprun::metrics {
@@ -45,7 +44,7 @@ struct HttpEndpointOptions {
   // A request must arrive whole within this, and a response be written within it; an idle
   // keep-alive connection is closed after it. Default 10 s (Prometheus' default scrape timeout).
   Millis read_timeout{10'000};
-  // Connections beyond this many are closed at once on accept. Default 32.
+  // Connections beyond this many get a 503 and are closed. Default 32.
   size_t max_connections = 32;
   // Listen backlog. Default 64.
   int backlog = 64;
@@ -69,7 +68,7 @@ class HttpEndpoint {
   // address and the failing step. Once only.
   Status listen();
   // The bound port; 0 before listen() succeeded.
-  uint16_t port() const { return port_; }
+  uint16_t port() const { return listener_.port(); }
   // Stops accepting and closes every connection now; handlers are not called afterwards.
   // Idempotent.
   void close();
@@ -79,13 +78,9 @@ class HttpEndpoint {
   struct Shared;  // state shared with connection coroutines (they may outlive the endpoint)
 
  private:
-  boost::asio::awaitable<void> accept_loop();
-
-  boost::asio::io_context& io_;
   const HttpEndpointOptions options_;
-  boost::asio::ip::tcp::acceptor acceptor_;
   std::shared_ptr<Shared> shared_;
-  uint16_t port_ = 0;
+  Listener listener_;
 };
 
 }  // namespace ddprun::metrics

@@ -6,7 +6,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "common/tcp_listener.h"
+#include "common/posix_fd.h"
 
 namespace ddprun::rdzv {
 
@@ -40,17 +40,4 @@ void configure_socket(tcp::socket& socket) {
   set_cloexec(socket.native_handle());
 }
 
-}  // namespace ddprun::rdzv
-
-namespace ddprun::rdzv {
-void LogCoroutineEnd::operator()(std::exception_ptr error) const {
-  if (!error) return;
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    spdlog::error("{} ended with an exception: {}", what, e.what());
-  } catch (...) {
-    spdlog::error("{} ended with an unknown exception", what);
-  }
-}
 }  // namespace ddprun::rdzv

@@ -15,6 +15,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include "common/log_coroutine_end.h"
 #include "common/result.h"
 #include "rendezvous/codec.h"
 #include "rendezvous/stream.h"
@@ -36,11 +37,3 @@ void configure_socket(tcp::socket& socket);
 
 }  // namespace ddprun::rdzv
 
-namespace ddprun::rdzv {
-// Completion handler for co_spawn: our coroutines do not throw by design, but should one
-// (std::bad_alloc), the error is logged instead of vanishing or escaping the io_context.
-struct LogCoroutineEnd {
-  const char* what;
-  void operator()(std::exception_ptr error) const;
-};
-}  // namespace ddprun::rdzv

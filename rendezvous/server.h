@@ -16,20 +16,14 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
-#include <utility>  // before Boost 1.74's awaitable.hpp (see frame_io.h)
 
-#include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include "common/clock.h"
-#include "common/posix_fd.h"
+#include "common/listener.h"
 #include "common/result.h"
 #include "rendezvous/job_registry.h"
 #include "rendezvous/messages.h"
@@ -61,7 +55,7 @@ class RendezvousServer {
   // port (read it with port()). Errors name the address and say why.
   Status listen(const std::string& address, uint16_t port);
   // The bound port; 0 before listen() succeeded.
-  uint16_t port() const { return port_; }
+  uint16_t port() const { return listener_.port(); }
 
   // Two-stage shutdown. Stage one: stop accepting, tell every client "server shutting down",
   // flush, let clients hang up. Stage two, after options.shutdown_grace: close the rest.
@@ -70,7 +64,7 @@ class RendezvousServer {
 
   ServerStats stats() const;
   // shutdown() has begun.
-  bool stopping() const { return stopping_; }
+  bool stopping() const { return listener_.stopping(); }
   // Every job as it is now (status queries and metrics read the same view).
   std::vector<JobRegistry::JobView> jobs() const;
 
@@ -90,32 +84,17 @@ class RendezvousServer {
   bool redirecting() const { return redirect_->has_value(); }
 
  private:
-  boost::asio::awaitable<void> accept_loop();
-  // Starts a session for a new connection, or one that refuses it (a connection limit).
-  void admit(boost::asio::ip::tcp::socket socket);
-  void shed_one_connection();
-  void on_session_end(Session* session);
-  void maybe_finish_shutdown();
+  // Makes the session for a socket the listener accepted (or refused, to say why).
+  std::shared_ptr<ServedConnection> make_session(Listener::Accepted accepted);
 
   boost::asio::io_context& io_;
   const ServerOptions options_;
   const Clock& clock_;
   std::shared_ptr<ServerCounters> counters_ = std::make_shared<ServerCounters>();
   std::shared_ptr<JobRegistry> registry_;  // shared with sessions (see Session)
-  boost::asio::ip::tcp::acceptor acceptor_;
-  boost::asio::steady_timer grace_timer_;
-  std::unordered_map<Session*, std::shared_ptr<Session>> sessions_;
-  std::map<boost::asio::ip::address, size_t> connections_per_source_;
-  // Held open so that, out of descriptors, the server can still accept and refuse one.
-  UniqueFd spare_fd_;
-  uint16_t port_ = 0;
-  // Shared with sessions, which read it at Hello (redirect_clients).
+  // The server's; sessions read it (redirect_clients).
   std::shared_ptr<std::optional<Redirect>> redirect_ = std::make_shared<std::optional<Redirect>>();
-  bool stopping_ = false;
-  std::function<void()> shutdown_done_;
-  // Set while the server object lives; callbacks from sessions check it, since a session may
-  // end (on the io_context) after the server that spawned it was destroyed.
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  Listener listener_;  // after what sessions use: it closes them first when destroyed
 };
 
 }  // namespace ddprun::rdzv

@@ -34,7 +34,7 @@ std::string describe(const boost::system::error_code& ec, const tcp::endpoint& e
 Session::Session(tcp::socket socket, std::shared_ptr<JobRegistry> registry,
                  const ServerOptions& options, std::shared_ptr<ServerCounters> counters,
                  std::shared_ptr<const std::optional<Redirect>> redirect,
-                 std::function<void(Session*)> on_end)
+                 std::function<void()> on_end)
     : stream_(make_stream(std::move(socket), options)),
       registry_holder_(std::move(registry)),
       registry_(*registry_holder_),
@@ -64,8 +64,8 @@ void Session::start() {
       ex, [self] { return self->write_loop(); }, LogCoroutineEnd{"rendezvous session writer"});
 }
 
-void Session::start_refusing(Limit limit, std::string why) {
-  refusal_.emplace(limit, std::move(why));
+void Session::start_refusing(std::string why) {
+  refusal_.emplace(std::move(why));
   start();
 }
 
@@ -149,7 +149,7 @@ asio::awaitable<void> Session::read_loop() {
     finish();
     co_return;
   }
-  if (refusal_) refuse(refusal_->first, refusal_->second);
+  if (refusal_) close_with_error(*refusal_);
   while (open_ && !closing_) {
     Status ok = co_await read_frame(stream_, options_.limits, body);
     if (!ok) {
@@ -364,7 +364,7 @@ void Session::finish() {
     JobRegistry::Job* job = std::exchange(job_, nullptr);
     registry_.close_connection(*job, *this, node_id_);
   }
-  if (on_end_) std::exchange(on_end_, nullptr)(this);
+  if (on_end_) std::exchange(on_end_, nullptr)();
 }
 
 }  // namespace ddprun::rdzv

@@ -29,6 +29,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "common/listener.h"
 #include "rendezvous/frame_writer.h"
 #include "rendezvous/job_registry.h"
 #include "rendezvous/server_counters.h"
@@ -38,7 +39,9 @@
 
 namespace ddprun::rdzv {
 
-class Session final : public Peer, public std::enable_shared_from_this<Session> {
+class Session final : public Peer,
+                      public ServedConnection,
+                      public std::enable_shared_from_this<Session> {
  public:
   // The session shares the registry so that it can leave it cleanly even when it ends after
   // the server object is gone.
@@ -47,13 +50,13 @@ class Session final : public Peer, public std::enable_shared_from_this<Session> 
   Session(boost::asio::ip::tcp::socket socket, std::shared_ptr<JobRegistry> registry,
           const ServerOptions& options, std::shared_ptr<ServerCounters> counters,
           std::shared_ptr<const std::optional<Redirect>> redirect,
-          std::function<void(Session*)> on_end);
+          std::function<void()> on_end);
   ~Session() override;
 
-  void start();
-  // Starts a connection that a limit refuses: it gets the Error frame `why` (after the TLS
-  // handshake, so that a TLS client can read it) and is closed.
-  void start_refusing(Limit limit, std::string why);
+  void start() override;
+  // Starts a connection that a limit refused (counted and logged by the listener): it gets the
+  // Error frame `why` (after the TLS handshake, so that a TLS client can read it) and is closed.
+  void start_refusing(std::string why);
   const boost::asio::ip::address& source() const { return source_; }
   // Peer: queue a frame; a reader that falls max_outbox_bytes behind is disconnected.
   void send(const ServerMessage& message) override;
@@ -62,10 +65,11 @@ class Session final : public Peer, public std::enable_shared_from_this<Session> 
   std::optional<SteadyTime> last_heard() const override { return last_heard_; }
   // Shutdown stage one: say why, flush, then close.
   void close_with_error(const std::string& why);
+  void close_gracefully(const std::string& why) override { close_with_error(why); }
   // The same with another last frame (a Redirect).
   void close_with(const ServerMessage& last);
   // Shutdown stage two: close now.
-  void close_now();
+  void close_now() override;
 
  private:
   boost::asio::awaitable<void> read_loop();
@@ -91,11 +95,11 @@ class Session final : public Peer, public std::enable_shared_from_this<Session> 
   const ServerOptions options_;
   std::shared_ptr<ServerCounters> counters_;  // shared with the server; outlives either
   std::shared_ptr<const std::optional<Redirect>> redirect_;  // the server's; see the constructor
-  std::function<void(Session*)> on_end_;
+  std::function<void()> on_end_;
   std::string peer_name_;  // "ip:port" for logs
   boost::asio::ip::address source_;
   ServerHandshake handshake_;
-  std::optional<std::pair<Limit, std::string>> refusal_;  // start_refusing()
+  std::optional<std::string> refusal_;  // start_refusing()
 
   JobRegistry::Job* job_ = nullptr;       // set by Hello; valid until finish()
   std::string node_id_;                   // the node this connection carries, if any

@@ -48,7 +48,7 @@ void log_exception(const char* what, std::exception_ptr error) {
 }  // namespace
 
 Connection::Connection(tcp::socket socket, std::shared_ptr<SharedState> state,
-                       std::function<void(Connection*)> on_end)
+                       std::function<void()> on_end)
     : socket_(std::move(socket)),
       state_(std::move(state)),
       on_end_(std::move(on_end)),
@@ -336,7 +336,7 @@ void Connection::finish() {
   finished_ = true;
   close();
   state_->engine.forget(*this);
-  if (on_end_) std::exchange(on_end_, nullptr)(this);
+  if (on_end_) std::exchange(on_end_, nullptr)();
 }
 
 }  // namespace ddprun::store::detail

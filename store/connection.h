@@ -22,6 +22,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "common/listener.h"
 #include "store/engine.h"
 #include "store/server_options.h"
 
@@ -36,19 +37,24 @@ struct SharedState {
   StoreStats counters;  // only the counter fields; sizes come from the engine
 };
 
-class Connection final : public StoreEngine::Client,
+class Connection final : public ServedConnection,
+                         public StoreEngine::Client,
                          public std::enable_shared_from_this<Connection> {
  public:
+  // `on_end` runs once, when the connection has ended.
   Connection(boost::asio::ip::tcp::socket socket, std::shared_ptr<SharedState> state,
-             std::function<void(Connection*)> on_end);
+             std::function<void()> on_end);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
   // Spawns the reader and the writer on the socket's executor.
-  void start();
+  void start() override;
   // Closes the socket now; the coroutines end, the engine forgets us, `on_end` runs.
   void close();
+  // ServedConnection: TCPStore's protocol has no goodbye, so both stages close now.
+  void close_gracefully(const std::string&) override { close(); }
+  void close_now() override { close(); }
 
   // StoreEngine::Client: queue the bytes the client expects.
   void wait_done() override;
@@ -70,7 +76,7 @@ class Connection final : public StoreEngine::Client,
 
   boost::asio::ip::tcp::socket socket_;
   std::shared_ptr<SharedState> state_;
-  std::function<void(Connection*)> on_end_;
+  std::function<void()> on_end_;
   std::string peer_;  // "ip:port" for logs
 
   Dialect dialect_ = Dialect::kUnknown;

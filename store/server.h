@@ -12,18 +12,16 @@
 // thread (or before it runs). Nothing here blocks the loop: each connection is a coroutine
 // pair, waits are callbacks, no call does blocking I/O (listen() may resolve a host name).
 // Sockets are close-on-exec (workers the agent forks never inherit them) with TCP_NODELAY.
+// Accepting, limits and running out of descriptors are the common Listener's (common/listener.h).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
-#include <utility>  // before Boost 1.74's awaitable.hpp, which uses std::exchange without it
 
-#include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 
+#include "common/listener.h"
 #include "common/posix_fd.h"
 #include "common/result.h"
 #include "store/server_options.h"
@@ -51,7 +49,7 @@ class StoreServer {
   // reservation) and not listening yet. Takes ownership; on error the socket is closed.
   Status adopt(UniqueFd bound_socket);
   // The port clients connect to; 0 before listen()/adopt() succeeded.
-  uint16_t port() const { return port_; }
+  uint16_t port() const { return listener_.port(); }
 
   // Stops accepting and closes every connection now (pending waits are dropped, clients see
   // the connection end). The data stays readable through stats() until destruction.
@@ -62,19 +60,11 @@ class StoreServer {
   StoreStats stats() const;
 
  private:
-  Status start_accepting(const char* what);
-  boost::asio::awaitable<void> accept_loop();
-  void on_connection_end(detail::Connection* connection);
+  // Makes the connection for a socket the listener accepted.
+  std::shared_ptr<ServedConnection> make_connection(Listener::Accepted accepted);
 
-  boost::asio::io_context& io_;
   std::shared_ptr<detail::SharedState> state_;  // shared with connections
-  boost::asio::ip::tcp::acceptor acceptor_;
-  std::unordered_map<detail::Connection*, std::shared_ptr<detail::Connection>> connections_;
-  uint16_t port_ = 0;
-  bool closed_ = false;
-  // Cleared when the server object goes: connections and the accept loop finish on the
-  // io_context later and must not call back into it.
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  Listener listener_;
 };
 
 }  // namespace ddprun::store

@@ -2,6 +2,7 @@
 // group or left it with setsid), no descriptor of ddprun leaks into workers, and exited
 // workers are reaped (no zombies) while the job still runs and after it.
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -115,6 +116,29 @@ TEST_F(HygieneTest, WorkersInheritOnlyStandardDescriptors) {
       ::unlink(out("fds_" + std::to_string(rank)).c_str());
     }
   }
+}
+
+// The agent hosts the job's store (a connection per rank): it raises its own soft descriptor
+// limit to the hard one, and its workers get the limit it was started with, as under torchrun.
+TEST_F(HygieneTest, AgentRaisesItsDescriptorLimitAndWorkersKeepTheOneTheyWereGiven) {
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max <= 256) {
+    GTEST_SKIP() << "hard descriptor limit " << saved.rlim_max << " leaves nothing to raise";
+  }
+  rlimit low = saved;
+  low.rlim_cur = 256;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  const RunResult run =
+      run_ddprun({"--nproc_per_node", "1", "--no_python", "/bin/sh", worker("fd_limits.sh")});
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+  ASSERT_TRUE(ExitedWith(run, 0));
+  std::istringstream limits(read_text_file(out("fd_limits_0")));
+  std::string worker_soft, agent_soft, agent_hard;
+  limits >> worker_soft >> agent_soft >> agent_hard;
+  EXPECT_EQ(worker_soft, "256");
+  EXPECT_EQ(agent_soft, agent_hard) << "the agent kept a soft limit below its hard one";
+  EXPECT_NE(agent_soft, "256");
 }
 
 TEST_F(HygieneTest, ExitedWorkerIsReapedWhileTheJobRuns) {

@@ -22,6 +22,7 @@
 #include <boost/asio/write.hpp>
 
 #include "tests/metrics/http_client.h"
+#include "tests/support/descriptor_exhaustion.h"
 
 namespace ddprun::metrics {
 namespace {
@@ -30,6 +31,8 @@ using namespace std::chrono_literals;
 using ddprun::testing::http_get;
 using ddprun::testing::raw_exchange;
 using ddprun::testing::status_of;
+using ddprun::testing::DescriptorExhaustion;
+using ddprun::testing::process_cpu_time;
 
 // An endpoint on its own io_context thread; the handlers read state the test sets.
 class EndpointThread {
@@ -191,7 +194,7 @@ boost::asio::ip::tcp::socket idle_connection(boost::asio::io_context& io, uint16
   return s;
 }
 
-TEST(HttpEndpoint, ConnectionsBeyondTheLimitAreClosedOnAccept) {
+TEST(HttpEndpoint, ConnectionsBeyondTheLimitGetA503AndAreClosed) {
   HttpEndpointOptions options = quick_options();
   options.read_timeout = 30s;  // the idle ones must stay while the test runs
   EndpointThread server(options);
@@ -207,12 +210,62 @@ TEST(HttpEndpoint, ConnectionsBeyondTheLimitAreClosedOnAccept) {
   }
   auto refused = raw_exchange("127.0.0.1", server.port(), "GET /metrics HTTP/1.1\r\n\r\n", 10s);
   ASSERT_TRUE(refused.ok()) << refused.error_message();
-  EXPECT_EQ(*refused, "");
+  EXPECT_EQ(status_of(*refused), 503) << *refused;
+  EXPECT_NE(refused->find("too many connections"), std::string::npos) << *refused;
+  EXPECT_EQ(server.scrapes(), 0);
   idle.clear();  // room again
   const auto deadline2 = std::chrono::steady_clock::now() + 10s;
   while (server.on_loop([&] { return server.endpoint().connections(); }) != 0) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline2) << "closed connections not noticed";
     std::this_thread::yield();
+  }
+  auto served = http_get("127.0.0.1", server.port(), "/healthz");
+  ASSERT_TRUE(served.ok()) << served.error_message();
+  EXPECT_EQ(served->status, 200);
+}
+
+// Out of file descriptors, the endpoint sheds newcomers (accepts each with its spare
+// descriptor and closes it) without spinning, keeps serving the connection it has, and serves
+// newcomers again once descriptors are free.
+TEST(HttpEndpoint, OutOfDescriptorsItShedsNewcomersKeepsServingAndDoesNotSpin) {
+  HttpEndpointOptions options = quick_options();
+  options.read_timeout = 30s;
+  EndpointThread server(options);
+  boost::asio::io_context io;
+  auto existing = idle_connection(io, server.port());
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (server.on_loop([&] { return server.endpoint().connections(); }) != 1) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the first connection not accepted";
+    std::this_thread::yield();
+  }
+  std::vector<boost::asio::ip::tcp::socket> newcomers;
+  for (int i = 0; i < 6; ++i) newcomers.emplace_back(io, boost::asio::ip::tcp::v4());
+  const boost::asio::ip::tcp::endpoint at(boost::asio::ip::make_address("127.0.0.1"),
+                                          server.port());
+  {
+    DescriptorExhaustion full;
+    ASSERT_TRUE(full.full());
+    const auto cpu_before = process_cpu_time();
+    for (auto& s : newcomers) s.connect(at);  // the kernel completes them into the backlog
+    // Each newcomer is shed: closed unanswered (end of file), one per accept.
+    timeval tv{10, 0};
+    for (auto& s : newcomers) {
+      ::setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      char byte = 0;
+      EXPECT_EQ(::recv(s.native_handle(), &byte, 1, 0), 0) << "a newcomer was not shed";
+    }
+    // The connection it had is still served, on the same socket.
+    const std::string request = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    ASSERT_EQ(::send(existing.native_handle(), request.data(), request.size(), 0),
+              static_cast<ssize_t>(request.size()));
+    ::setsockopt(existing.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char reply[512];
+    const ssize_t n = ::recv(existing.native_handle(), reply, sizeof reply, 0);
+    ASSERT_GT(n, 0);
+    EXPECT_EQ(status_of(std::string(reply, static_cast<size_t>(n))), 200);
+    // Shedding six took at least six rests of the accept loop; a loop that retried accept
+    // at once would have burnt that whole time on the CPU.
+    EXPECT_LT(process_cpu_time() - cpu_before, 150ms) << "CPU time while out of descriptors";
   }
   auto served = http_get("127.0.0.1", server.port(), "/healthz");
   ASSERT_TRUE(served.ok()) << served.error_message();

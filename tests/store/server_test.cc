@@ -10,6 +10,7 @@
 #include <atomic>
 
 #include "tests/store/store_test_util.h"
+#include "tests/support/descriptor_exhaustion.h"
 
 namespace ddprun::store::testing {
 namespace {
@@ -331,6 +332,48 @@ TEST(StoreServerTest, AdoptRefusesWhatIsNotABoundTcpSocket) {
   EXPECT_TRUE(unbound.is_invalid_argument());
   EXPECT_NE(unbound.message().find("not bound"), std::string::npos) << unbound.message();
   EXPECT_EQ(server.port(), 0);
+}
+
+using ddprun::testing::DescriptorExhaustion;
+using ddprun::testing::process_cpu_time;
+
+// Out of file descriptors (a job larger than the node's limit), the store sheds newcomers
+// (accepts each with its spare descriptor and closes it) without spinning the agent's thread,
+// keeps serving the ranks it has, and takes newcomers again once descriptors are free.
+TEST(StoreServerTest, OutOfDescriptorsItShedsNewcomersKeepsServingAndDoesNotSpin) {
+  StoreThread store;
+  auto existing = TestClient::connect(store.port(), Dialect::kValidated);
+  ASSERT_TRUE(existing);
+  existing->set("/k", "v");  // answered: the store holds the connection
+  std::vector<UniqueFd> newcomers;
+  for (int i = 0; i < 6; ++i) newcomers.emplace_back(::socket(AF_INET, SOCK_STREAM, 0));
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_port = htons(store.port());
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  {
+    DescriptorExhaustion full;
+    ASSERT_TRUE(full.full());
+    const auto cpu_before = process_cpu_time();
+    for (auto& fd : newcomers) {
+      ASSERT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&at), sizeof at), 0);
+    }
+    timeval tv{10, 0};
+    for (auto& fd : newcomers) {
+      ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      char byte = 0;
+      EXPECT_EQ(::recv(fd.get(), &byte, 1, 0), 0) << "a newcomer was not shed";
+    }
+    EXPECT_EQ(existing->get("/k"), "v");
+    EXPECT_EQ(existing->add("/n", 2), 2);
+    // Shedding six took at least six rests of the accept loop; a loop that retried accept
+    // at once would have burnt that whole time on the CPU.
+    EXPECT_LT(process_cpu_time() - cpu_before, 150ms) << "CPU time while out of descriptors";
+  }
+  EXPECT_GE(store.stats().connections_shed, 6u);
+  auto after = TestClient::connect(store.port(), Dialect::kLegacy);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->get("/k"), "v");
 }
 
 }  // namespace

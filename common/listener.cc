@@ -1,0 +1,296 @@
+#include "common/listener.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <vector>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+namespace ddprun {
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+namespace {
+// How long the accept loop rests after shedding a connection for lack of descriptors.
+constexpr Millis kDescriptorPause{50};
+
+UniqueFd open_spare_descriptor() { return UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC)); }
+
+rlim_t descriptor_limit() {
+  rlimit limit{};
+  return ::getrlimit(RLIMIT_NOFILE, &limit) == 0 ? limit.rlim_cur : 0;
+}
+
+bool out_of_descriptors(const boost::system::error_code& ec) {
+  return ec == asio::error::no_descriptors || ec.value() == ENFILE;
+}
+}  // namespace
+
+const char* to_string(Refusal refusal) {
+  switch (refusal) {
+    case Refusal::kConnections:
+      return "max_connections";
+    case Refusal::kConnectionsPerSource:
+      return "max_connections_per_source";
+    case Refusal::kDescriptors:
+      return "file descriptors";
+  }
+  return "unknown";
+}
+
+Listener::Listener(asio::io_context& io, ListenerOptions options, const Clock& clock)
+    : io_(io),
+      options_(std::move(options)),
+      clock_(clock),
+      acceptor_(io),
+      grace_timer_(io),
+      spare_fd_(open_spare_descriptor()) {}
+
+Listener::~Listener() {
+  *alive_ = false;
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+  grace_timer_.cancel();
+  // Connections may finish on the io_context later; they no longer call back (alive_).
+  auto connections = std::move(connections_);
+  for (auto& [raw, connection] : connections) connection->close_now();
+}
+
+Status Listener::listen(const std::string& address, uint16_t port, MakeConnection make,
+                        Goodbye goodbye) {
+  if (acceptor_.is_open()) return Status::invalid_argument(options_.name + ": already listening");
+  boost::system::error_code ec;
+  tcp::resolver resolver(io_);
+  auto results = resolver.resolve(address, std::to_string(port), ec);
+  if (ec || results.empty()) {
+    return Status::invalid_argument(fmt::format("{}: cannot resolve '{}': {}", options_.name,
+                                                address, ec ? ec.message() : "no addresses"));
+  }
+  const tcp::endpoint endpoint = results.begin()->endpoint();
+  auto fail = [&](const char* step) {
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    return Status::unavailable(fmt::format("{}: {} {}:{} failed: {}", options_.name, step,
+                                           endpoint.address().to_string(), port, ec.message()));
+  };
+  if (acceptor_.open(endpoint.protocol(), ec); ec) return fail("open");
+  set_cloexec(acceptor_.native_handle());
+  acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (acceptor_.bind(endpoint, ec); ec) return fail("bind");
+  return start("listen on", std::move(make), std::move(goodbye));
+}
+
+Status Listener::adopt(UniqueFd bound_socket, MakeConnection make, Goodbye goodbye) {
+  if (acceptor_.is_open()) return Status::invalid_argument(options_.name + ": already listening");
+  const int fd = bound_socket.get();
+  int type = 0;
+  socklen_t len = sizeof type;
+  if (fd < 0 || ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) {
+    return Status::invalid_argument(
+        fmt::format("{}: descriptor {} is not a stream socket", options_.name, fd));
+  }
+  sockaddr_storage addr{};
+  len = sizeof addr;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+      (addr.ss_family != AF_INET && addr.ss_family != AF_INET6)) {
+    return Status::invalid_argument(
+        fmt::format("{}: descriptor {} is not a TCP/IP socket", options_.name, fd));
+  }
+  set_cloexec(fd);
+  boost::system::error_code ec;
+  acceptor_.assign(addr.ss_family == AF_INET ? tcp::v4() : tcp::v6(), bound_socket.release(), ec);
+  if (ec) {
+    return Status::invalid_argument(
+        fmt::format("{}: cannot adopt descriptor {}: {}", options_.name, fd, ec.message()));
+  }
+  const auto local = acceptor_.local_endpoint(ec);
+  if (ec || local.port() == 0) {
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    return Status::invalid_argument(
+        fmt::format("{}: descriptor {} is not bound to a port", options_.name, fd));
+  }
+  return start("listen on adopted socket", std::move(make), std::move(goodbye));
+}
+
+Status Listener::start(const char* what, MakeConnection make, Goodbye goodbye) {
+  boost::system::error_code ec;
+  acceptor_.listen(options_.backlog, ec);
+  const auto local = ec ? tcp::endpoint() : acceptor_.local_endpoint(ec);
+  if (ec) {
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    return Status::unavailable(fmt::format("{}: {} failed: {}", options_.name, what, ec.message()));
+  }
+  make_ = std::move(make);
+  goodbye_ = std::move(goodbye);
+  port_ = local.port();
+  stopping_ = false;
+  asio::co_spawn(io_, accept_loop(), LogCoroutineEnd{"accept loop"});
+  spdlog::debug("{}: listening on {}:{}", options_.name, local.address().to_string(), port_);
+  return Status();
+}
+
+asio::awaitable<void> Listener::accept_loop() {
+  auto alive = alive_;
+  boost::system::error_code ec;
+  asio::steady_timer pause(io_);
+  while (*alive && !stopping_ && acceptor_.is_open()) {
+    tcp::socket socket =
+        co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+    if (!*alive || stopping_ || ec == asio::error::operation_aborted) break;
+    if (out_of_descriptors(ec)) {
+      shed_one_connection();
+      // The backlog still holds connections we cannot take: give the ones we serve a moment
+      // to end, rather than spinning on accept.
+      pause.expires_after(kDescriptorPause);
+      co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      continue;
+    }
+    if (ec) {
+      ++counters_.accept_errors;
+      spdlog::warn("{}: accept failed: {}", options_.name, ec.message());
+      continue;
+    }
+    admit(std::move(socket));
+  }
+}
+
+void Listener::admit(tcp::socket socket) {
+  set_cloexec(socket.native_handle());
+  boost::system::error_code ec;
+  const auto source = socket.remote_endpoint(ec).address();
+  if (ec) return;  // the peer is already gone
+  std::optional<Refusal> refusal;
+  if (connections_.size() >= options_.max_connections) {
+    refusal = Refusal::kConnections;
+  } else if (per_source_[source] >= options_.max_connections_per_source) {
+    refusal = Refusal::kConnectionsPerSource;
+  }
+  if (refusal) {
+    ++counters_.refused[static_cast<size_t>(*refusal)];
+    log_refusal(*refusal, source.to_string());
+    if (connections_.size() >= options_.max_connections + options_.refusal_slack) {
+      if (per_source_[source] == 0) per_source_.erase(source);
+      socket.close(ec);  // no room even to say why
+      return;
+    }
+  } else {
+    ++counters_.accepted;
+  }
+  ++per_source_[source];
+  // The connection may end inside start(): register it first.
+  auto holder = std::make_shared<std::shared_ptr<ServedConnection>>();
+  auto ended = [this, alive = alive_, source, holder] {
+    if (*alive && *holder) on_ended(holder->get(), source);
+    holder->reset();
+  };
+  auto connection = make_(Accepted{std::move(socket), source, refusal, std::move(ended)});
+  if (!connection) {  // the server declined it; its socket is closed
+    on_ended(nullptr, source);
+    return;
+  }
+  *holder = connection;
+  connections_.emplace(connection.get(), connection);
+  connection->start();
+}
+
+void Listener::log_refusal(Refusal refusal, const std::string& detail) {
+  uint64_t held_back = 0;
+  if (!refusal_log_.allow(clock_.steady_now(), held_back)) return;
+  switch (refusal) {
+    case Refusal::kConnections:
+      spdlog::warn("{}: refusing a connection from {}: {} connections open (max_connections) "
+                   "({} similar refusals not logged)",
+                   options_.name, detail, connections_.size(), held_back);
+      break;
+    case Refusal::kConnectionsPerSource:
+      spdlog::warn("{}: refusing a connection from {}: it has {} open "
+                   "(max_connections_per_source) ({} similar refusals not logged)",
+                   options_.name, detail, options_.max_connections_per_source, held_back);
+      break;
+    case Refusal::kDescriptors:
+      spdlog::warn("{}: out of file descriptors (limit {}); refusing new connections until "
+                   "some close ({} similar refusals not logged)",
+                   options_.name, descriptor_limit(), held_back);
+      break;
+  }
+}
+
+// Out of descriptors: the spare one is given up to accept the oldest waiting connection, which
+// gets the server's goodbye and is closed; then the spare is taken back.
+void Listener::shed_one_connection() {
+  ++counters_.refused[static_cast<size_t>(Refusal::kDescriptors)];
+  log_refusal(Refusal::kDescriptors, "");
+  spare_fd_.reset();
+  boost::system::error_code ec;
+  tcp::socket shed(io_);
+  acceptor_.accept(shed, ec);
+  if (!ec) {
+    if (goodbye_) {
+      shed.non_blocking(true, ec);
+      goodbye_(shed);
+    }
+    shed.close(ec);
+  }
+  spare_fd_ = open_spare_descriptor();
+}
+
+void Listener::on_ended(ServedConnection* connection, const asio::ip::address& source) {
+  if (auto it = per_source_.find(source); it != per_source_.end() && --it->second == 0) {
+    per_source_.erase(it);
+  }
+  if (connection) connections_.erase(connection);
+  if (stopping_) maybe_finish_shutdown();
+}
+
+void Listener::for_each_connection(const std::function<void(ServedConnection&)>& f) const {
+  std::vector<std::shared_ptr<ServedConnection>> copy;
+  copy.reserve(connections_.size());
+  for (const auto& [raw, connection] : connections_) copy.push_back(connection);
+  for (const auto& connection : copy) f(*connection);
+}
+
+void Listener::close() {
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+  for_each_connection([](ServedConnection& c) { c.close_now(); });
+}
+
+void Listener::shutdown(const std::string& reason, std::function<void()> done) {
+  if (stopping_) {
+    if (done) done();  // already stopping: a second caller is not kept waiting twice
+    return;
+  }
+  stopping_ = true;
+  shutdown_done_ = std::move(done);
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+  spdlog::debug("{}: shutting down ({} connections)", options_.name, connections_.size());
+  for_each_connection([&](ServedConnection& c) { c.close_gracefully(reason); });
+  grace_timer_.expires_after(options_.shutdown_grace);
+  grace_timer_.async_wait([this, alive = alive_](const boost::system::error_code& ec) {
+    if (ec || !*alive) return;
+    // Stage two: whoever did not hang up in time is cut off.
+    for_each_connection([](ServedConnection& c) { c.close_now(); });
+  });
+  maybe_finish_shutdown();
+}
+
+void Listener::maybe_finish_shutdown() {
+  if (!connections_.empty()) return;
+  grace_timer_.cancel();
+  if (shutdown_done_) {
+    asio::post(io_, [done = std::exchange(shutdown_done_, nullptr)] { done(); });
+  }
+}
+
+}  // namespace ddprun

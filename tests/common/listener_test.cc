@@ -1,0 +1,240 @@
+// The common Listener with a trivial connection type, on one io_context run by the test thread
+// (run_for / run_one with deadlines): connection limits in total and per source address (a
+// client bound to 127.0.0.2 stands for another host), refusals handed over within the slack,
+// the two stages of shutdown, shedding when out of descriptors, and listen errors.
+#include "common/listener.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "tests/support/descriptor_exhaustion.h"
+
+namespace ddprun {
+namespace {
+
+using namespace std::chrono_literals;
+using tcp = boost::asio::ip::tcp;
+using testing::DescriptorExhaustion;
+using testing::process_cpu_time;
+
+// Holds its socket; on close_gracefully it ends only when `obliging`, else it waits for
+// close_now (a peer that does not hang up).
+class HeldConnection final : public ServedConnection {
+ public:
+  HeldConnection(Listener::Accepted a, bool obliging)
+      : socket_(std::move(a.socket)), refusal_(a.refusal), ended_(std::move(a.ended)),
+        obliging_(obliging) {}
+  void start() override { started = true; }
+  void close_gracefully(const std::string& reason) override {
+    graceful_reason = reason;
+    if (obliging_) close_now();
+  }
+  void close_now() override {
+    if (!socket_.is_open()) return;
+    boost::system::error_code ignored;
+    socket_.close(ignored);
+    // Ends later, on the loop, as a real connection's coroutine would.
+    boost::asio::post(socket_.get_executor(), [ended = std::move(ended_)] {
+      if (ended) ended();
+    });
+  }
+  std::optional<Refusal> refusal() const { return refusal_; }
+
+  bool started = false;
+  std::string graceful_reason;
+
+ private:
+  tcp::socket socket_;
+  std::optional<Refusal> refusal_;
+  std::function<void()> ended_;
+  bool obliging_;
+};
+
+class ListenerTest : public ::testing::Test {
+ protected:
+  Listener::MakeConnection make(bool obliging = true) {
+    return [this, obliging](Listener::Accepted a) {
+      auto c = std::make_shared<HeldConnection>(std::move(a), obliging);
+      made.push_back(c);
+      return c;
+    };
+  }
+
+  // A client connected from `from` (127.0.0.N) to the listener's port.
+  std::unique_ptr<tcp::socket> connect_from(const Listener& listener,
+                                            const std::string& from = "127.0.0.1") {
+    auto s = std::make_unique<tcp::socket>(io, tcp::v4());
+    s->bind({boost::asio::ip::make_address(from), 0});
+    s->connect({boost::asio::ip::make_address("127.0.0.1"), listener.port()});
+    return s;
+  }
+
+  // Runs the loop until `done` or 10 s pass; true when it held.
+  template <class F>
+  bool run_until(F done) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      io.run_for(10ms);
+      io.restart();
+    }
+    return true;
+  }
+
+  // True when the peer has closed `s` (end of file or reset), waiting at most 10 s.
+  bool closed_by_peer(tcp::socket& s) {
+    timeval tv{10, 0};
+    ::setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char byte = 0;
+    const ssize_t n = ::recv(s.native_handle(), &byte, 1, 0);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+  }
+
+  boost::asio::io_context io;
+  std::vector<std::shared_ptr<HeldConnection>> made;
+};
+
+TEST_F(ListenerTest, OverTheTotalLimitAConnectionIsClosedAndCounted) {
+  ListenerOptions options;
+  options.name = "test server";
+  options.max_connections = 2;
+  Listener listener(io, options);
+  ASSERT_TRUE(listener.listen("127.0.0.1", 0, make()).ok());
+  auto a = connect_from(listener);
+  auto b = connect_from(listener);
+  ASSERT_TRUE(run_until([&] { return listener.connections() == 2; }));
+  auto c = connect_from(listener);
+  ASSERT_TRUE(run_until([&] { return listener.counters().refused_total() == 1; }));
+  EXPECT_EQ(listener.counters().refused[static_cast<size_t>(Refusal::kConnections)], 1u);
+  EXPECT_EQ(listener.counters().accepted, 2u);
+  EXPECT_EQ(made.size(), 2u) << "no slack: the server never sees the refused one";
+  EXPECT_TRUE(closed_by_peer(*c));
+  // Room again once one ends.
+  made[0]->close_now();
+  ASSERT_TRUE(run_until([&] { return listener.connections() == 1; }));
+  auto d = connect_from(listener);
+  ASSERT_TRUE(run_until([&] { return listener.connections() == 2; }));
+  EXPECT_TRUE(made.back()->started);
+}
+
+TEST_F(ListenerTest, PerSourceLimitCountsEachAddressApart) {
+  ListenerOptions options;
+  options.max_connections_per_source = 1;
+  options.refusal_slack = 4;  // refusals are handed over to be answered
+  Listener listener(io, options);
+  ASSERT_TRUE(listener.listen("127.0.0.1", 0, make()).ok());
+  auto first = connect_from(listener, "127.0.0.1");
+  auto other_host = connect_from(listener, "127.0.0.2");
+  ASSERT_TRUE(run_until([&] { return made.size() == 2; }));
+  EXPECT_FALSE(made[0]->refusal());
+  EXPECT_FALSE(made[1]->refusal()) << "another address has its own count";
+  auto second = connect_from(listener, "127.0.0.1");
+  ASSERT_TRUE(run_until([&] { return made.size() == 3; }));
+  ASSERT_TRUE(made[2]->refusal());
+  EXPECT_EQ(*made[2]->refusal(), Refusal::kConnectionsPerSource);
+  EXPECT_EQ(listener.counters().refused[static_cast<size_t>(Refusal::kConnectionsPerSource)], 1u);
+  // When the refused one and the first end, 127.0.0.1 may connect again.
+  made[2]->close_now();
+  made[0]->close_now();
+  ASSERT_TRUE(run_until([&] { return listener.connections() == 1; }));
+  auto third = connect_from(listener, "127.0.0.1");
+  ASSERT_TRUE(run_until([&] { return made.size() == 4; }));
+  EXPECT_FALSE(made[3]->refusal());
+}
+
+TEST_F(ListenerTest, ShutdownAsksFirstThenClosesTheRestAfterTheGrace) {
+  ListenerOptions options;
+  options.shutdown_grace = 200ms;
+  Listener listener(io, options);
+  ASSERT_TRUE(listener.listen("127.0.0.1", 0, make(/*obliging=*/false)).ok());
+  auto a = connect_from(listener);
+  ASSERT_TRUE(run_until([&] { return listener.connections() == 1; }));
+  bool done = false;
+  listener.shutdown("going away", [&] { done = true; });
+  EXPECT_TRUE(listener.stopping());
+  EXPECT_EQ(made[0]->graceful_reason, "going away");
+  EXPECT_FALSE(done) << "the connection did not hang up: stage two has not come yet";
+  ASSERT_TRUE(run_until([&] { return done; })) << "stage two never closed it";
+  EXPECT_EQ(listener.connections(), 0u);
+  EXPECT_TRUE(closed_by_peer(*a));
+  bool second = false;
+  listener.shutdown("again", [&] { second = true; });
+  EXPECT_TRUE(second) << "a second call is not kept waiting";
+}
+
+TEST_F(ListenerTest, ShutdownEndsAsSoonAsEveryConnectionHasHungUp) {
+  Listener listener(io, ListenerOptions{});  // a 2 s grace that must not be waited out
+  ASSERT_TRUE(listener.listen("127.0.0.1", 0, make(/*obliging=*/true)).ok());
+  auto a = connect_from(listener);
+  auto b = connect_from(listener);
+  ASSERT_TRUE(run_until([&] { return listener.connections() == 2; }));
+  bool done = false;
+  const auto start = std::chrono::steady_clock::now();
+  listener.shutdown("bye", [&] { done = true; });
+  ASSERT_TRUE(run_until([&] { return done; }));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1500ms) << "waited out the grace";
+}
+
+// Out of descriptors: newcomers are accepted with the spare descriptor, get the goodbye and
+// are closed, one per rest of the loop: CPU time stays small while they queue.
+TEST_F(ListenerTest, OutOfDescriptorsItShedsWithAGoodbyeWithoutSpinning) {
+  Listener listener(io, ListenerOptions{});
+  int goodbyes = 0;
+  ASSERT_TRUE(listener
+                  .listen("127.0.0.1", 0, make(),
+                          [&](tcp::socket& s) {
+                            ++goodbyes;
+                            boost::system::error_code ec;
+                            s.write_some(boost::asio::buffer(std::string("full\n")), ec);
+                          })
+                  .ok());
+  std::vector<std::unique_ptr<tcp::socket>> newcomers;
+  for (int i = 0; i < 5; ++i) newcomers.push_back(std::make_unique<tcp::socket>(io, tcp::v4()));
+  {
+    DescriptorExhaustion full;
+    ASSERT_TRUE(full.full());
+    for (auto& s : newcomers) {
+      s->connect({boost::asio::ip::make_address("127.0.0.1"), listener.port()});
+    }
+    const auto cpu_before = process_cpu_time();
+    ASSERT_TRUE(run_until([&] { return goodbyes == 5; }));
+    EXPECT_LT(process_cpu_time() - cpu_before, 150ms);
+    EXPECT_EQ(listener.connections(), 0u);
+  }
+  EXPECT_EQ(listener.counters().refused[static_cast<size_t>(Refusal::kDescriptors)], 5u);
+  char text[8] = {};
+  EXPECT_EQ(::recv(newcomers[0]->native_handle(), text, sizeof text, 0), 5);
+  EXPECT_EQ(std::string(text, 5), "full\n");
+  auto after = connect_from(listener);
+  ASSERT_TRUE(run_until([&] { return listener.connections() == 1; }));
+}
+
+TEST_F(ListenerTest, ListenErrorsNameTheServerAndTheStep) {
+  ListenerOptions options;
+  options.name = "test server";
+  Listener first(io, options);
+  ASSERT_TRUE(first.listen("127.0.0.1", 0, make()).ok());
+  Listener second(io, options);
+  const Status busy = second.listen("127.0.0.1", first.port(), make());
+  ASSERT_FALSE(busy.ok());
+  EXPECT_NE(busy.message().find("test server: bind 127.0.0.1:"), std::string::npos)
+      << busy.message();
+  const Status unknown = second.listen("no-such-host.invalid", 0, make());
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.message().find("test server: cannot resolve 'no-such-host.invalid'"),
+            std::string::npos)
+      << unknown.message();
+  EXPECT_FALSE(first.listen("127.0.0.1", 0, make()).ok()) << "already listening";
+}
+
+}  // namespace
+}  // namespace ddprun
