@@ -6,12 +6,68 @@
 namespace ddprun::rdzv {
 
 namespace {
-constexpr int kFormatVersion = 1;
+// Format 2 stores enums by name; format 1 (read, never written) stored their integers.
+constexpr int kFormatVersion = 2;
 using json = nlohmann::json;
+
+// One stored enum value: its name (format 2) and the integer format 1 stored. Both are pinned
+// here, not derived from the enums, so that reordering or renaming an enumerator cannot change
+// what stored state means; a new enumerator needs a new entry (and its name only).
+template <class Enum>
+struct StoredName {
+  Enum value;
+  const char* name;
+  int v1;  // -1: not in format 1
+};
+
+template <class Enum, size_t N>
+const char* stored_name(Enum value, const StoredName<Enum> (&table)[N]) {
+  for (const auto& entry : table) {
+    if (entry.value == value) return entry.name;
+  }
+  // Every enumerator has an entry in its table: reaching here is a bug.
+  throw std::logic_error("job snapshot: an enum value without a stored name");
+}
+
+// The enum stored in `j` (a name, or in format 1 an integer); throws std::out_of_range
+// naming `what`, the value and the known names when it is none of them.
+template <class Enum, size_t N>
+Enum stored_value(const json& j, int version, const StoredName<Enum> (&table)[N],
+                  const std::string& what) {
+  for (const auto& entry : table) {
+    if (version >= 2 ? (j.is_string() && j.get<std::string>() == entry.name)
+                     : (j.is_number_integer() && j.get<int>() == entry.v1)) {
+      return entry.value;
+    }
+  }
+  std::string known;
+  for (const auto& entry : table) known += (known.empty() ? "" : ", ") + std::string(entry.name);
+  throw std::out_of_range(fmt::format("{} has an unknown value {} (known: {})", what, j.dump(),
+                                      known));
+}
 }  // namespace
 
 // Friend of RoundState: reads and rebuilds its private fields.
 struct RoundStateCodec {
+  // The stored names of the enums (see StoredName).
+  static constexpr StoredName<RoundState::Phase> kPhases[] = {
+      {RoundState::Phase::kGathering, "gathering", 0},
+      {RoundState::Phase::kRunning, "running", 1},
+      {RoundState::Phase::kSucceeded, "succeeded", 2},
+      {RoundState::Phase::kFailed, "failed", 3},
+  };
+  static constexpr StoredName<RoundState::NodeState> kNodeStates[] = {
+      {RoundState::NodeState::kIdle, "idle", 0},
+      {RoundState::NodeState::kPending, "pending", 1},
+      {RoundState::NodeState::kStandby, "standby", 2},
+      {RoundState::NodeState::kMember, "member", 3},
+  };
+  static constexpr StoredName<JobFailureReason> kFailureReasons[] = {
+      {JobFailureReason::kRestartsExhausted, "restarts_exhausted", 1},
+      {JobFailureReason::kTooFewNodes, "too_few_nodes", 2},
+      {JobFailureReason::kExitBarrierTimeout, "exit_barrier_timeout", 3},
+  };
+
   static json options_to_json(const JobOptions& o) {
     return {{"min_nodes", o.min_nodes},
             {"max_nodes", o.max_nodes},
@@ -40,7 +96,7 @@ struct RoundStateCodec {
     json n = {{"local_world_size", r.info.local_world_size},
               {"master_addr", r.info.master_addr},
               {"master_port", r.info.master_port},
-              {"state", static_cast<int>(r.state)},
+              {"state", stored_name(r.state, kNodeStates)},
               {"join_seq", r.join_seq},
               {"expected", r.expected},
               {"succeeded", r.succeeded}};
@@ -49,18 +105,15 @@ struct RoundStateCodec {
     return n;
   }
 
-  static RoundState::NodeRecord node_from_json(const std::string& id, const json& n) {
+  static RoundState::NodeRecord node_from_json(const std::string& id, const json& n,
+                                               int version) {
     RoundState::NodeRecord r;
     r.info.node_id = id;
     r.info.local_world_size = n.at("local_world_size");
     r.info.master_addr = n.at("master_addr");
     r.info.master_port = n.at("master_port");
     if (n.contains("node_rank_hint")) r.info.node_rank_hint = n["node_rank_hint"].get<uint32_t>();
-    const int state = n.at("state");
-    if (state < 0 || state > static_cast<int>(RoundState::NodeState::kMember)) {
-      throw std::out_of_range(fmt::format("node '{}' has an unknown state {}", id, state));
-    }
-    r.state = static_cast<RoundState::NodeState>(state);
+    r.state = stored_value(n.at("state"), version, kNodeStates, fmt::format("node '{}': state", id));
     r.join_seq = n.at("join_seq");
     r.expected = n.at("expected");
     r.succeeded = n.at("succeeded");
@@ -72,7 +125,7 @@ struct RoundStateCodec {
     json nodes = json::object();
     for (const auto& [id, rec] : s.nodes_) nodes[id] = node_to_json(rec);
     json out = {{"options", options_to_json(s.options_)},
-            {"phase", static_cast<int>(s.phase_)},
+            {"phase", stored_name(s.phase_, kPhases)},
             {"round", s.round_},
             {"restart_count", s.restart_count_},
             {"next_join_seq", s.next_join_seq_},
@@ -81,7 +134,7 @@ struct RoundStateCodec {
             {"barrier", s.barrier_deadline_.has_value()},
             {"nodes", std::move(nodes)}};
     if (s.failure_) {
-      out["failure"] = {{"reason", static_cast<int>(s.failure_->reason)},
+      out["failure"] = {{"reason", stored_name(s.failure_->reason, kFailureReasons)},
                         {"message", s.failure_->message},
                         {"report", s.failure_->failure_report},
                         {"exit_code", s.failure_->exit_code}};
@@ -90,13 +143,10 @@ struct RoundStateCodec {
   }
 
   // Rebuilds the state with its clocks restarted at `now` (job_snapshot.h).
-  static RoundState from_json(const std::string& job_id, const json& j, SteadyTime now) {
+  static RoundState from_json(const std::string& job_id, const json& j, int version,
+                              SteadyTime now) {
     RoundState s(job_id, options_from_json(j.at("options")), now);
-    const int phase = j.at("phase");
-    if (phase < 0 || phase > static_cast<int>(RoundState::Phase::kFailed)) {
-      throw std::out_of_range(fmt::format("unknown phase {}", phase));
-    }
-    s.phase_ = static_cast<RoundState::Phase>(phase);
+    s.phase_ = stored_value(j.at("phase"), version, kPhases, "the round's phase");
     s.round_ = j.at("round");
     s.restart_count_ = j.at("restart_count");
     s.next_join_seq_ = j.at("next_join_seq");
@@ -105,16 +155,12 @@ struct RoundStateCodec {
     if (j.at("barrier").get<bool>()) s.barrier_deadline_ = now + s.options_.exit_barrier_timeout;
     if (j.contains("failure")) {  // absent from records written before it was kept
       const json& f = j.at("failure");
-      const int reason = f.at("reason");
-      if (reason < static_cast<int>(JobFailureReason::kRestartsExhausted) ||
-          reason > static_cast<int>(JobFailureReason::kExitBarrierTimeout)) {
-        throw std::out_of_range(fmt::format("unknown failure reason {}", reason));
-      }
-      s.failure_ = JobFailed{static_cast<JobFailureReason>(reason), f.at("message"),
-                             f.at("report"), f.at("exit_code")};
+      s.failure_ = JobFailed{stored_value(f.at("reason"), version, kFailureReasons,
+                                          "the job's failure reason"),
+                             f.at("message"), f.at("report"), f.at("exit_code")};
     }
     for (const auto& [id, n] : j.at("nodes").items()) {
-      RoundState::NodeRecord rec = node_from_json(id, n);
+      RoundState::NodeRecord rec = node_from_json(id, n, version);
       // Nobody is connected to a daemon that just started: each node has heartbeat_timeout to
       // resume, as if its connection had dropped now (without the restart that detach() makes:
       // the daemon died, not the node).
@@ -146,6 +192,7 @@ Result<JobSnapshot> decode_job_snapshot(const std::string& job_id, const std::st
   if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
   try {
     const int version = j.at("v");
+    if (version < 1) return bad(fmt::format("unknown format {}", version));
     if (version > kFormatVersion) {
       return Status::refused(fmt::format(
           "the stored state of job '{}' was written by a newer ddp-rendezvous (format {}; this "
@@ -153,7 +200,9 @@ Result<JobSnapshot> decode_job_snapshot(const std::string& job_id, const std::st
           job_id, version, kFormatVersion));
     }
     JobSnapshot out;
-    if (j.contains("round")) out.round.emplace(RoundStateCodec::from_json(job_id, j["round"], now));
+    if (j.contains("round")) {
+      out.round.emplace(RoundStateCodec::from_json(job_id, j["round"], version, now));
+    }
     out.tokens = j.at("tokens").get<std::map<std::string, uint64_t>>();
     return out;
   } catch (const std::exception& e) {

@@ -39,6 +39,18 @@ class JobSnapshotTest : public ::testing::Test {
   std::optional<RoundState> state_;
 };
 
+// What encode_job_snapshot wrote for the fixture's running 2-node job when format 2 began.
+constexpr const char* kFormat2Snapshot =
+    R"({"round":{"barrier":false,"expected_total":0,"min_reached":false,"next_join_seq":2,)"
+    R"("nodes":{"a":{"expected":false,"group_rank":0,"join_seq":0,"local_world_size":2,)"
+    R"("master_addr":"addr-a","master_port":1000,"state":"member","succeeded":false},)"
+    R"("b":{"expected":false,"group_rank":1,"join_seq":1,"local_world_size":2,)"
+    R"("master_addr":"addr-b","master_port":1000,"state":"member","succeeded":false}},)"
+    R"("options":{"agent_store":true,"exit_barrier_timeout_ms":300000,)"
+    R"("heartbeat_timeout_ms":200,"join_timeout_ms":600000,"last_call_timeout_ms":30000,)"
+    R"("max_nodes":2,"max_restarts":3,"min_nodes":2},"phase":"running","restart_count":0,)"
+    R"("round":0},"tokens":{"a":11,"b":22},"v":2})";
+
 TEST_F(JobSnapshotTest, ARestoredJobKeepsItsRoundRanksRestartsAndTokens) {
   auto failed = state_->report_failure("a", 0, "{}", 1, clock_.steady_now());
   ASSERT_TRUE(failed.ok());
@@ -135,6 +147,77 @@ TEST_F(JobSnapshotTest, UnreadableOrNewerStateIsRefusedNamingTheJob) {
   ASSERT_FALSE(newer.ok());
   EXPECT_TRUE(newer.status().is_refused());
   EXPECT_NE(newer.error_message().find("newer ddp-rendezvous"), std::string::npos);
+}
+
+// Format 1, as daemons before format 2 stored it (enums as integers): a failed job whose nodes
+// are a member, an idle node, a standby and a pending one. Still read, with the integers'
+// meaning of the time, whatever the enums' order is now.
+constexpr const char* kFormat1Snapshot = R"({"round":{"barrier":false,"expected_total":2,)"
+    R"("failure":{"exit_code":7,"message":"worker failed","reason":1,"report":"{}"},)"
+    R"("min_reached":true,"next_join_seq":5,"nodes":{)"
+    R"("a":{"expected":true,"group_rank":0,"join_seq":0,"local_world_size":2,)"
+    R"("master_addr":"addr-a","master_port":1000,"state":3,"succeeded":false},)"
+    R"("b":{"expected":true,"group_rank":1,"join_seq":1,"local_world_size":2,)"
+    R"("master_addr":"addr-b","master_port":1000,"state":0,"succeeded":false},)"
+    R"("c":{"expected":false,"join_seq":3,"local_world_size":1,)"
+    R"("master_addr":"addr-c","master_port":1000,"state":2,"succeeded":false},)"
+    R"("d":{"expected":false,"join_seq":4,"local_world_size":1,)"
+    R"("master_addr":"addr-d","master_port":1000,"state":1,"succeeded":false}},)"
+    R"("options":{"agent_store":true,"exit_barrier_timeout_ms":300000,)"
+    R"("heartbeat_timeout_ms":200,"join_timeout_ms":600000,"last_call_timeout_ms":30000,)"
+    R"("max_nodes":4,"max_restarts":0,"min_nodes":2},)"
+    R"("phase":3,"restart_count":0,"round":1},"tokens":{"a":11,"b":22},"v":1})";
+
+TEST_F(JobSnapshotTest, Format1StateIsStillReadWithItsIntegersMeaning) {
+  auto snap = decode_job_snapshot("job", kFormat1Snapshot, clock_.steady_now());
+  ASSERT_TRUE(snap.ok()) << snap.error_message();
+  ASSERT_TRUE(snap->round);
+  const RoundState& r = *snap->round;
+  EXPECT_EQ(r.phase(), RoundState::Phase::kFailed);
+  EXPECT_EQ(r.options().max_nodes, 4u);
+  EXPECT_EQ(snap->tokens, (std::map<std::string, uint64_t>{{"a", 11}, {"b", 22}}));
+  auto told = r.catch_up("a");
+  ASSERT_TRUE(told && std::holds_alternative<JobFailed>(*told));
+  EXPECT_EQ(std::get<JobFailed>(*told).reason, JobFailureReason::kRestartsExhausted);
+  // Written again, it is format 2, by name.
+  const std::string again = encode_job_snapshot(r, snap->tokens);
+  for (const char* name : {R"("state":"member")", R"("state":"idle")", R"("state":"standby")",
+                           R"("state":"pending")", R"("phase":"failed")",
+                           R"("reason":"restarts_exhausted")", R"("v":2)"}) {
+    EXPECT_NE(again.find(name), std::string::npos) << name << " not in " << again;
+  }
+}
+
+// Format 2 pinned byte for byte: a change to what is stored must be a new format.
+TEST_F(JobSnapshotTest, Format2IsWhatIsWrittenAndReadsBack) {
+  const std::string bytes = encode_job_snapshot(*state_, {{"a", 11}, {"b", 22}});
+  EXPECT_EQ(bytes, kFormat2Snapshot);
+  auto snap = decode_job_snapshot("job", kFormat2Snapshot, clock_.steady_now());
+  ASSERT_TRUE(snap.ok()) << snap.error_message();
+  EXPECT_EQ(snap->round->phase(), RoundState::Phase::kRunning);
+  EXPECT_EQ(encode_job_snapshot(*snap->round, snap->tokens), bytes);
+}
+
+TEST_F(JobSnapshotTest, UnknownNamesAreRefusedNamingWhatAndTheKnownNames) {
+  std::string bytes = kFormat2Snapshot;
+  bytes.replace(bytes.find(R"("phase":"running")"), 17, R"("phase":"paused")");
+  auto phase = decode_job_snapshot("job-x", bytes, clock_.steady_now());
+  ASSERT_FALSE(phase.ok());
+  EXPECT_TRUE(phase.status().is_malformed());
+  EXPECT_NE(phase.error_message().find("job 'job-x'"), std::string::npos);
+  EXPECT_NE(phase.error_message().find(R"(the round's phase has an unknown value "paused")"),
+            std::string::npos)
+      << phase.error_message();
+  EXPECT_NE(phase.error_message().find("known: gathering, running, succeeded, failed"),
+            std::string::npos)
+      << phase.error_message();
+  bytes = kFormat2Snapshot;
+  bytes.replace(bytes.find(R"("state":"member")"), 16, R"("state":3)");
+  auto state = decode_job_snapshot("job-x", bytes, clock_.steady_now());
+  ASSERT_FALSE(state.ok()) << "format 2 stores names, not integers";
+  EXPECT_NE(state.error_message().find("node 'a': state has an unknown value 3"),
+            std::string::npos)
+      << state.error_message();
 }
 
 }  // namespace
