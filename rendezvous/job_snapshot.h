@@ -1,7 +1,9 @@
 // One job's durable state as bytes, for the StateStore (rendezvous/state): its round state
 // (options, phase, round number, restart count, every node with its group rank and place in
 // the round) and the membership token of each node. JSON, versioned ("v"), so that a daemon
-// can read what an older one wrote and refuse what a newer one wrote.
+// can read what an older one wrote and refuse what a newer one wrote. Enums are stored by name
+// (format 2; format 1 stored integers and is still read), so reordering an enum changes nothing
+// stored.
 //
 // Times do not survive a process (SteadyTime is per boot and per process), so a restored job
 // restarts its clocks at `now`: every node is treated as disconnected and gets
