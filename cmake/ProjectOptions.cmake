@@ -6,6 +6,12 @@ if(DDPRUN_SANITIZE)
   add_link_options(-fsanitize=address,undefined)
 endif()
 
+# Asio's coroutines (C++20): GCC 11 and later enable them with -std=c++20; GCC 10 needs
+# -fcoroutines. One place, for every target, so that no library forces a GCC flag on others.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 11)
+  add_compile_options(-fcoroutines)
+endif()
+
 # ddprun_target_defaults(<target>): warnings on for the project's own libraries and programs.
 function(ddprun_target_defaults target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wno-unused-parameter)

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cassert>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <variant>
@@ -28,7 +30,7 @@ enum class ErrorKind {
 };
 
 // The outcome of an operation that returns nothing. Cheap to copy; ok() when default-built.
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;
   // A failure of kind kFailed; the named constructors below give the other kinds.
@@ -73,9 +75,20 @@ class Status {
   std::string message_;
 };
 
-// A value of T or an error Status. Accessing value() of an error is a programming error.
+namespace detail {
+// value() of an error Result: a programming error, reported with the error in every build
+// type (an assert would vanish from Release builds and leave std::bad_variant_access).
+[[noreturn]] inline void value_of_error(const Status& error) {
+  std::fprintf(stderr, "fatal: Result::value() called on an error: %s\n",
+               error.message().c_str());
+  std::abort();
+}
+}  // namespace detail
+
+// A value of T or an error Status. Accessing value() of an error is a programming error: it
+// aborts with the error's message.
 template <class T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : state_(std::move(value)) {}      // NOLINT: implicit by design, like expected<T>
   Result(Status error) : state_(std::move(error)) {  // NOLINT: implicit by design
@@ -86,15 +99,15 @@ class Result {
   explicit operator bool() const { return ok(); }
 
   T& value() & {
-    assert(ok());
+    check_value();
     return std::get<T>(state_);
   }
   const T& value() const& {
-    assert(ok());
+    check_value();
     return std::get<T>(state_);
   }
   T&& value() && {
-    assert(ok());
+    check_value();
     return std::get<T>(std::move(state_));
   }
   T* operator->() { return &value(); }
@@ -110,6 +123,9 @@ class Result {
   }
 
  private:
+  void check_value() const {
+    if (!ok()) detail::value_of_error(std::get<Status>(state_));
+  }
   std::variant<T, Status> state_;
 };
 

@@ -77,6 +77,11 @@ asio::awaitable<Result<Stream>> attempt(asio::any_io_executor ex, const ConnectO
       co_return fail(fmt::format("bind to {}", o.local_address), ec);
     }
     co_await socket.async_connect(remote, asio::redirect_error(asio::use_awaitable, ec));
+    // Nobody listening, a connect from the server's own address can meet itself: the kernel
+    // may pick the server's port as the local one, and TCP's simultaneous open connects the
+    // socket to itself. It would read its own Hello back and hold the port a restarting
+    // server needs: treat it as the refusal it stands for.
+    if (!ec && connected_to_itself(socket)) ec = asio::error::connection_refused;
     if (!ec) break;
   }
   if (ec) co_return fail("connect", ec);
@@ -176,6 +181,13 @@ asio::awaitable<Result<Connection>> connect_with_backoff(asio::any_io_executor e
       replica_answered = false;
     }
   }
+}
+
+bool connected_to_itself(const tcp::socket& socket) {
+  boost::system::error_code local_ec, remote_ec;
+  const auto local = socket.local_endpoint(local_ec);
+  const auto remote = socket.remote_endpoint(remote_ec);
+  return !local_ec && !remote_ec && local == remote;
 }
 
 }  // namespace ddprun::rdzv

@@ -76,4 +76,9 @@ boost::asio::awaitable<Result<Connection>> connect_with_backoff(
     boost::asio::any_io_executor executor, ConnectOptions options, std::mt19937_64& rng,
     std::shared_ptr<const bool> stop);
 
+// True when `socket` is connected to itself: a connect to a port nobody listens on, from the
+// server's own address, whose kernel-chosen local port happened to be that port (TCP's
+// simultaneous open). connect_with_backoff treats it as a refused connection.
+bool connected_to_itself(const boost::asio::ip::tcp::socket& socket);
+
 }  // namespace ddprun::rdzv

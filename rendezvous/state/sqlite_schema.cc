@@ -4,6 +4,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 namespace ddprun::rdzv::state {
 namespace {
@@ -53,7 +54,8 @@ Status migrate(SqliteDatabase& db, int64_t from) {
   sql += fmt::format("UPDATE schema_version SET version = {}; COMMIT;", kSchemaVersion);
   Status s = db.exec(sql);
   if (!s) {
-    db.exec("ROLLBACK;");  // best effort; the transaction left nothing half-done
+    // The transaction left nothing half-done; a failed rollback is said, not hidden.
+    if (Status r = db.exec("ROLLBACK;"); !r) spdlog::warn("rendezvous state: {}", r.message());
     return s.with_context(fmt::format("migrating schema version {} to {}", from, kSchemaVersion));
   }
   return Status();

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 
 #include "rendezvous/state/sqlite_schema.h"
@@ -139,6 +140,12 @@ void SqliteStateStore::writer_loop() {
   }
 }
 
+void SqliteStateStore::roll_back() {
+  if (Status s = db_.exec("ROLLBACK;"); !s) {
+    spdlog::warn("rendezvous state: rolling back a failed save: {}", s.message());
+  }
+}
+
 Status SqliteStateStore::commit(const std::vector<Pending>& batch) {
   // Only the last save of each job in the batch reaches the disk: states are whole.
   std::unordered_map<std::string_view, const Pending*> last;
@@ -149,13 +156,13 @@ Status SqliteStateStore::commit(const std::vector<Pending>& batch) {
   for (const auto& save : batch) {
     if (last[save.job_id] != &save) continue;
     if (Status s = apply(save, now); !s) {
-      db_.exec("ROLLBACK;");
+      roll_back();
       return s.with_context(fmt::format("saving the state of job '{}'", save.job_id));
     }
   }
   // With synchronous=FULL the WAL is fsynced before COMMIT returns.
   if (Status s = db_.exec("COMMIT;"); !s) {
-    db_.exec("ROLLBACK;");
+    roll_back();
     return s.with_context("committing rendezvous state");
   }
   return Status();

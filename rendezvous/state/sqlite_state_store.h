@@ -74,6 +74,8 @@ class SqliteStateStore final : public StateStore {
   void writer_loop();
   Status commit(const std::vector<Pending>& batch);
   Status apply(const Pending& save, int64_t now_ms);
+  // Ends the open transaction after a failure; a rollback that fails too is logged.
+  void roll_back();
 
   boost::asio::io_context& io_;
   const std::string path_;

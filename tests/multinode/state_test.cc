@@ -22,7 +22,7 @@ class StateDaemonTest : public MultinodeTest {
   void SetUp() override {
     MultinodeTest::SetUp();
     state_dir_ = temp().path() + "/state";
-    port_ = free_port();
+    port_ = free_port_outside_ephemeral_range();  // the daemon restarts on it
     endpoint_ = "127.0.0.1:" + std::to_string(port_);
   }
 

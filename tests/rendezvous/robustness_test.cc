@@ -13,6 +13,7 @@
 #include <boost/asio/write.hpp>
 
 #include "rendezvous/codec.h"
+#include "rendezvous/connector.h"
 #include "tests/rendezvous/rdzv_test_util.h"
 
 namespace ddprun::rdzv::testing {
@@ -52,6 +53,27 @@ class RobustnessTest : public ::testing::Test {
   ServerThread server_;
   boost::asio::io_context io_;
 };
+
+// A socket bound to a port nobody listens on and connected to that same port connects to
+// itself (TCP simultaneous open): what a reconnecting agent on the server's address can meet
+// while a restarted daemon is not up yet. The connector must see it, or it holds the port.
+TEST(SelfConnectTest, ASocketConnectedToItselfIsRecognised) {
+  boost::asio::io_context io;
+  tcp::socket self(io, tcp::v4());
+  self.bind({boost::asio::ip::make_address("127.0.0.1"), 0});
+  const tcp::endpoint own = self.local_endpoint();
+  boost::system::error_code ec;
+  self.connect(own, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_TRUE(connected_to_itself(self));
+
+  tcp::acceptor listener(io, tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+  tcp::socket client(io, tcp::v4());
+  client.connect(listener.local_endpoint());
+  EXPECT_FALSE(connected_to_itself(client));
+  tcp::socket unconnected(io, tcp::v4());
+  EXPECT_FALSE(connected_to_itself(unconnected));
+}
 
 TEST_F(RobustnessTest, BadConnectionsAreDroppedWithoutDisturbingARunningJob) {
   auto a = start_node(io_, node_options(server_.port(), "job", 0));

@@ -241,7 +241,7 @@ TEST_F(RoundStateTest, ExitBarrierTimesOutNamingTheMissingNodes) {
   make(2, 2);
   join("a");
   join("b");
-  state_->report_success("a", 0, clock_.steady_now());
+  ASSERT_TRUE(state_->report_success("a", 0, clock_.steady_now()).ok());
   EXPECT_TRUE(advance(milliseconds(499)).empty());
   auto d = advance(milliseconds(1));
   ASSERT_EQ(count<JobFailed>(d), 2u);
@@ -252,7 +252,7 @@ TEST_F(RoundStateTest, FailureAfterSomeSucceededTakesTheFailurePath) {
   make(2, 2);
   join("a");
   join("b");
-  state_->report_success("a", 0, clock_.steady_now());
+  ASSERT_TRUE(state_->report_success("a", 0, clock_.steady_now()).ok());
   auto d = *state_->report_failure("b", 0, "boom", 1, clock_.steady_now());
   EXPECT_EQ(count<JobFailed>(d), 2u);
 }
@@ -263,7 +263,7 @@ TEST_F(RoundStateTest, AMemberLostAtTheExitBarrierHasItsGraceToFinish) {
   make(2, 2);
   join("a");
   join("b");
-  state_->report_success("a", 0, clock_.steady_now());
+  ASSERT_TRUE(state_->report_success("a", 0, clock_.steady_now()).ok());
   EXPECT_TRUE(state_->detach("b", clock_.steady_now()).empty());
   EXPECT_TRUE(advance(milliseconds(150)).empty());
   EXPECT_TRUE(state_->reattach("b"));
@@ -276,7 +276,7 @@ TEST_F(RoundStateTest, AMemberLostForGoodAtTheExitBarrierRestartsEveryMember) {
   make(1, 2);
   join("a");
   join("b");
-  state_->report_success("a", 0, clock_.steady_now());
+  ASSERT_TRUE(state_->report_success("a", 0, clock_.steady_now()).ok());
   EXPECT_TRUE(state_->detach("b", clock_.steady_now()).empty());
   auto d = advance(milliseconds(200));
   ASSERT_EQ(count<RestartRequested>(d), 1u);

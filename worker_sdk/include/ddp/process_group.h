@@ -15,9 +15,10 @@
 //   DDP reducer launches all_reduce_async from autograd threads while the training thread is
 //   inside backward() (the c10d backend serialises its work queue).
 // - Ownership: a ProcessGroup owns its backend; the job's groups share the store connection.
-//   Under ddprun (TORCHELASTIC_USE_AGENT_STORE=False) rank 0's worker hosts the TCPStore, so
-//   it must not exit while others still use it: end the job with destroy_process_group(),
-//   which waits for that. With an agent-hosted store (True) every rank is a client.
+//   Under ddprun and torchrun (TORCHELASTIC_USE_AGENT_STORE=True) the launcher's agent hosts
+//   the TCPStore and every rank is a client. When a worker hosts it (False: no launcher, or
+//   TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1), rank 0's worker must not exit while others still
+//   use it: end the job with destroy_process_group(), which waits for that.
 #pragma once
 
 #include <chrono>
