@@ -9,13 +9,14 @@
 
 #include "agent/local_coordinator.h"
 #include "tests/agent/fake_process_launcher.h"
+#include "tests/support/temp_dir.h"
 
 namespace ddprun::agent {
 namespace {
 
 using testing::FakeProcessLauncher;
 
-std::string env_of(const SpawnRequest& r, const std::string& key) {
+std::string spawned_env(const SpawnRequest& r, const std::string& key) {
   for (const auto& kv : r.envp) {
     if (kv.rfind(key + "=", 0) == 0) return kv.substr(key.size() + 1);
   }
@@ -24,11 +25,10 @@ std::string env_of(const SpawnRequest& r, const std::string& key) {
 
 class AgentLifecycleTest : public ::testing::Test {
  protected:
+  ddprun::testing::TempDir temp_;  // tests/support
   void SetUp() override {
-    std::string templ = (std::filesystem::temp_directory_path() / "ddprun_agent_XXXXXX").string();
-    log_dir_ = ::mkdtemp(templ.data());
+    log_dir_ = temp_.path();
   }
-  void TearDown() override { std::filesystem::remove_all(log_dir_); }
 
   AgentOptions options(int nproc) {
     AgentOptions o;
@@ -70,14 +70,14 @@ TEST_F(AgentLifecycleTest, StartsOneWorkerPerLocalRankWithTheContract) {
   const SpawnRequest& r1 = launcher_.spawned[1];
   EXPECT_EQ(r1.executable, "/usr/bin/worker");
   EXPECT_EQ(r1.argv, (std::vector<std::string>{"worker", "--lr", "1"}));
-  EXPECT_EQ(env_of(r1, "RANK"), "1");
-  EXPECT_EQ(env_of(r1, "LOCAL_WORLD_SIZE"), "2");
-  EXPECT_EQ(env_of(r1, "TORCHELASTIC_RESTART_COUNT"), "0");
-  EXPECT_EQ(env_of(r1, "TORCHELASTIC_MAX_RESTARTS"), "0");
-  const std::string error_file = env_of(r1, "TORCHELASTIC_ERROR_FILE");
+  EXPECT_EQ(spawned_env(r1, "RANK"), "1");
+  EXPECT_EQ(spawned_env(r1, "LOCAL_WORLD_SIZE"), "2");
+  EXPECT_EQ(spawned_env(r1, "TORCHELASTIC_RESTART_COUNT"), "0");
+  EXPECT_EQ(spawned_env(r1, "TORCHELASTIC_MAX_RESTARTS"), "0");
+  const std::string error_file = spawned_env(r1, "TORCHELASTIC_ERROR_FILE");
   EXPECT_EQ(error_file.rfind(log_dir_ + "/job_", 0), 0u) << error_file;
   EXPECT_NE(error_file.find("/attempt_0/1/error.json"), std::string::npos) << error_file;
-  EXPECT_NE(env_of(r1, "MASTER_PORT"), "0");
+  EXPECT_NE(spawned_env(r1, "MASTER_PORT"), "0");
   EXPECT_FALSE(agent_->exit_code());
 }
 
@@ -91,7 +91,7 @@ TEST_F(AgentLifecycleTest, SuccessEndsWithZero) {
 TEST_F(AgentLifecycleTest, FailureStopsSiblingsRestartsWithNewPortAndCountThenSucceeds) {
   LocalCoordinator coordinator(io_, {.max_restarts = 2});
   start(options(2), coordinator);
-  const std::string first_port = env_of(launcher_.spawned[0], "MASTER_PORT");
+  const std::string first_port = spawned_env(launcher_.spawned[0], "MASTER_PORT");
   agent_->on_child_exit(1001, ExitStatus::exited(3));
   io_.poll();
   EXPECT_EQ(launcher_.signals_to(1000), (std::vector<int>{SIGTERM}));
@@ -99,9 +99,9 @@ TEST_F(AgentLifecycleTest, FailureStopsSiblingsRestartsWithNewPortAndCountThenSu
   agent_->on_child_exit(1000, ExitStatus::killed(SIGTERM));
   io_.poll();
   ASSERT_EQ(launcher_.spawned.size(), 4u);
-  EXPECT_EQ(env_of(launcher_.spawned[2], "TORCHELASTIC_RESTART_COUNT"), "1");
-  EXPECT_NE(env_of(launcher_.spawned[2], "MASTER_PORT"), first_port);
-  EXPECT_NE(env_of(launcher_.spawned[3], "TORCHELASTIC_ERROR_FILE").find("/attempt_1/1/"),
+  EXPECT_EQ(spawned_env(launcher_.spawned[2], "TORCHELASTIC_RESTART_COUNT"), "1");
+  EXPECT_NE(spawned_env(launcher_.spawned[2], "MASTER_PORT"), first_port);
+  EXPECT_NE(spawned_env(launcher_.spawned[3], "TORCHELASTIC_ERROR_FILE").find("/attempt_1/1/"),
             std::string::npos);
   EXPECT_FALSE(agent_->exit_code());
   exit_all_from(2, ExitStatus::exited(0));
@@ -217,13 +217,13 @@ TEST_F(AgentLifecycleTest, GlobalRanksComeFromTheRoundAndMembershipChangeRejoins
   coordinator.pending_join(node1_of_2(0));
   io_.poll();
   ASSERT_EQ(launcher_.spawned.size(), 2u);
-  EXPECT_EQ(env_of(launcher_.spawned[1], "RANK"), "3");
-  EXPECT_EQ(env_of(launcher_.spawned[1], "GROUP_RANK"), "1");
-  EXPECT_EQ(env_of(launcher_.spawned[1], "WORLD_SIZE"), "4");
-  EXPECT_EQ(env_of(launcher_.spawned[1], "MASTER_ADDR"), "127.0.0.9");
-  EXPECT_EQ(env_of(launcher_.spawned[1], "MASTER_PORT"), "4242");
+  EXPECT_EQ(spawned_env(launcher_.spawned[1], "RANK"), "3");
+  EXPECT_EQ(spawned_env(launcher_.spawned[1], "GROUP_RANK"), "1");
+  EXPECT_EQ(spawned_env(launcher_.spawned[1], "WORLD_SIZE"), "4");
+  EXPECT_EQ(spawned_env(launcher_.spawned[1], "MASTER_ADDR"), "127.0.0.9");
+  EXPECT_EQ(spawned_env(launcher_.spawned[1], "MASTER_PORT"), "4242");
   // The budget the coordinator agreed on, not one the agent keeps.
-  EXPECT_EQ(env_of(launcher_.spawned[1], "TORCHELASTIC_MAX_RESTARTS"), "3");
+  EXPECT_EQ(spawned_env(launcher_.spawned[1], "TORCHELASTIC_MAX_RESTARTS"), "3");
 
   coordinator.handler({CoordinatorEvent::Kind::kRejoin, "scale-up", {}, 1});
   EXPECT_EQ(launcher_.signals_to(1000), (std::vector<int>{SIGTERM}));
@@ -306,7 +306,7 @@ TEST_F(AgentLifecycleTest, OwnFailureIsReportedAndTheCoordinatorDecides) {
   EXPECT_EQ(coordinator.offers.size(), 2u);  // restart: join the next round
   coordinator.pending_join(node1_of_2(1));
   io_.poll();
-  EXPECT_EQ(env_of(launcher_.spawned[1], "TORCHELASTIC_RESTART_COUNT"), "1");
+  EXPECT_EQ(spawned_env(launcher_.spawned[1], "TORCHELASTIC_RESTART_COUNT"), "1");
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "agent/agent.h"
 #include "agent/local_coordinator.h"
 #include "tests/agent/fake_process_launcher.h"
+#include "tests/support/temp_dir.h"
 
 namespace ddprun::agent {
 namespace {
@@ -40,11 +41,10 @@ double sample(const std::string& text, const std::string& series) {
 
 class AgentMetricsTest : public ::testing::Test {
  protected:
+  ddprun::testing::TempDir temp_;  // tests/support
   void SetUp() override {
-    std::string templ = (std::filesystem::temp_directory_path() / "ddprun_am_XXXXXX").string();
-    log_dir_ = ::mkdtemp(templ.data());
+    log_dir_ = temp_.path();
   }
-  void TearDown() override { std::filesystem::remove_all(log_dir_); }
 
   void start(int nproc, Coordinator& coordinator) {
     AgentOptions o;

@@ -6,26 +6,19 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/support/temp_dir.h"
+
 namespace ddprun::agent {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (std::filesystem::temp_directory_path() / "ddprun_test_XXXXXX").string();
-    path_ = ::mkdtemp(templ.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string file(const std::string& name, const std::string& content) const {
-    std::string p = path_ + "/" + name;
-    std::ofstream(p) << content;
-    return p;
-  }
-  const std::string& path() const { return path_; }
+using ddprun::testing::TempDir;  // tests/support
 
- private:
-  std::string path_;
-};
+// Writes `content` to `name` in `dir`; returns its path.
+std::string write_file(const TempDir& dir, const std::string& name, const std::string& content) {
+  const std::string path = dir / name;
+  std::ofstream(path) << content;
+  return path;
+}
 
 WorkerFailure failure(int rank, ExitStatus exit) {
   WorkerFailure f;
@@ -81,7 +74,7 @@ TEST(FailureReport, SignalDeathShowsNegativeCodeAndSignalName) {
 TEST(FailureReport, ReadsTorchrunErrorFile) {
   TempDir dir;
   WorkerFailure f = failure(0, ExitStatus::exited(1));
-  f.error_file = dir.file("error.json", R"({"message": {"message": "RuntimeError: boom",
+  f.error_file = write_file(dir, "error.json", R"({"message": {"message": "RuntimeError: boom",
       "extraInfo": {"py_callstack": "Traceback (most recent call last):\n  line 1\nRuntimeError: boom",
       "timestamp": "1700000000"}}})");
   load_error_file(f);
@@ -96,7 +89,7 @@ TEST(FailureReport, ReadsTorchrunErrorFile) {
 TEST(FailureReport, ReadsPlainMessageErrorFile) {
   TempDir dir;
   WorkerFailure f = failure(0, ExitStatus::exited(1));
-  f.error_file = dir.file("error.json", R"({"message": "snapshot corrupt"})");
+  f.error_file = write_file(dir, "error.json", R"({"message": "snapshot corrupt"})");
   load_error_file(f);
   EXPECT_EQ(f.error_message, "snapshot corrupt");
   EXPECT_EQ(f.traceback, "snapshot corrupt");
@@ -105,7 +98,7 @@ TEST(FailureReport, ReadsPlainMessageErrorFile) {
 TEST(FailureReport, MalformedErrorFileIsReportedNotFatal) {
   TempDir dir;
   WorkerFailure f = failure(0, ExitStatus::exited(1));
-  f.error_file = dir.file("error.json", "{not json");
+  f.error_file = write_file(dir, "error.json", "{not json");
   load_error_file(f);
   EXPECT_TRUE(f.error_file_written);
   EXPECT_NE(f.error_message.find("not torchrun's JSON"), std::string::npos);
@@ -117,7 +110,7 @@ TEST(FailureReport, MalformedErrorFileIsReportedNotFatal) {
 TEST(FailureReport, FuzzErrorFileFieldsOfTheWrongTypeAreShownNotFatal) {
   TempDir dir;
   WorkerFailure f = failure(0, ExitStatus::exited(1));
-  f.error_file = dir.file("error.json", R"({"message": {"message": {"py_callstaCk": "x"},
+  f.error_file = write_file(dir, "error.json", R"({"message": {"message": {"py_callstaCk": "x"},
       "extraInfo": "not an object"}})");
   load_error_file(f);
   EXPECT_TRUE(f.error_file_written);
@@ -125,7 +118,7 @@ TEST(FailureReport, FuzzErrorFileFieldsOfTheWrongTypeAreShownNotFatal) {
   EXPECT_EQ(f.traceback, f.error_message);
 
   WorkerFailure g = failure(0, ExitStatus::exited(1));
-  g.error_file = dir.file("error2.json", R"({"message": {"message": "boom", "extraInfo":
+  g.error_file = write_file(dir, "error2.json", R"({"message": {"message": "boom", "extraInfo":
       {"py_callstack": 7}}})");
   load_error_file(g);
   EXPECT_EQ(g.error_message, "boom");
@@ -154,7 +147,7 @@ TEST(ReadLastLines, KeepsOnlyTheLastLines) {
   TempDir dir;
   std::string text;
   for (int i = 0; i < 100; ++i) text += "line " + std::to_string(i) + "\n";
-  auto lines = read_last_lines(dir.file("log", text), 3);
+  auto lines = read_last_lines(write_file(dir, "log", text), 3);
   EXPECT_EQ(lines, (std::vector<std::string>{"line 97", "line 98", "line 99"}));
   EXPECT_TRUE(read_last_lines(dir.path() + "/missing", 3).empty());
 }

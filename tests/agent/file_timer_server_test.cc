@@ -25,7 +25,7 @@ namespace {
 using std::chrono::seconds;
 using testing::LoopChild;
 using testing::run_until;
-using testing::ScratchDir;
+using testing::TempDir;
 
 class RecordingSender final : public SignalSender {
  public:
@@ -81,7 +81,7 @@ class FileTimerServerTest : public ::testing::Test {
   }
 
   boost::asio::io_context io;
-  ScratchDir dir;
+  TempDir dir;
   RecordingSender sender;
   std::unique_ptr<FileTimerServer> server;
   std::vector<TimerExpiry> expiries;
@@ -171,7 +171,7 @@ TEST_F(FileTimerServerTest, DestroyingTheServerRemovesTheFifoAndLeavesTheLoopUsa
 
 TEST(FileTimerServerCreate, ReplacesAStaleFifoButNeverAnotherFile) {
   boost::asio::io_context io;
-  ScratchDir dir;
+  TempDir dir;
   ASSERT_EQ(::mkfifo((dir.path() + "/torchelastic_timer").c_str(), 0644), 0);
   auto replaced = FileTimerServer::create(io, dir.path(), {}, nullptr);
   ASSERT_TRUE(replaced.ok()) << replaced.error_message();
@@ -242,7 +242,7 @@ class FileTimerServerIntegration : public ::testing::Test {
   }
 
   boost::asio::io_context io;
-  ScratchDir dir;
+  TempDir dir;
   std::unique_ptr<FileTimerServer> server;
   std::vector<TimerExpiry> expiries;
 };

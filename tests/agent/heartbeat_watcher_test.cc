@@ -24,7 +24,7 @@ namespace {
 using std::chrono::seconds;
 using testing::LoopChild;
 using testing::run_until;
-using testing::ScratchDir;
+using testing::TempDir;
 
 TEST(HeartbeatStep, WholeDecimalFirstLineIsTheStep) {
   EXPECT_EQ(parse_heartbeat_step("5\n"), 5);
@@ -75,7 +75,7 @@ class HeartbeatWatcherTest : public ::testing::Test {
   }
 
   boost::asio::io_context io;
-  ScratchDir dir;
+  TempDir dir;
   std::unique_ptr<HeartbeatWatcher> watcher;
   std::vector<Heartbeat> beats;
 };
@@ -204,7 +204,7 @@ TEST_F(HeartbeatWatcherTest, DestroyedWatcherLeavesTheLoopUsableAndTheFilesInPla
 
 TEST(HeartbeatWatcherCreate, RefusesBadArguments) {
   boost::asio::io_context io;
-  ScratchDir dir;
+  TempDir dir;
   EXPECT_TRUE(
       HeartbeatWatcher::create(io, dir.path(), 0, {}, nullptr).status().is_invalid_argument());
   EXPECT_FALSE(HeartbeatWatcher::create(io, dir.path() + "/no/such/parent", 1, {}, nullptr).ok());

@@ -18,34 +18,6 @@ extern char** environ;
 
 namespace ddprun::agent::testing {
 
-bool run_until(boost::asio::io_context& io, const std::function<bool()>& done,
-               std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  io.restart();
-  while (!done()) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) break;
-    // Blocks until one handler has run or the time is up; the loop's own waits do the waking.
-    const std::size_t ran = io.run_one_for(deadline - now);
-    if (ran == 0 && io.stopped()) break;  // no work left: nothing can make `done` true now
-  }
-  return done();
-}
-
-ScratchDir::ScratchDir() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/ddprun_hang_XXXXXX";
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    ADD_FAILURE() << "mkdtemp " << pattern << ": " << std::strerror(errno);
-  }
-  path_ = pattern;
-}
-
-ScratchDir::~ScratchDir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
-}
-
 std::unique_ptr<LoopChild> LoopChild::start(boost::asio::io_context& io,
                                             const std::vector<std::string>& argv,
                                             const std::map<std::string, std::string>& extra_env) {

@@ -17,27 +17,13 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 
 #include "agent/exit_status.h"
+#include "tests/support/run_until.h"
+#include "tests/support/temp_dir.h"
 
 namespace ddprun::agent::testing {
 
-// Runs `io` until `done()` holds (checked after every handler) or `timeout` passes. Returns
-// done(). Event-driven: it waits in the loop, never sleeps. Returns early when the loop has no
-// work left.
-bool run_until(boost::asio::io_context& io, const std::function<bool()>& done,
-               std::chrono::milliseconds timeout);
-
-// A fresh directory under $TMPDIR (or /tmp), removed with its contents on destruction.
-class ScratchDir {
- public:
-  ScratchDir();
-  ~ScratchDir();
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ddprun::testing::run_until;  // tests/support
+using ddprun::testing::TempDir;
 
 // One child process: the test's environment plus `extra_env`, stdin from /dev/null, stdout and
 // stderr shared with the test (so a failing child explains itself in the test log), SIGKILL as

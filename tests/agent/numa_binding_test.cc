@@ -2,6 +2,7 @@
 // sockets, two NUMA nodes, SMT siblings, two L3 domains per node, GPUs on both nodes), and the
 // pure planner on hand-made topologies. No real topology is assumed.
 #include "agent/numa_binding.h"
+#include "tests/support/temp_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -24,9 +25,9 @@ void write(const fs::path& file, const std::string& text) {
 // on node 0, GPUs 2 and 3 on node 1 (PCI order), plus a NIC that must be ignored.
 class FakeSysfs : public ::testing::Test {
  protected:
+  ddprun::testing::TempDir temp_;  // tests/support
   void SetUp() override {
-    std::string templ = (fs::temp_directory_path() / "ddprun_sysfs_XXXXXX").string();
-    root_ = ::mkdtemp(templ.data());
+    root_ = temp_.path();
     write(root_ / "devices/system/node/node0/cpulist", "0-3,8-11");
     write(root_ / "devices/system/node/node1/cpulist", "4-7,12-15");
     write(root_ / "devices/system/node/online", "0-1");
@@ -56,7 +57,6 @@ class FakeSysfs : public ::testing::Test {
     write(nic / "class", "0x020000");
     write(nic / "numa_node", "0");
   }
-  void TearDown() override { fs::remove_all(root_); }
 
   std::vector<std::set<int>> plan(NumaMode mode, int nproc, const std::set<int>& allowed = {}) {
     auto topology = read_cpu_topology(root_.string(), allowed);

@@ -12,6 +12,7 @@
 #include "agent/signal_forwarder.h"
 #include "tests/agent/fake_process_launcher.h"
 #include "tests/common/recording_notifier.h"
+#include "tests/support/temp_dir.h"
 
 namespace ddprun::agent {
 namespace {
@@ -21,11 +22,10 @@ using testing::FakeProcessLauncher;
 
 class ServiceObserversTest : public ::testing::Test {
  protected:
+  ddprun::testing::TempDir temp_;  // tests/support
   void SetUp() override {
-    std::string templ = (std::filesystem::temp_directory_path() / "ddprun_svc_XXXXXX").string();
-    log_dir_ = ::mkdtemp(templ.data());
+    log_dir_ = temp_.path();
   }
-  void TearDown() override { std::filesystem::remove_all(log_dir_); }
 
   AgentOptions options(int nproc) {
     AgentOptions o;

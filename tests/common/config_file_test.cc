@@ -1,6 +1,7 @@
 // The YAML settings loader: values with their place in the file, and every kind of bad file
 // refused with file:line:column and the key.
 #include "common/config_file.h"
+#include "tests/support/temp_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -13,11 +14,10 @@ namespace {
 
 class ConfigFileTest : public ::testing::Test {
  protected:
+  ddprun::testing::TempDir temp_;  // tests/support
   void SetUp() override {
-    std::string templ = (std::filesystem::temp_directory_path() / "ddprun_cfg_XXXXXX").string();
-    dir_ = ::mkdtemp(templ.data());
+    dir_ = temp_.path();
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   std::string file(const std::string& text) {
     const std::string path = dir_ + "/job.yaml";
     std::ofstream(path) << text;

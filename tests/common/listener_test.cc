@@ -17,6 +17,7 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "tests/support/descriptor_exhaustion.h"
+#include "tests/support/run_until.h"
 
 namespace ddprun {
 namespace {
@@ -25,6 +26,7 @@ using namespace std::chrono_literals;
 using tcp = boost::asio::ip::tcp;
 using testing::DescriptorExhaustion;
 using testing::process_cpu_time;
+using testing::run_until;
 
 // Holds its socket; on close_gracefully it ends only when `obliging`, else it waits for
 // close_now (a peer that does not hang up).
@@ -78,18 +80,6 @@ class ListenerTest : public ::testing::Test {
     return s;
   }
 
-  // Runs the loop until `done` or 10 s pass; true when it held.
-  template <class F>
-  bool run_until(F done) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!done()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      io.run_for(10ms);
-      io.restart();
-    }
-    return true;
-  }
-
   // True when the peer has closed `s` (end of file or reset), waiting at most 10 s.
   bool closed_by_peer(tcp::socket& s) {
     timeval tv{10, 0};
@@ -111,18 +101,18 @@ TEST_F(ListenerTest, OverTheTotalLimitAConnectionIsClosedAndCounted) {
   ASSERT_TRUE(listener.listen("127.0.0.1", 0, make()).ok());
   auto a = connect_from(listener);
   auto b = connect_from(listener);
-  ASSERT_TRUE(run_until([&] { return listener.connections() == 2; }));
+  ASSERT_TRUE(run_until(io, [&] { return listener.connections() == 2; }));
   auto c = connect_from(listener);
-  ASSERT_TRUE(run_until([&] { return listener.counters().refused_total() == 1; }));
+  ASSERT_TRUE(run_until(io, [&] { return listener.counters().refused_total() == 1; }));
   EXPECT_EQ(listener.counters().refused[static_cast<size_t>(Refusal::kConnections)], 1u);
   EXPECT_EQ(listener.counters().accepted, 2u);
   EXPECT_EQ(made.size(), 2u) << "no slack: the server never sees the refused one";
   EXPECT_TRUE(closed_by_peer(*c));
   // Room again once one ends.
   made[0]->close_now();
-  ASSERT_TRUE(run_until([&] { return listener.connections() == 1; }));
+  ASSERT_TRUE(run_until(io, [&] { return listener.connections() == 1; }));
   auto d = connect_from(listener);
-  ASSERT_TRUE(run_until([&] { return listener.connections() == 2; }));
+  ASSERT_TRUE(run_until(io, [&] { return listener.connections() == 2; }));
   EXPECT_TRUE(made.back()->started);
 }
 
@@ -134,20 +124,20 @@ TEST_F(ListenerTest, PerSourceLimitCountsEachAddressApart) {
   ASSERT_TRUE(listener.listen("127.0.0.1", 0, make()).ok());
   auto first = connect_from(listener, "127.0.0.1");
   auto other_host = connect_from(listener, "127.0.0.2");
-  ASSERT_TRUE(run_until([&] { return made.size() == 2; }));
+  ASSERT_TRUE(run_until(io, [&] { return made.size() == 2; }));
   EXPECT_FALSE(made[0]->refusal());
   EXPECT_FALSE(made[1]->refusal()) << "another address has its own count";
   auto second = connect_from(listener, "127.0.0.1");
-  ASSERT_TRUE(run_until([&] { return made.size() == 3; }));
+  ASSERT_TRUE(run_until(io, [&] { return made.size() == 3; }));
   ASSERT_TRUE(made[2]->refusal());
   EXPECT_EQ(*made[2]->refusal(), Refusal::kConnectionsPerSource);
   EXPECT_EQ(listener.counters().refused[static_cast<size_t>(Refusal::kConnectionsPerSource)], 1u);
   // When the refused one and the first end, 127.0.0.1 may connect again.
   made[2]->close_now();
   made[0]->close_now();
-  ASSERT_TRUE(run_until([&] { return listener.connections() == 1; }));
+  ASSERT_TRUE(run_until(io, [&] { return listener.connections() == 1; }));
   auto third = connect_from(listener, "127.0.0.1");
-  ASSERT_TRUE(run_until([&] { return made.size() == 4; }));
+  ASSERT_TRUE(run_until(io, [&] { return made.size() == 4; }));
   EXPECT_FALSE(made[3]->refusal());
 }
 
@@ -157,13 +147,13 @@ TEST_F(ListenerTest, ShutdownAsksFirstThenClosesTheRestAfterTheGrace) {
   Listener listener(io, options);
   ASSERT_TRUE(listener.listen("127.0.0.1", 0, make(/*obliging=*/false)).ok());
   auto a = connect_from(listener);
-  ASSERT_TRUE(run_until([&] { return listener.connections() == 1; }));
+  ASSERT_TRUE(run_until(io, [&] { return listener.connections() == 1; }));
   bool done = false;
   listener.shutdown("going away", [&] { done = true; });
   EXPECT_TRUE(listener.stopping());
   EXPECT_EQ(made[0]->graceful_reason, "going away");
   EXPECT_FALSE(done) << "the connection did not hang up: stage two has not come yet";
-  ASSERT_TRUE(run_until([&] { return done; })) << "stage two never closed it";
+  ASSERT_TRUE(run_until(io, [&] { return done; })) << "stage two never closed it";
   EXPECT_EQ(listener.connections(), 0u);
   EXPECT_TRUE(closed_by_peer(*a));
   bool second = false;
@@ -176,11 +166,11 @@ TEST_F(ListenerTest, ShutdownEndsAsSoonAsEveryConnectionHasHungUp) {
   ASSERT_TRUE(listener.listen("127.0.0.1", 0, make(/*obliging=*/true)).ok());
   auto a = connect_from(listener);
   auto b = connect_from(listener);
-  ASSERT_TRUE(run_until([&] { return listener.connections() == 2; }));
+  ASSERT_TRUE(run_until(io, [&] { return listener.connections() == 2; }));
   bool done = false;
   const auto start = std::chrono::steady_clock::now();
   listener.shutdown("bye", [&] { done = true; });
-  ASSERT_TRUE(run_until([&] { return done; }));
+  ASSERT_TRUE(run_until(io, [&] { return done; }));
   EXPECT_LT(std::chrono::steady_clock::now() - start, 1500ms) << "waited out the grace";
 }
 
@@ -206,7 +196,7 @@ TEST_F(ListenerTest, OutOfDescriptorsItShedsWithAGoodbyeWithoutSpinning) {
       s->connect({boost::asio::ip::make_address("127.0.0.1"), listener.port()});
     }
     const auto cpu_before = process_cpu_time();
-    ASSERT_TRUE(run_until([&] { return goodbyes == 5; }));
+    ASSERT_TRUE(run_until(io, [&] { return goodbyes == 5; }));
     EXPECT_LT(process_cpu_time() - cpu_before, 150ms);
     EXPECT_EQ(listener.connections(), 0u);
   }
@@ -215,7 +205,7 @@ TEST_F(ListenerTest, OutOfDescriptorsItShedsWithAGoodbyeWithoutSpinning) {
   EXPECT_EQ(::recv(newcomers[0]->native_handle(), text, sizeof text, 0), 5);
   EXPECT_EQ(std::string(text, 5), "full\n");
   auto after = connect_from(listener);
-  ASSERT_TRUE(run_until([&] { return listener.connections() == 1; }));
+  ASSERT_TRUE(run_until(io, [&] { return listener.connections() == 1; }));
 }
 
 TEST_F(ListenerTest, ListenErrorsNameTheServerAndTheStep) {

@@ -10,6 +10,7 @@
 #include "common/periodic_status.h"
 #include "common/service_watchdog.h"
 #include "tests/common/recording_notifier.h"
+#include "tests/support/run_until.h"
 
 namespace ddprun {
 namespace {
@@ -35,16 +36,7 @@ TEST(ServiceNotifier, NullNotifierIsInactiveAndHasNoWatchdog) {
   null.ready("x");  // goes nowhere, does not crash
 }
 
-// Runs `io` until `done` or a bound of real time; the bound only guards against a hang.
-template <class Done>
-bool run_until(boost::asio::io_context& io, Done done) {
-  const auto give_up = std::chrono::steady_clock::now() + 10s;
-  while (!done() && std::chrono::steady_clock::now() < give_up) {
-    io.restart();
-    io.run_for(20ms);
-  }
-  return done();
-}
+using ddprun::testing::run_until;  // tests/support
 
 TEST(ServiceWatchdog, PingsFromTheLoopAtHalfTheTimeoutUntilStopped) {
   boost::asio::io_context io;

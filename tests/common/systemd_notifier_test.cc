@@ -14,6 +14,7 @@
 #include <string>
 
 #include "common/posix_fd.h"
+#include "tests/support/temp_dir.h"
 
 namespace ddprun {
 namespace {
@@ -46,10 +47,9 @@ class ScopedEnv {
 
 class SystemdNotifierTest : public ::testing::Test {
  protected:
+  ddprun::testing::TempDir temp_;  // tests/support
   void SetUp() override {
-    char tmpl[] = "/tmp/ddprun-notify-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    dir_ = temp_.path();
     path_ = dir_ + "/notify.sock";
     socket_ = UniqueFd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
     ASSERT_TRUE(socket_.valid());
@@ -58,7 +58,6 @@ class SystemdNotifierTest : public ::testing::Test {
     std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path_.c_str());
     ASSERT_EQ(::bind(socket_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   // The next datagram, or nullopt after 5 s.
   std::optional<std::string> receive() {

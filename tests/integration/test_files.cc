@@ -19,23 +19,6 @@
 namespace ddprun::testing {
 namespace fs = std::filesystem;
 
-TempDir::TempDir() {
-  std::string templ = (fs::temp_directory_path() / "ddprun_it_XXXXXX").string();
-  if (::mkdtemp(templ.data()) == nullptr) {
-    // A test cannot run without its directory: a broken environment, not a test failure.
-    throw std::system_error(errno, std::generic_category(), "mkdtemp " + templ);
-  }
-  path_ = templ;
-}
-
-TempDir::TempDir(TempDir&& other) noexcept : path_(std::move(other.path_)) { other.path_.clear(); }
-
-TempDir::~TempDir() {
-  if (path_.empty()) return;
-  std::error_code ignored;
-  fs::remove_all(path_, ignored);
-}
-
 bool wait_for_file(const std::string& path, Deadline deadline) {
   const std::string dir = fs::path(path).parent_path().string();
   UniqueFd inotify(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));

@@ -7,26 +7,9 @@
 #include <vector>
 
 #include "tests/integration/deadline.h"
+#include "tests/support/temp_dir.h"
 
 namespace ddprun::testing {
-
-// A fresh directory under the system temp dir (ddprun_it_XXXXXX), removed with everything in
-// it on destruction. Move-only.
-class TempDir {
- public:
-  TempDir();
-  TempDir(TempDir&& other) noexcept;
-  TempDir& operator=(TempDir&&) = delete;
-  TempDir(const TempDir&) = delete;
-  ~TempDir();
-
-  const std::string& path() const { return path_; }
-  // path() + "/" + name.
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 // Waits until `path` exists, or the deadline passes. Event-driven: inotify on the parent
 // directory (which must exist) for creations and renames. True when it exists.

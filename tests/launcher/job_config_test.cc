@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "launcher/command_line.h"
+#include "tests/support/temp_dir.h"
 
 namespace ddprun::launcher {
 namespace {
@@ -17,15 +18,14 @@ namespace fs = std::filesystem;
 
 class JobConfigTest : public ::testing::Test {
  protected:
+  ddprun::testing::TempDir temp_;  // tests/support
   void SetUp() override {
     ::setenv("PYTHON_EXEC", "/bin/sh", 1);  // no test depends on an interpreter
     ::unsetenv("OMP_NUM_THREADS");
     ::unsetenv("PET_MAX_RESTARTS");
-    std::string templ = (fs::temp_directory_path() / "ddprun_job_XXXXXX").string();
-    dir_ = ::mkdtemp(templ.data());
+    dir_ = temp_.path();
   }
   void TearDown() override {
-    fs::remove_all(dir_);
     ::unsetenv("PET_MAX_RESTARTS");
   }
   std::string file(const std::string& text) {

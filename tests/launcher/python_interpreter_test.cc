@@ -1,6 +1,7 @@
 // Which Python runs the workers: PYTHON_EXEC, else the python3 beside ddprun (a virtual
 // environment's bin/), else python3 on PATH. Real files in a temporary directory.
 #include "launcher/python_interpreter.h"
+#include "tests/support/temp_dir.h"
 
 #include <sys/stat.h>
 
@@ -17,14 +18,12 @@ namespace fs = std::filesystem;
 
 class PythonInterpreterTest : public ::testing::Test {
  protected:
+  ddprun::testing::TempDir temp_;  // tests/support
   void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "ddprun_python_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    root_ = pattern;
+    root_ = temp_.path();
     fs::create_directories(root_ / "venv/bin");
     fs::create_directories(root_ / "path");
   }
-  void TearDown() override { fs::remove_all(root_); }
 
   std::string executable(const fs::path& path) {
     std::ofstream(path) << "#!/bin/sh\n";

@@ -1,5 +1,6 @@
 // Finding the torch a Python entry point imports, on fabricated interpreter layouts.
 #include "launcher/python_torch.h"
+#include "tests/support/temp_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -14,11 +15,10 @@ namespace fs = std::filesystem;
 
 class PythonTorchTest : public ::testing::Test {
  protected:
+  ddprun::testing::TempDir temp_;  // tests/support
   void SetUp() override {
-    std::string templ = (fs::temp_directory_path() / "ddprun_py_XXXXXX").string();
-    root_ = ::mkdtemp(templ.data());
+    root_ = temp_.path();
   }
-  void TearDown() override { fs::remove_all(root_); }
   void torch_at(const fs::path& site, const std::string& version) {
     fs::create_directories(site / "torch");
     std::ofstream(site / "torch/version.py")

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "launcher/command_line.h"
+#include "tests/support/temp_dir.h"
 
 namespace ddprun::launcher {
 namespace {
@@ -196,14 +197,14 @@ TEST(SlurmSettings, GivenSettingsWinAndAUserRendezvousKeepsItsShape) {
 // The whole command line in a faked srun environment (the process's own, restored after).
 class SlurmCommandLineTest : public ::testing::Test {
  protected:
+  ddprun::testing::TempDir temp_;  // tests/support
   void SetUp() override {
     set("PYTHON_EXEC", "/bin/sh");  // no test depends on an interpreter
     set("OMP_NUM_THREADS", nullptr);
     for (const auto& [key, value] : two_node_step()) {
       if (key != "PATH") set(key.c_str(), value.c_str());
     }
-    std::string templ = (fs::temp_directory_path() / "ddprun_slurm_XXXXXX").string();
-    dir_ = ::mkdtemp(templ.data());
+    dir_ = temp_.path();
   }
   void TearDown() override {
     for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
@@ -213,7 +214,6 @@ class SlurmCommandLineTest : public ::testing::Test {
         ::unsetenv(it->first.c_str());
       }
     }
-    fs::remove_all(dir_);
   }
   void set(const char* key, const char* value) {
     const char* old = std::getenv(key);

@@ -13,6 +13,7 @@
 
 #include "tests/rendezvous/rdzv_test_util.h"
 #include "tests/rendezvous/test_pki.h"
+#include "tests/support/temp_dir.h"
 
 extern char** environ;
 
@@ -241,9 +242,8 @@ TEST(DaemonConfigTest, TheExampleConfigLoadsAndTheCommandLineWins) {
 }
 
 TEST(DaemonConfigTest, ABadFileIsRefusedNamingThePlaceAndKey) {
-  char templ[] = "/tmp/ddprun_daemon_cfg_XXXXXX";
-  const std::string dir = ::mkdtemp(templ);
-  const std::string path = dir + "/daemon.yaml";
+  const ddprun::testing::TempDir dir;
+  const std::string path = dir / "daemon.yaml";
   {
     FILE* f = std::fopen(path.c_str(), "w");
     std::fputs("port: 29400\nidle_timeout: soon\n", f);
@@ -253,8 +253,6 @@ TEST(DaemonConfigTest, ABadFileIsRefusedNamingThePlaceAndKey) {
   EXPECT_EQ(daemon.wait_exit(10s), 2);
   EXPECT_NE(daemon.text().find(path + ":2:15: key 'idle_timeout'"), std::string::npos)
       << daemon.text();
-  std::remove(path.c_str());
-  ::rmdir(dir.c_str());
 }
 
 // `ddp-rendezvous status ARGS` as a user runs it: its exit code and what it printed (stdout

@@ -19,23 +19,13 @@
 
 #include "rendezvous/client.h"
 #include "rendezvous/server.h"
+#include "tests/support/run_until.h"
 
 namespace ddprun::rdzv::testing {
 
 using namespace std::chrono_literals;
 
-// Runs `io` until `done()` or `timeout`; true when done() held.
-inline bool run_until(boost::asio::io_context& io, const std::function<bool()>& done,
-                      Millis timeout = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) return false;
-    if (io.stopped()) io.restart();
-    io.run_one_for(std::min<std::chrono::steady_clock::duration>(deadline - now, 50ms));
-  }
-  return true;
-}
+using ddprun::testing::run_until;  // tests/support
 
 // A RendezvousServer running on its own thread and io_context; stopped and joined on
 // destruction (two-stage shutdown, bounded by the server's grace).

@@ -14,14 +14,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "tests/support/temp_dir.h"
+
 namespace ddprun::rdzv::testing {
 
 class TestPki {
  public:
   TestPki() {
-    char pattern[] = "/tmp/ddprun-pki-XXXXXX";
-    if (!::mkdtemp(pattern)) throw std::runtime_error("mkdtemp failed");
-    dir_ = pattern;
     write(dir_ + "/ext.cnf",
           "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
           "extendedKeyUsage=serverAuth,clientAuth\n");
@@ -30,10 +29,6 @@ class TestPki {
     make_leaf("server", "ca", "localhost");
     make_leaf("client", "ca", "ddprun-node");
     make_leaf("rogue-client", "rogue-ca", "ddprun-node");
-  }
-  ~TestPki() {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
   }
   TestPki(const TestPki&) = delete;
   TestPki& operator=(const TestPki&) = delete;
@@ -70,7 +65,8 @@ class TestPki {
     ::chmod(key(name).c_str(), 0600);
   }
 
-  std::string dir_;
+  ddprun::testing::TempDir temp_;  // tests/support
+  std::string dir_ = temp_.path();
 };
 
 }  // namespace ddprun::rdzv::testing

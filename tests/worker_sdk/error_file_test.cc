@@ -9,13 +9,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/temp_dir.h"
+
 namespace ddp::detail {
 namespace {
 
 TEST(ErrorFileTest, MessageAndCallstackSurviveEscapingAndParseAsTorchrunsFormat) {
-  char dir_template[] = "/tmp/ddp_error_file_XXXXXX";
-  ASSERT_NE(::mkdtemp(dir_template), nullptr);
-  const std::filesystem::path dir = dir_template;
+  const ddprun::testing::TempDir temp;  // tests/support
+  const std::filesystem::path dir = temp.path();
   const std::string path = (dir / "error.json").string();
   const std::string message = "ddp::Error: \"quoted\" back\\slash\ttab \x01 caf\xc3\xa9";
   const std::string stack = "Native backtrace:\n  #0 0x1 f()\n  #1 0x2 g()\n";
@@ -25,7 +26,6 @@ TEST(ErrorFileTest, MessageAndCallstackSurviveEscapingAndParseAsTorchrunsFormat)
   EXPECT_EQ(doc["message"]["message"], message);
   EXPECT_EQ(doc["message"]["extraInfo"]["py_callstack"], stack);
   EXPECT_EQ(doc["message"]["extraInfo"]["timestamp"], "1234567891");
-  std::filesystem::remove_all(dir);
 }
 
 TEST(ErrorFileTest, NoPathOrAnUnwritablePathWritesNothing) {

@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/temp_dir.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -33,7 +35,8 @@ std::string read_text(const fs::path& path) {
 }
 
 struct Child {
-  fs::path dir;
+  ddprun::testing::TempDir temp;  // tests/support: removed with the Child
+  fs::path dir = temp.path();
   pid_t pid = -1;
   fs::path err() const { return dir / "stderr"; }
   fs::path error_file() const { return dir / "error.json"; }
@@ -43,9 +46,6 @@ struct Child {
 template <class Body>
 Child start_child(Body body) {
   Child c;
-  char dir[] = "/tmp/ddp_fatal_XXXXXX";
-  EXPECT_NE(::mkdtemp(dir), nullptr);
-  c.dir = dir;
   c.pid = ::fork();
   if (c.pid == 0) {
     std::FILE* err = std::freopen(c.err().c_str(), "w", stderr);
@@ -90,7 +90,6 @@ TEST(FatalSignalsTest, SegfaultIsReportedWithItsBacktraceAndKillsWithTheSameSign
   EXPECT_NE(message.find("segfault_in_unit_test"), std::string::npos) << message;
   EXPECT_NE(std::string(doc["message"]["extraInfo"]["py_callstack"]).find("segfault_in_unit_test"),
             std::string::npos);
-  fs::remove_all(c.dir);
 }
 
 TEST(FatalSignalsTest, SigabrtFromAnotherProcessShowsWhereTheProcessWasBlocked) {
@@ -110,7 +109,6 @@ TEST(FatalSignalsTest, SigabrtFromAnotherProcessShowsWhereTheProcessWasBlocked) 
             std::string::npos)
       << err;
   EXPECT_NE(err.find("block_in_read_for_test"), std::string::npos) << err;
-  fs::remove_all(c.dir);
 }
 
 void own_handler(int) {}

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/support/temp_dir.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -18,14 +20,9 @@ std::string read_text(const fs::path& path) {
   return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
-fs::path temp_dir() {
-  char dir[] = "/tmp/ddp_heartbeat_XXXXXX";
-  EXPECT_NE(::mkdtemp(dir), nullptr);
-  return dir;
-}
-
 TEST(HeartbeatTest, EachCallWritesTheStepAndANewlineAtOffsetZero) {
-  const fs::path dir = temp_dir();
+  const ddprun::testing::TempDir temp;  // tests/support
+  const fs::path dir = temp.path();
   const fs::path file = dir / "heartbeat";
   ::setenv("DDPRUN_HEARTBEAT_FILE", file.c_str(), 1);
   ddp::heartbeat(5);
@@ -38,18 +35,17 @@ TEST(HeartbeatTest, EachCallWritesTheStepAndANewlineAtOffsetZero) {
   ddp::heartbeat(7);
   const std::string text = read_text(file);
   EXPECT_EQ(text.substr(0, text.find('\n') + 1), "7\n");
-  fs::remove_all(dir);
 }
 
 TEST(HeartbeatTest, WithoutTheVariableItIsANoOpAndTheVariableIsReadOnce) {
-  const fs::path dir = temp_dir();
+  const ddprun::testing::TempDir temp;  // tests/support
+  const fs::path dir = temp.path();
   ::unsetenv("DDPRUN_HEARTBEAT_FILE");
   ddp::heartbeat(1);
   ddp::heartbeat();
   ::setenv("DDPRUN_HEARTBEAT_FILE", (dir / "late").c_str(), 1);
   ddp::heartbeat(2);
   EXPECT_FALSE(fs::exists(dir / "late"));
-  fs::remove_all(dir);
 }
 
 }  // namespace

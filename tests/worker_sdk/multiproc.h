@@ -11,19 +11,17 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/temp_dir.h"
+
 namespace ddp_test {
 
-// A fresh directory under $TMPDIR (or /tmp), removed with its contents on destruction.
+// The shared TempDir (tests/support), its path as a std::filesystem::path.
 class TempDir {
  public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path path() const { return dir_.path(); }
 
  private:
-  std::filesystem::path path_;
+  ddprun::testing::TempDir dir_;
 };
 
 // A TCP port that was free on 127.0.0.1 a moment ago (bound to port 0, then released).

@@ -23,18 +23,6 @@
 
 namespace ddprun::rdzv::state::testing {
 
-TempDir::TempDir() {
-  const char* base = std::getenv("TMPDIR");
-  std::string pattern = std::string(base && *base ? base : "/tmp") + "/ddprun-state-XXXXXX";
-  if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-  path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
-}
-
 Child::Child(std::vector<std::string> argv, const std::string& stderr_path) {
   int out[2], in[2];
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(in, O_CLOEXEC) != 0) {
@@ -165,17 +153,6 @@ bool wait_for_output(const std::vector<Child*>& children, const std::function<bo
     // Dead children's pipes stay readable at EOF; cap the wait so that does not spin hard.
     ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(left.count(), 100)));
   }
-}
-
-bool run_until(boost::asio::io_context& io, const std::function<bool()>& done, Millis timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) return false;
-    if (io.stopped()) io.restart();
-    io.run_one_for(std::min<std::chrono::steady_clock::duration>(deadline - now, 50ms));
-  }
-  return true;
 }
 
 uint16_t free_loopback_port() {

@@ -13,24 +13,14 @@
 #include <boost/asio/io_context.hpp>
 
 #include "common/clock.h"
+#include "tests/support/run_until.h"
+#include "tests/support/temp_dir.h"
 
 namespace ddprun::rdzv::state::testing {
 
 using namespace std::chrono_literals;
 
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using ddprun::testing::TempDir;  // tests/support
 
 // A child process started with fork/exec. Its stdout comes back through a pipe (lines);
 // stderr goes to `stderr_path` (or is inherited when empty). SIGKILLed and reaped on
@@ -74,9 +64,7 @@ class Child {
 bool wait_for_output(const std::vector<Child*>& children, const std::function<bool()>& done,
                      Millis timeout);
 
-// Runs `io` until `done()` or `timeout`; true when done() held.
-bool run_until(boost::asio::io_context& io, const std::function<bool()>& done,
-               Millis timeout = 10s);
+using ddprun::testing::run_until;  // tests/support
 
 // A port that was free on 127.0.0.1 a moment ago (bound to port 0, then released). A program
 // that must be told its port up front (etcd) gets one of these; another process could take it
