@@ -58,6 +58,7 @@ struct WorkerCommand {
   std::string executable;         // absolute path, resolved by the launcher
   std::vector<std::string> argv;  // argv[0] included
   std::string display_name;       // entry point name for reports, e.g. "train.py"
+  bool python = false;            // `executable` is the Python that runs the entry point
 };
 
 struct AgentOptions {
@@ -82,7 +83,7 @@ struct AgentOptions {
   std::map<std::string, std::string> extra_env;
   // torchrun's --virtual-local-rank: LOCAL_RANK=0 and only its own GPU visible to each worker.
   bool virtual_local_rank = false;
-  // The workers' torch reads NCCL_ASYNC_ERROR_HANDLING (torch 1.x; the launcher finds out):
+  // The workers' torch reads NCCL_ASYNC_ERROR_HANDLING (torch 1.x; run_job finds out):
   // set it as well as TORCH_NCCL_ASYNC_ERROR_HANDLING. Default off (torch 2.x warns about it).
   bool legacy_nccl_env = false;
   // --numa-binding: the CPUs of each local rank (index = local rank). Empty: no binding.

@@ -14,8 +14,9 @@ namespace ddprun {
 
 // Raises this process's soft RLIMIT_NOFILE to its hard limit, and remembers the soft limit it
 // had for the children (limit_for_children()). Logs (info) when even the hard limit is below
-// `want`, with how to raise it. Returns the soft limit in force afterwards.
-uint64_t raise_descriptor_limit(uint64_t want = 65'536);
+// `want` (4,096: a login shell's or a SLURM step's stock limits), with how to raise it.
+// Returns the soft limit in force afterwards.
+uint64_t raise_descriptor_limit(uint64_t want = 4096);
 
 // The limit to restore in a child before exec: the one this process had before
 // raise_descriptor_limit() changed it; nullopt when it was not changed.

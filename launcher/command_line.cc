@@ -14,7 +14,6 @@
 #include "agent/worker_env.h"
 #include "launcher/job_config.h"
 #include "launcher/python_interpreter.h"
-#include "launcher/python_torch.h"
 #include "launcher/slurm_env.h"
 #include "launcher/value_parsers.h"
 #include "rendezvous/rdzv_conf.h"
@@ -499,10 +498,7 @@ Status build_command(const RawFlags& f, std::vector<std::string> rest, LaunchCon
   cmd.argv = {python->argv0, "-u"};
   if (f.module) cmd.argv.push_back("-m");
   cmd.argv.insert(cmd.argv.end(), rest.begin(), rest.end());
-  // torch 1.x reads only the old name of the NCCL async error handling variable.
-  const auto torch = find_torch_version(cmd.executable, agent::current_environment());
-  const auto major = torch ? torch_major_version(*torch) : std::nullopt;
-  config.agent.legacy_nccl_env = major && *major < 2;
+  cmd.python = true;
   return {};
 }
 

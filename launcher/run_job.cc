@@ -15,9 +15,12 @@
 #include "agent/local_coordinator.h"
 #include "agent/process_launcher.h"
 #include "agent/rendezvous_coordinator.h"
+#include "agent/worker_env.h"
+#include "common/exit_codes.h"
 #include "launcher/agent_watchers.h"
 #include "launcher/master_address.h"
 #include "launcher/metrics_service.h"
+#include "launcher/python_torch.h"
 #include "rendezvous/server.h"
 
 namespace ddprun::launcher {
@@ -84,7 +87,7 @@ int run_static(const LaunchConfig& config) {
   auto metrics = MetricsService::start(io, config.metrics, node_agent, config.agent.run_id);
   if (!metrics) {
     spdlog::error("{}", metrics.error_message());
-    return 1;
+    return exit_code_for(metrics.status());
   }
   watchers.attach(node_agent);
   return node_agent.run();
@@ -187,7 +190,7 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
       spdlog::debug("hosting the rendezvous server on {}:{}", r.endpoint_host, port);
     } else if (r.conf.is_host.value_or(false)) {
       spdlog::error("is_host=1, but the rendezvous server cannot listen: {}", listening.message());
-      return 1;
+      return exit_code_for(listening);
     } else {
       server.reset();  // not this host, or another agent here hosts it: be a client
     }
@@ -206,7 +209,7 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
                                          server ? &*server : nullptr);
     if (!metrics) {
       spdlog::error("{}", metrics.error_message());
-      return 1;
+      return exit_code_for(metrics.status());
     }
     watchers.attach(node_agent);
     exit_code = node_agent.run();
@@ -230,6 +233,14 @@ int run_job(const LaunchConfig& input) {
   for (const auto& warning : input.warnings) spdlog::warn("{}", warning);
   for (const auto& note : input.notes) spdlog::info("{}", note);
   LaunchConfig config = input;
+  // torch 1.x reads only the old name of the NCCL async error handling variable: which torch
+  // the workers' Python imports is read from its files (python_torch.h), once, here.
+  if (config.agent.command.python) {
+    const auto torch =
+        find_torch_version(config.agent.command.executable, agent::current_environment());
+    const auto major = torch ? torch_major_version(*torch) : std::nullopt;
+    config.agent.legacy_nccl_env = major && *major < 2;
+  }
   if (config.numa_binding) {
     auto cpus = numa_cpu_binding(*config.numa_binding, config.agent.nproc_per_node);
     if (!cpus) {

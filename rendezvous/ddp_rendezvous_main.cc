@@ -28,6 +28,7 @@
 #include <boost/asio/signal_set.hpp>
 
 #include "common/config_file.h"
+#include "common/exit_codes.h"
 #include "common/logging.h"
 #include "common/periodic_status.h"
 #include "common/service_watchdog.h"
@@ -259,7 +260,7 @@ int run(const DaemonFlags& flags) {
   rdzv::RendezvousServer server(io, options);
   int exit_code = 0;
   auto on_save_failure = [&](const Status&) {
-    exit_code = 3;  // agents reconnect to the daemon started in our place
+    exit_code = kExitStateLost;  // agents reconnect to the daemon started in our place
     io.stop();
   };
   if (store) {
@@ -274,7 +275,7 @@ int run(const DaemonFlags& flags) {
   if (replicated) server.redirect_clients(rdzv::Redirect{});
   if (Status s = server.listen(flags.host, flags.port); !s) {
     spdlog::error("{}", s.message());
-    return 1;
+    return exit_code_for(s);
   }
   std::unique_ptr<rdzv::Replica> replica;
   if (replicated) {
@@ -297,7 +298,7 @@ int run(const DaemonFlags& flags) {
                         flags.metrics_addr, static_cast<uint16_t>(flags.metrics_port)});
     if (Status s = metrics->listen(); !s) {
       spdlog::error("--metrics-port: {}", s.message());
-      return 1;
+      return exit_code_for(s);
     }
     spdlog::info("serving metrics on http://{}:{}/metrics (health: /healthz)", flags.metrics_addr,
                  metrics->port());

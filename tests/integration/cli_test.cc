@@ -1,5 +1,7 @@
 // Command-line errors: exit code 2 and a "ddprun: error:" message naming the problem, and no
 // worker started.
+#include <boost/asio/ip/tcp.hpp>
+
 #include "tests/integration/ddprun_fixture.h"
 
 namespace ddprun::testing {
@@ -64,6 +66,27 @@ TEST_F(CliErrorTest, MissingEntryPoint) {
   const RunResult run = run_ddprun({"--nproc_per_node", "2"});
   EXPECT_TRUE(ExitedWith(run, 2));
   EXPECT_NE(run.err.find("entry point"), std::string::npos) << run.err;
+}
+
+// One rule for the exit code of a program that cannot start (common/exit_codes.h): 2 when
+// what the user gave is wrong (a host name that does not resolve), 1 when the machine says no
+// (a port already in use). The name below has a 64-character label, which the resolver refuses
+// before sending any query.
+TEST_F(CliErrorTest, AnUnresolvableMetricsAddressIsAUsageErrorAndABusyPortIsNot) {
+  const std::string unresolvable = std::string(64, 'a') + ".test";
+  const RunResult bad_name = run_ddprun(
+      {"--metrics_addr", unresolvable, "--metrics_port", "0", "--no_python", "/bin/true"});
+  EXPECT_TRUE(ExitedWith(bad_name, 2));
+  EXPECT_NE(bad_name.err.find("cannot resolve"), std::string::npos) << bad_name.err;
+
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor taken(
+      io, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+  const RunResult busy =
+      run_ddprun({"--metrics_port", std::to_string(taken.local_endpoint().port()), "--no_python",
+                  "/bin/true"});
+  EXPECT_TRUE(ExitedWith(busy, 1));
+  EXPECT_NE(busy.err.find("bind"), std::string::npos) << busy.err;
 }
 
 TEST_F(CliErrorTest, HelpExitsZero) {

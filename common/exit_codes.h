@@ -1,0 +1,25 @@
+// The exit codes of ddprun and ddp-rendezvous when they stop on an error of their own (a job's
+// outcome is the job's: ddprun exits as its workers did, as torchrun does):
+//
+//   2  what the user gave is wrong: a flag, a config file, a value in them, a host name that
+//      does not resolve; a fix of the command line or the file is needed
+//   1  anything else that stopped it: a port in use, a resource that cannot be reached, a failure
+//   3  (ddp-rendezvous) its durable state could not be saved; a replacement should take over
+//
+// Decided by the error's kind, never by its text: kInvalidArgument is the user's input.
+#pragma once
+
+#include "common/result.h"
+
+namespace ddprun {
+
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitStateLost = 3;
+
+// The exit code for `error` when the program cannot start or go on (2 or 1, above).
+inline int exit_code_for(const Status& error) {
+  return error.is_invalid_argument() ? kExitUsage : kExitFailure;
+}
+
+}  // namespace ddprun
