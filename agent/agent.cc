@@ -174,7 +174,8 @@ std::vector<WorkerLaunch> Agent::make_launches(const RoundAssignment& a) {
   context.use_agent_store = a.use_agent_store;
   context.legacy_nccl_env = options_.legacy_nccl_env;
   for (int signo : options_.signals_to_handle) {
-    context.signals_to_handle += (context.signals_to_handle.empty() ? "" : ",") + signal_name(signo);
+    if (!context.signals_to_handle.empty()) context.signals_to_handle += ",";
+    context.signals_to_handle += signal_name(signo);
   }
   context.virtual_local_rank = options_.virtual_local_rank;
   EnvMap base = base_env_;

@@ -113,7 +113,8 @@ struct RoundStateCodec {
     r.info.master_addr = n.at("master_addr");
     r.info.master_port = n.at("master_port");
     if (n.contains("node_rank_hint")) r.info.node_rank_hint = n["node_rank_hint"].get<uint32_t>();
-    r.state = stored_value(n.at("state"), version, kNodeStates, fmt::format("node '{}': state", id));
+    r.state =
+        stored_value(n.at("state"), version, kNodeStates, fmt::format("node '{}': state", id));
     r.join_seq = n.at("join_seq");
     r.expected = n.at("expected");
     r.succeeded = n.at("succeeded");
@@ -166,10 +167,7 @@ struct RoundStateCodec {
       // the daemon died, not the node).
       rec.grace_deadline = now + s.options_.heartbeat_timeout;
       s.graces_.emplace(*rec.grace_deadline, id);
-      if (rec.state == RoundState::NodeState::kPending) ++s.pending_count_;
-      if (rec.state == RoundState::NodeState::kMember) ++s.member_count_;
-      if (rec.state == RoundState::NodeState::kMember && rec.succeeded) ++s.succeeded_count_;
-      if (rec.expected && rec.state == RoundState::NodeState::kIdle) ++s.expected_missing_;
+      s.count_node(rec, +1);
       s.nodes_.emplace(id, std::move(rec));
     }
     return s;

@@ -44,7 +44,7 @@ Result<Decisions> RoundState::join(const NodeInfo& node, const JobOptions& asked
   }
   rec.info = node;
   rec.join_seq = next_join_seq_++;
-  if (inserted) rec.state = NodeState::kIdle;
+  if (inserted) rec.state = NodeState::kIdle;  // idle and not expected: in no count yet
   if (phase_ == Phase::kGathering) {
     join_gathering(rec, now, out);
   } else {
@@ -53,27 +53,38 @@ Result<Decisions> RoundState::join(const NodeInfo& node, const JobOptions& asked
   return out;
 }
 
+void RoundState::set_node(NodeRecord& rec, NodeState state, bool expected, bool succeeded) {
+  count_node(rec, -1);
+  rec.state = state;
+  rec.expected = expected;
+  rec.succeeded = succeeded;
+  count_node(rec, +1);
+}
+
+void RoundState::count_node(const NodeRecord& rec, int sign) {
+  const auto add = [sign](size_t& counter, bool counts) {
+    if (counts) counter = sign > 0 ? counter + 1 : counter - 1;
+  };
+  add(pending_count_, rec.state == NodeState::kPending);
+  add(member_count_, rec.state == NodeState::kMember);
+  add(succeeded_count_, rec.state == NodeState::kMember && rec.succeeded);
+  add(expected_missing_, rec.expected && rec.state == NodeState::kIdle);
+}
+
 void RoundState::join_gathering(NodeRecord& rec, SteadyTime now, Decisions& out) {
-  if (rec.expected) {
-    rec.expected = false;
-    --expected_missing_;
-  }
-  rec.state = NodeState::kPending;
-  ++pending_count_;
+  set_node(rec, NodeState::kPending, /*expected=*/false, rec.succeeded);
   maybe_close(now, out);
 }
 
 void RoundState::join_running(NodeRecord& rec, SteadyTime now, Decisions& out) {
   if (rec.state == NodeState::kMember) {
     // A member asking to join again has restarted: the round it was in is over for everyone.
-    rec.state = NodeState::kStandby;
-    --member_count_;
-    if (rec.succeeded) --succeeded_count_;
+    set_node(rec, NodeState::kStandby, rec.expected, /*succeeded=*/false);
     open_round(now, RestartReason::kMemberLost,
                fmt::format("node '{}' re-joined the rendezvous", rec.info.node_id), out);
     return;
   }
-  rec.state = NodeState::kStandby;
+  set_node(rec, NodeState::kStandby, rec.expected, rec.succeeded);
   // Scale up only when there is room and the job is not already finishing.
   if (member_count_ < options_.max_nodes && succeeded_count_ == 0) {
     open_round(now, RestartReason::kScaleUp,
@@ -89,28 +100,23 @@ void RoundState::open_round(SteadyTime now, RestartReason reason, const std::str
   round_opened_at_ = now;
   min_reached_at_.reset();
   barrier_deadline_.reset();
-  pending_count_ = expected_total_ = expected_missing_ = 0;
+  expected_total_ = 0;
   std::vector<NodeRecord*> standby;
   for (auto& [id, rec] : nodes_) {
     if (rec.state == NodeState::kMember) {
       out.push_back({id, restart});
-      rec.state = NodeState::kIdle;
-      rec.expected = true;
-      rec.succeeded = false;
+      set_node(rec, NodeState::kIdle, /*expected=*/true, /*succeeded=*/false);
       ++expected_total_;
-      ++expected_missing_;
     } else if (rec.state == NodeState::kStandby) {
       standby.push_back(&rec);
     }
   }
-  member_count_ = succeeded_count_ = 0;
   // Waiting nodes enter in arrival order, leaving room for every survivor.
   std::sort(standby.begin(), standby.end(),
             [](auto* a, auto* b) { return a->join_seq < b->join_seq; });
   for (NodeRecord* rec : standby) {
     if (pending_count_ + expected_total_ >= options_.max_nodes) break;
-    rec->state = NodeState::kPending;
-    ++pending_count_;
+    set_node(*rec, NodeState::kPending, rec->expected, rec->succeeded);
   }
   maybe_close(now, out);
 }
@@ -180,9 +186,8 @@ void RoundState::close_round(Decisions& out) {
   uint32_t offset = 0;
   out.reserve(out.size() + ranks.size());
   for (auto& [rank, rec] : ranks) {
-    rec->state = NodeState::kMember;
+    set_node(*rec, NodeState::kMember, rec->expected, /*succeeded=*/false);
     rec->last_group_rank = rank;
-    rec->succeeded = false;
     RoundAssigned a{job_id_,
                     round_,
                     rank,
@@ -198,9 +203,10 @@ void RoundState::close_round(Decisions& out) {
     out.push_back({rec->info.node_id, std::move(a)});
   }
   // Survivors that did not come back in time are no longer expected; they may join later.
-  for (auto& [id, rec] : nodes_) rec.expected = false;
-  member_count_ = ranks.size();
-  succeeded_count_ = pending_count_ = expected_total_ = expected_missing_ = 0;
+  for (auto& [id, rec] : nodes_) {
+    if (rec.expected) set_node(rec, rec.state, /*expected=*/false, rec.succeeded);
+  }
+  expected_total_ = 0;
   min_reached_at_.reset();
   phase_ = Phase::kRunning;
 }
@@ -275,9 +281,8 @@ Decisions RoundState::detach(const std::string& node_id, SteadyTime now) {
       fmt::format("node '{}' lost: its connection to the rendezvous server dropped", node_id), out);
   // It cannot re-join before it reconnects: the round must not wait for it as a survivor.
   if (rec.expected) {
-    rec.expected = false;
+    set_node(rec, rec.state, /*expected=*/false, rec.succeeded);
     --expected_total_;
-    --expected_missing_;
   }
   maybe_close(now, out);
   return out;
@@ -298,24 +303,20 @@ void RoundState::drop(const std::string& node_id, SteadyTime now, const std::str
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) return;
   NodeRecord rec = std::move(it->second);
+  count_node(rec, -1);
   nodes_.erase(it);
   if (rec.grace_deadline) graces_.erase({*rec.grace_deadline, node_id});
   if (finished()) return;
   switch (rec.state) {
     case NodeState::kMember:
-      --member_count_;
-      if (rec.succeeded) {
-        --succeeded_count_;  // it finished its work: leaving is not a loss
-        return maybe_succeed(out);
-      }
+      // One that finished its work: leaving is not a loss.
+      if (rec.succeeded) return maybe_succeed(out);
       return open_round(now, RestartReason::kMemberLost, why, out);
     case NodeState::kPending:
-      --pending_count_;
       return maybe_close(now, out);
     case NodeState::kIdle:
       if (rec.expected) {
         --expected_total_;
-        --expected_missing_;
         maybe_close(now, out);
       }
       return;
@@ -364,8 +365,8 @@ Result<Decisions> RoundState::report_success(const std::string& node_id, uint64_
       rec.succeeded) {
     return out;
   }
-  rec.succeeded = true;
-  if (++succeeded_count_ == 1) barrier_deadline_ = now + options_.exit_barrier_timeout;
+  set_node(rec, rec.state, rec.expected, /*succeeded=*/true);
+  if (succeeded_count_ == 1) barrier_deadline_ = now + options_.exit_barrier_timeout;
   maybe_succeed(out);
   return out;
 }

@@ -141,6 +141,10 @@ class RoundState {
   };
 
   Status check_options(const NodeInfo& node, const JobOptions& asked) const;
+  // Every change of a node's state, expected or succeeded goes through set_node(), which keeps
+  // the counts below in step; count_node() adds (+1) or takes away (-1) one node's share.
+  void set_node(NodeRecord& rec, NodeState state, bool expected, bool succeeded);
+  void count_node(const NodeRecord& rec, int sign);
   void join_gathering(NodeRecord& rec, SteadyTime now, Decisions& out);
   void join_running(NodeRecord& rec, SteadyTime now, Decisions& out);
   // Ends the running round (telling its members why) and opens the next one. `failure_report`
@@ -165,16 +169,18 @@ class RoundState {
   std::unordered_map<std::string, NodeRecord> nodes_;
   std::set<std::pair<SteadyTime, std::string>> graces_;  // detached nodes by drop deadline
 
-  // Gathering. Invariant: pending_count_ == #nodes in kPending; expected_missing_ == #nodes
-  // with expected && state == kIdle.
-  SteadyTime round_opened_at_;
-  std::optional<SteadyTime> min_reached_at_;
+  // Counts over nodes_, kept by set_node() and count_node() only (never assigned elsewhere):
+  //   pending_count_    nodes in kPending          member_count_      nodes in kMember
+  //   succeeded_count_  members that succeeded     expected_missing_  expected nodes, still kIdle
   size_t pending_count_ = 0;
-  size_t expected_total_ = 0;
-  size_t expected_missing_ = 0;
-  // Running. Invariant: member_count_ == #nodes in kMember.
   size_t member_count_ = 0;
   size_t succeeded_count_ = 0;
+  size_t expected_missing_ = 0;
+  // Gathering: the survivors of the last round this round waits for (those lost meanwhile
+  // taken off), whether or not they have joined yet.
+  SteadyTime round_opened_at_;
+  std::optional<SteadyTime> min_reached_at_;
+  size_t expected_total_ = 0;
   std::optional<SteadyTime> barrier_deadline_;
   // Failed: what every node was told (kept durable: job_snapshot.h; catch_up() repeats it).
   std::optional<JobFailed> failure_;

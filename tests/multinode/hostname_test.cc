@@ -127,8 +127,9 @@ TEST_F(HostnameTest, NodesWhoseNameIsLoopbackTrainTogetherWithoutLocalAddr) {
 
 // The old choice, MASTER_ADDR = the host name: group rank 0's store would listen on 127.0.1.1.
 TEST_F(HostnameTest, TheHostNameAsMasterAddrCannotServeTheOtherNode) {
-  const auto runs =
-      run_job([](int node) { return std::vector<std::string>{"--local_addr", "node" + std::to_string(node)}; });
+  const auto runs = run_job([](int node) {
+    return std::vector<std::string>{"--local_addr", "node" + std::to_string(node)};
+  });
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_FALSE(ExitedWith(runs[0], 0) && ExitedWith(runs[1], 0));
   EXPECT_TRUE(markers("allreduce_").empty());

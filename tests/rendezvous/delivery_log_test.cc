@@ -7,7 +7,9 @@
 namespace ddprun::rdzv {
 namespace {
 
-Push restart(uint64_t round) { return RestartRequested{round, RestartReason::kMemberLost, "x", ""}; }
+Push restart(uint64_t round) {
+  return RestartRequested{round, RestartReason::kMemberLost, "x", ""};
+}
 
 uint64_t round_of(const Push& p) { return std::get<RestartRequested>(p).round; }
 
