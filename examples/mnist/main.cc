@@ -11,6 +11,7 @@
 // <out_dir>/model.pt and <out_dir>/accuracy.json and says where everything is.
 #include <chrono>
 #include <fstream>
+#include <iostream>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iostream>
 #include <utility>
 
 #include <torch/cuda.h>
@@ -174,6 +175,10 @@ ProcessGroup::ProcessGroup(std::shared_ptr<detail::GroupState> state) : state_(s
 ProcessGroup::~ProcessGroup() = default;
 
 int ProcessGroup::rank() const { return state_->rank; }
+
+void ProcessGroup::write_primary_line(const std::string& line) {
+  std::cout << line << '\n' << std::flush;
+}
 int ProcessGroup::size() const { return state_->size; }
 int ProcessGroup::global_rank() const { return state_->global_rank; }
 Backend ProcessGroup::backend() const { return state_->backend; }

@@ -23,7 +23,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <iostream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -125,8 +124,7 @@ class ProcessGroup {
     if (!is_primary()) return;
     std::ostringstream line;
     (line << ... << args);
-    line << '\n';
-    std::cout << line.str() << std::flush;
+    write_primary_line(line.str());
   }
 
   // ---- Collectives (blocking) ----
@@ -178,6 +176,8 @@ class ProcessGroup {
   std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks);
 
  private:
+  // Writes `line` and a newline to stdout and flushes (print_primary; no <iostream> here).
+  static void write_primary_line(const std::string& line);
   friend struct detail::GroupAccess;
   explicit ProcessGroup(std::shared_ptr<detail::GroupState> state);
   std::shared_ptr<detail::GroupState> state_;
