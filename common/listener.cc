@@ -187,18 +187,24 @@ void Listener::admit(tcp::socket socket) {
     ++counters_.accepted;
   }
   ++per_source_[source];
-  // The connection may end inside start(): register it first.
-  auto holder = std::make_shared<std::shared_ptr<ServedConnection>>();
-  auto ended = [this, alive = alive_, source, holder] {
-    if (*alive && *holder) on_ended(holder->get(), source);
-    holder->reset();
+  // What `ended` needs: the registry's key, and whether it already ran. Not the connection
+  // itself: the connection holds `ended`, and a strong reference back would keep both alive.
+  struct EndSlot {
+    ServedConnection* connection = nullptr;
+    bool ended = false;
   };
-  auto connection = make_(Accepted{std::move(socket), source, refusal, std::move(ended)});
+  auto slot = std::make_shared<EndSlot>();
+  auto ended = [this, alive = alive_, source, slot] {
+    if (std::exchange(slot->ended, true)) return;
+    if (*alive) on_ended(slot->connection, source);
+  };
+  auto connection = make_(Accepted{std::move(socket), source, refusal, ended});
   if (!connection) {  // the server declined it; its socket is closed
-    on_ended(nullptr, source);
+    ended();
     return;
   }
-  *holder = connection;
+  // The connection may end inside start(): register it first.
+  slot->connection = connection.get();
   connections_.emplace(connection.get(), connection);
   connection->start();
 }
