@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -19,7 +21,6 @@
 #include "ddp/error.h"
 #include "ddp/process_group.h"
 #include "snapshot_format.h"
-#include "testing_hooks.h"
 
 namespace ddp {
 namespace {
@@ -132,26 +133,18 @@ std::vector<std::pair<std::string, at::Tensor>> gather_rng_states(ProcessGroup& 
   return out;
 }
 
-std::mutex g_hook_mutex;
-std::function<void(const fs::path&)> g_before_rename;
-
-void run_before_rename_hook(const fs::path& temp) {
-  std::function<void(const fs::path&)> hook;
-  {
-    std::lock_guard<std::mutex> lock(g_hook_mutex);
-    hook = g_before_rename;
+// Fault injection for the SDK's own tests, through the environment so that no test hook is
+// part of the library's ABI: with DDP_TEST_FAILPOINT=kill_before_snapshot_rename, the process
+// SIGKILLs itself once a snapshot's temp file is durable, just before the rename that
+// publishes it. Read at each save (a test sets it between two saves); programs never set it.
+void fail_point_before_rename() {
+  const char* fail_point = std::getenv("DDP_TEST_FAILPOINT");
+  if (fail_point && std::strcmp(fail_point, "kill_before_snapshot_rename") == 0) {
+    ::raise(SIGKILL);
   }
-  if (hook) hook(temp);
 }
 
 }  // namespace
-
-namespace detail::testing {
-void set_before_snapshot_rename(std::function<void(const fs::path&)> hook) {
-  std::lock_guard<std::mutex> lock(g_hook_mutex);
-  g_before_rename = std::move(hook);
-}
-}  // namespace detail::testing
 
 Snapshotter::Snapshotter(std::shared_ptr<ProcessGroup> group, SnapshotOptions options)
     : group_(std::move(group)), options_(std::move(options)) {
@@ -213,7 +206,7 @@ fs::path Snapshotter::save(const torch::nn::Module& model, const torch::optim::O
           options_.directory / (std::string(kTempPrefix) + std::to_string(progress.global_step) +
                                 "-" + std::to_string(::getpid()));
       write_durably(temp, bytes);
-      run_before_rename_hook(temp);
+      fail_point_before_rename();
       fs::rename(temp, target);
       fsync_directory(options_.directory);
       auto all = list();

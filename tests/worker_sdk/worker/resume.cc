@@ -7,7 +7,6 @@
 
 #include "tests/worker_sdk/test_models.h"
 #include "tests/worker_sdk/worker/worker.h"
-#include "worker_sdk/src/testing_hooks.h"
 
 namespace worker {
 namespace {
@@ -100,8 +99,8 @@ int snapshot_kill(Group g, const Args& args) {
     torch::NoGradGuard no_grad;
     for (auto& p : net->parameters()) p.mul_(2.0);
   }
-  ddp::detail::testing::set_before_snapshot_rename(
-      [](const std::filesystem::path&) { ::raise(SIGKILL); });
+  // The SDK's fault injection (snapshot.cc): SIGKILL just before the rename.
+  ::setenv("DDP_TEST_FAILPOINT", "kill_before_snapshot_rename", 1);
   ddp::Snapshotter dying(g, options);
   dying.save(*net, nullptr, {0, 2, 2, {}});
   std::cout << "survived a SIGKILL?" << std::endl;

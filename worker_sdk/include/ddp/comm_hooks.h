@@ -24,6 +24,8 @@
 
 #include <ATen/Tensor.h>
 
+#include "ddp/export.h"
+
 namespace ddp {
 
 class ProcessGroup;
@@ -39,24 +41,24 @@ struct GradBucket {
 
 using PendingBucket = std::function<at::Tensor()>;
 
-class CommHook {
+class DDP_API CommHook {
  public:
   virtual ~CommHook() = default;
   virtual PendingBucket start(ProcessGroup& group, GradBucket& bucket) = 0;
 };
 
 // Sums the bucket across the group and divides by the group size (DDP's default).
-std::shared_ptr<CommHook> make_allreduce_hook();
+DDP_API std::shared_ptr<CommHook> make_allreduce_hook();
 
 // Casts the bucket to float16, averages it, and casts back: half the bytes on the wire at
 // the cost of fp16 precision (torch's fp16_compress_hook).
-std::shared_ptr<CommHook> make_fp16_compress_hook();
+DDP_API std::shared_ptr<CommHook> make_fp16_compress_hook();
 
 // The same with bfloat16 (torch's bf16_compress_hook): fp32's range, 8 bits of mantissa.
 // Gloo cannot sum bfloat16, so on Gloo the bucket travels as bfloat16 bits in a
 // reduce-scatter (all-to-all, then a float32 sum of the n chunks, rounded to bfloat16) and
 // an all-gather: the same bytes as a bfloat16 all-reduce. NCCL sums bfloat16 itself.
-std::shared_ptr<CommHook> make_bf16_compress_hook();
+DDP_API std::shared_ptr<CommHook> make_bf16_compress_hook();
 
 // PowerSGD (Vogels et al., 2019), as torch's powerSGD_hook (torch 1.13): each gradient
 // matrix M (a parameter's gradient viewed as shape[0] x rest) that is worth compressing is
@@ -90,12 +92,12 @@ struct PowerSgdStats {
   std::int64_t numel_after_compression = 0;  // what was all-reduced instead
 };
 
-class PowerSgdHook : public CommHook {
+class DDP_API PowerSgdHook : public CommHook {
  public:
   virtual PowerSgdStats stats() const = 0;
 };
 
 // Throws ddp::Error("make_powersgd_hook") on invalid options.
-std::shared_ptr<PowerSgdHook> make_powersgd_hook(const PowerSgdOptions& options = {});
+DDP_API std::shared_ptr<PowerSgdHook> make_powersgd_hook(const PowerSgdOptions& options = {});
 
 }  // namespace ddp

@@ -31,6 +31,7 @@
 
 #include <torch/nn/module.h>
 
+#include "ddp/export.h"
 #include "ddp/ddp_options.h"
 #include "ddp/process_group.h"
 
@@ -43,7 +44,7 @@ class Reducer;  // worker_sdk/src/reducer.h
 class DistributedDataParallelBase;
 
 // Restores synchronisation when it goes out of scope; see DistributedDataParallel::no_sync().
-class NoSyncGuard {
+class DDP_API NoSyncGuard {
  public:
   explicit NoSyncGuard(DistributedDataParallelBase& ddp);
   ~NoSyncGuard();
@@ -59,7 +60,7 @@ class NoSyncGuard {
 };
 
 // The part of the wrapper that does not depend on the module type.
-class DistributedDataParallelBase {
+class DDP_API DistributedDataParallelBase {
  public:
   DistributedDataParallelBase(const DistributedDataParallelBase&) = delete;
   DistributedDataParallelBase& operator=(const DistributedDataParallelBase&) = delete;

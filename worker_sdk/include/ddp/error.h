@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "ddp/export.h"
+
 namespace ddp {
 
 enum class ErrorKind {
@@ -20,7 +22,7 @@ enum class ErrorKind {
               // from here (ddp::record then lets the launcher stop this rank first)
 };
 
-class Error : public std::runtime_error {
+class DDP_API Error : public std::runtime_error {
  public:
   // rank: the global rank that raised the error, or -1 before the rank is known.
   // operation: what failed, e.g. "all_reduce", "init_process_group", "snapshot.load".

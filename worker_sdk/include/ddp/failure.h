@@ -31,6 +31,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "ddp/export.h"
+
 namespace ddp {
 
 struct FailureOptions {
@@ -43,10 +45,10 @@ struct FailureOptions {
 
 // Installs the handlers. Idempotent; init_process_group() calls it (InitOptions::
 // install_failure_handlers). Reads TORCHELASTIC_ERROR_FILE when called.
-void install_failure_handlers(const FailureOptions& options = {});
+DDP_API void install_failure_handlers(const FailureOptions& options = {});
 
 // Reports `error` as described above (error file and stderr) without exiting. Never throws.
-void record_exception(std::exception_ptr error) noexcept;
+DDP_API void record_exception(std::exception_ptr error) noexcept;
 
 // Runs `body` (returning int or void) and returns its result (0 for void). An exception
 // escaping it is reported (record_exception) and record returns 1.

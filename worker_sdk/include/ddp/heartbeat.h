@@ -23,9 +23,11 @@
 
 #include <cstdint>
 
+#include "ddp/export.h"
+
 namespace ddp {
 
-void heartbeat() noexcept;
-void heartbeat(std::int64_t step) noexcept;
+DDP_API void heartbeat() noexcept;
+DDP_API void heartbeat(std::int64_t step) noexcept;
 
 }  // namespace ddp

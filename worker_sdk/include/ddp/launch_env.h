@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include "ddp/export.h"
+
 namespace ddp {
 
 struct LaunchEnv {
@@ -34,12 +36,12 @@ struct LaunchEnv {
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
 
 // The process environment (getenv).
-EnvLookup process_env();
+DDP_API EnvLookup process_env();
 
 // Parses the launcher variables. Throws ddp::Error("read_launch_env") when a variable is
 // malformed, or when none is set and allow_single_process is false (the message says to run
 // under ddprun/torchrun or to allow a single process). With allow_single_process and no
 // launcher variables, returns a world of size 1 with from_launcher == false.
-LaunchEnv read_launch_env(const EnvLookup& env, bool allow_single_process);
+DDP_API LaunchEnv read_launch_env(const EnvLookup& env, bool allow_single_process);
 
 }  // namespace ddp

@@ -30,6 +30,7 @@
 
 #include <ATen/Tensor.h>
 
+#include "ddp/export.h"
 #include "ddp/launch_env.h"
 
 namespace ddp {
@@ -82,7 +83,7 @@ struct PendingWork;
 }  // namespace detail
 
 // A handle to an operation in flight (isend, irecv, all_reduce_async). Cheap to copy.
-class Request {
+class DDP_API Request {
  public:
   Request() = default;
   explicit Request(std::shared_ptr<detail::PendingWork> work) : work_(std::move(work)) {}
@@ -95,7 +96,7 @@ class Request {
   std::shared_ptr<detail::PendingWork> work_;
 };
 
-class ProcessGroup {
+class DDP_API ProcessGroup {
  public:
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
@@ -188,13 +189,14 @@ class ProcessGroup {
 // MASTER_ADDR:MASTER_PORT, and builds the backend. Blocks until every rank has joined or
 // options.timeout passes. Throws ddp::Error("init_process_group"), also when a default group
 // is already alive (destroy it first).
-std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options = {});
+DDP_API std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options = {});
 // The same with an explicit environment (tests, embedding).
-std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options, const LaunchEnv& env);
+DDP_API std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options,
+                                                        const LaunchEnv& env);
 
 // The group made by init_process_group while it is alive and not destroyed, else nullptr.
 // The SDK holds it weakly: the program's shared_ptr keeps it alive.
-std::shared_ptr<ProcessGroup> default_group();
+DDP_API std::shared_ptr<ProcessGroup> default_group();
 
 // Ends `group` (nullptr: the default group). Collective: blocks until every member has
 // called it (bounded by InitOptions::timeout, then ddp::Error("destroy_process_group")), so
@@ -202,9 +204,9 @@ std::shared_ptr<ProcessGroup> default_group();
 // other rank is done with the store. Then releases the backend (and this group's use of the
 // store); further operations on the group throw. A program that calls it needs no barrier
 // before exiting. Calling it again on a destroyed group is a no-op.
-void destroy_process_group(const std::shared_ptr<ProcessGroup>& group = nullptr);
+DDP_API void destroy_process_group(const std::shared_ptr<ProcessGroup>& group = nullptr);
 
 // Whether this build of the SDK has the NCCL backend.
-bool nccl_available();
+DDP_API bool nccl_available();
 
 }  // namespace ddp

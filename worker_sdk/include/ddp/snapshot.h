@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "ddp/export.h"
+
 namespace torch::nn {
 class Module;
 }
@@ -55,7 +57,7 @@ struct TrainingProgress {
   std::map<std::string, std::string> user;
 };
 
-class Snapshotter {
+class DDP_API Snapshotter {
  public:
   Snapshotter(std::shared_ptr<ProcessGroup> group, SnapshotOptions options);
 

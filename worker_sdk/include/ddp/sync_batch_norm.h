@@ -33,11 +33,12 @@
 #include <torch/nn/options/batchnorm.h>
 #include <torch/nn/pimpl.h>
 
+#include "ddp/export.h"
 #include "ddp/process_group.h"
 
 namespace ddp {
 
-class SyncBatchNormImpl : public torch::nn::Cloneable<SyncBatchNormImpl> {
+class DDP_API SyncBatchNormImpl : public torch::nn::Cloneable<SyncBatchNormImpl> {
  public:
   explicit SyncBatchNormImpl(int64_t num_features)
       : SyncBatchNormImpl(torch::nn::BatchNormOptions(num_features)) {}
@@ -62,15 +63,15 @@ TORCH_MODULE(SyncBatchNorm);
 // are converted and whose other elements are the same modules. A BatchNorm inside a module
 // of your own cannot be swapped from outside in C++ (its forward calls its member, not the
 // registry): that is a ddp::Error naming it; declare such layers as ddp::SyncBatchNorm.
-SyncBatchNorm convert_sync_batchnorm(const torch::nn::BatchNorm1d& bn,
-                                     std::shared_ptr<ProcessGroup> group = nullptr);
-SyncBatchNorm convert_sync_batchnorm(const torch::nn::BatchNorm2d& bn,
-                                     std::shared_ptr<ProcessGroup> group = nullptr);
-SyncBatchNorm convert_sync_batchnorm(const torch::nn::BatchNorm3d& bn,
-                                     std::shared_ptr<ProcessGroup> group = nullptr);
-torch::nn::Sequential convert_sync_batchnorm(const torch::nn::Sequential& model,
+DDP_API SyncBatchNorm convert_sync_batchnorm(const torch::nn::BatchNorm1d& bn,
                                              std::shared_ptr<ProcessGroup> group = nullptr);
-torch::nn::ModuleList convert_sync_batchnorm(const torch::nn::ModuleList& model,
+DDP_API SyncBatchNorm convert_sync_batchnorm(const torch::nn::BatchNorm2d& bn,
                                              std::shared_ptr<ProcessGroup> group = nullptr);
+DDP_API SyncBatchNorm convert_sync_batchnorm(const torch::nn::BatchNorm3d& bn,
+                                             std::shared_ptr<ProcessGroup> group = nullptr);
+DDP_API torch::nn::Sequential convert_sync_batchnorm(
+    const torch::nn::Sequential& model, std::shared_ptr<ProcessGroup> group = nullptr);
+DDP_API torch::nn::ModuleList convert_sync_batchnorm(
+    const torch::nn::ModuleList& model, std::shared_ptr<ProcessGroup> group = nullptr);
 
 }  // namespace ddp
