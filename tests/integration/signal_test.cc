@@ -1,5 +1,7 @@
 // Signals to ddprun: SIGTERM and SIGINT reach every worker and ddprun exits 128+signal;
 // SIGKILL of ddprun leaves no worker alive (parent-death signal).
+#include <unistd.h>
+
 #include <csignal>
 
 #include "tests/integration/ddprun_fixture.h"
@@ -97,6 +99,14 @@ TEST_F(SignalTest, SigkillOfDdprunLeavesNoWorkerAlive) {
   for (pid_t pid : pids) {
     EXPECT_TRUE(wait_for_process_exit(pid, bound))
         << "worker " << pid << " outlived ddprun (state " << process_state(pid) << ")";
+  }
+  // ddprun's sentinel (agent/group_sentinel.h) ends by itself too, once it has read end of file
+  // and killed what was left; re-parented to this test (a subreaper), it may still be at work
+  // when the workers are gone. Without this wait the teardown could look in between and count
+  // it as a process that outlived ddprun (seen once, in a fresh-clone CI rehearsal).
+  for (pid_t pid : children_of(::getpid())) {
+    EXPECT_TRUE(wait_for_process_exit(pid, bound))
+        << "pid " << pid << ", started by ddprun, did not end after ddprun was killed";
   }
 }
 
