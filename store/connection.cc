@@ -32,19 +32,6 @@ const char* dialect_label(Dialect d) {
       return "client";
   }
 }
-
-// The completion handler for our coroutines: they do not throw by design; should one
-// (std::bad_alloc), say so instead of letting it escape the io_context.
-void log_exception(const char* what, std::exception_ptr error) {
-  if (!error) return;
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    spdlog::error("store: {} ended with an exception: {}", what, e.what());
-  } catch (...) {
-    spdlog::error("store: {} ended with an unknown exception", what);
-  }
-}
 }  // namespace
 
 Connection::Connection(tcp::socket socket, std::shared_ptr<SharedState> state,
@@ -65,10 +52,10 @@ void Connection::start() {
   auto self = shared_from_this();
   asio::co_spawn(
       socket_.get_executor(), [self] { return self->read_loop(); },
-      [](std::exception_ptr e) { log_exception("store connection reader", e); });
+      LogCoroutineEnd{"store connection reader"});
   asio::co_spawn(
       socket_.get_executor(), [self] { return self->write_loop(); },
-      [](std::exception_ptr e) { log_exception("store connection writer", e); });
+      LogCoroutineEnd{"store connection writer"});
 }
 
 asio::awaitable<void> Connection::read_loop() {

@@ -77,6 +77,16 @@ class EndpointThread {
     return result.get();
   }
   HttpEndpoint& endpoint() { return endpoint_; }
+  // Waits (10 s at most) until the endpoint holds `count` connections: it accepts and notices
+  // hang-ups asynchronously. True when it did.
+  bool wait_for_connections(size_t count) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (on_loop([&] { return endpoint_.connections(); }) != count) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::yield();
+    }
+    return true;
+  }
 
  private:
   boost::asio::io_context io_;
@@ -202,23 +212,14 @@ TEST(HttpEndpoint, ConnectionsBeyondTheLimitGetA503AndAreClosed) {
   std::vector<boost::asio::ip::tcp::socket> idle;
   for (size_t i = 0; i < options.max_connections; ++i)
     idle.push_back(idle_connection(io, server.port()));
-  // The endpoint accepts asynchronously: wait (bounded) until it holds all of them.
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (server.on_loop([&] { return server.endpoint().connections(); }) < idle.size()) {
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "connections not accepted";
-    std::this_thread::yield();
-  }
+  ASSERT_TRUE(server.wait_for_connections(idle.size())) << "connections not accepted";
   auto refused = raw_exchange("127.0.0.1", server.port(), "GET /metrics HTTP/1.1\r\n\r\n", 10s);
   ASSERT_TRUE(refused.ok()) << refused.error_message();
   EXPECT_EQ(status_of(*refused), 503) << *refused;
   EXPECT_NE(refused->find("too many connections"), std::string::npos) << *refused;
   EXPECT_EQ(server.scrapes(), 0);
   idle.clear();  // room again
-  const auto deadline2 = std::chrono::steady_clock::now() + 10s;
-  while (server.on_loop([&] { return server.endpoint().connections(); }) != 0) {
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline2) << "closed connections not noticed";
-    std::this_thread::yield();
-  }
+  ASSERT_TRUE(server.wait_for_connections(0)) << "closed connections not noticed";
   auto served = http_get("127.0.0.1", server.port(), "/healthz");
   ASSERT_TRUE(served.ok()) << served.error_message();
   EXPECT_EQ(served->status, 200);
@@ -233,11 +234,7 @@ TEST(HttpEndpoint, OutOfDescriptorsItShedsNewcomersKeepsServingAndDoesNotSpin) {
   EndpointThread server(options);
   boost::asio::io_context io;
   auto existing = idle_connection(io, server.port());
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (server.on_loop([&] { return server.endpoint().connections(); }) != 1) {
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the first connection not accepted";
-    std::this_thread::yield();
-  }
+  ASSERT_TRUE(server.wait_for_connections(1)) << "the first connection not accepted";
   std::vector<boost::asio::ip::tcp::socket> newcomers;
   for (int i = 0; i < 6; ++i) newcomers.emplace_back(io, boost::asio::ip::tcp::v4());
   const boost::asio::ip::tcp::endpoint at(boost::asio::ip::make_address("127.0.0.1"),
@@ -278,11 +275,7 @@ TEST(HttpEndpoint, CloseEndsOpenConnections) {
   EndpointThread server(options);
   boost::asio::io_context io;
   auto socket = idle_connection(io, server.port());
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (server.on_loop([&] { return server.endpoint().connections(); }) != 1) {
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
-    std::this_thread::yield();
-  }
+  ASSERT_TRUE(server.wait_for_connections(1));
   server.on_loop([&] {
     server.endpoint().close();
     return 0;
@@ -312,11 +305,7 @@ TEST(HttpEndpoint, EverySocketIsCloseOnExec) {
   EndpointThread server(options);
   boost::asio::io_context io;
   auto client = idle_connection(io, server.port());
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (server.on_loop([&] { return server.endpoint().connections(); }) != 1) {
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
-    std::this_thread::yield();
-  }
+  ASSERT_TRUE(server.wait_for_connections(1));
   // The listening socket and the accepted one both have the endpoint's local port.
   int server_sockets = 0;
   DIR* dir = ::opendir("/proc/self/fd");
