@@ -13,6 +13,7 @@
 #include "agent/process_launcher.h"
 #include "agent/worker_env.h"
 #include "launcher/job_config.h"
+#include "launcher/launcher_flags.h"
 #include "launcher/python_interpreter.h"
 #include "launcher/slurm_env.h"
 #include "launcher/value_parsers.h"
@@ -24,66 +25,6 @@ namespace {
 // torchrun's MASTER_PORT default, used when static nodes must agree on a port without talking.
 constexpr int kStaticMultiNodeMasterPort = 29500;
 constexpr uint16_t kDefaultC10dPort = 29400;  // torchrun's c10d rendezvous port
-
-// Every flag as written on the command line, before validation.
-struct RawFlags {
-  std::string nnodes = "1:1";
-  std::string nproc_per_node = "1";
-  int node_rank = -1;  // -1: not given (static: 0; c10d: no hint)
-  std::string rdzv_backend = "static";
-  std::string rdzv_endpoint;
-  std::string rdzv_id = "none";
-  std::string rdzv_conf;
-  bool standalone = false;
-  int max_restarts = 0;
-  double monitor_interval = 0.1;       // accepted for compatibility: supervision is event-driven
-  std::string start_method = "spawn";  // accepted: workers are always fresh processes
-  std::string role = "default";
-  bool module = false;
-  bool no_python = false;
-  bool run_path = false;
-  std::string log_dir;
-  std::string redirects = "0";
-  std::string tee = "0";
-  std::string local_ranks_filter;
-  std::string master_addr = "127.0.0.1";
-  int master_port = -1;  // -1: unset, a free port per attempt
-  std::string local_addr;
-  double shutdown_timeout = 30;  // seconds
-  std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
-  std::string signals_to_forward;     // none; SIGUSR1,SIGUSR2 under SLURM (slurm_env.h)
-  double exit_barrier_timeout = 300;  // seconds (ddprun's flag; torchrun's is not on its CLI)
-  // torchrun 2.x flags.
-  bool virtual_local_rank = false;
-  std::string duplicate_stdout_filters;  // comma-separated, ",," for a literal comma
-  std::string duplicate_stderr_filters;
-  std::string numa_binding;                // node, socket, exclusive, core-complex
-  std::string logs_specs;                  // accepted: ddprun has no log plugins
-  std::string event_log_handler = "null";  // accepted: ddprun logs events itself
-  std::string log_line_prefix_template;
-  // Hang detection (ddprun's).
-  double hang_timeout = 0;               // seconds; 0 = off
-  double first_heartbeat_timeout = 600;  // seconds
-  int metrics_port = -1;                 // -1: no metrics endpoint
-  std::string metrics_addr = "127.0.0.1";
-};
-
-// Defaults torchrun takes from its own environment variables (below PET_* and the flags).
-Status apply_environment_defaults(RawFlags& f) {
-  if (const char* v = std::getenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT"); v && *v) {
-    char* end = nullptr;
-    const double seconds = std::strtod(v, &end);
-    if (*end != '\0' || seconds < 0) {
-      return Status::invalid_argument(std::string("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=") + v +
-                                      " is not a number of seconds");
-    }
-    f.shutdown_timeout = seconds;
-  }
-  if (const char* v = std::getenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"); v) {
-    f.log_line_prefix_template = v;
-  }
-  return {};
-}
 
 // torchrun's comma_separated_list: "a,b" → {a, b}; ",," is a literal comma; empty → {}.
 std::vector<std::string> comma_separated_list(const std::string& text) {
@@ -104,133 +45,16 @@ std::vector<std::string> comma_separated_list(const std::string& text) {
   return items;
 }
 
-// "--nproc_per_node,--nproc-per-node" and its environment default PET_NPROC_PER_NODE.
-struct FlagName {
-  std::string names;
-  std::string env;
-};
-FlagName flag_name(const std::string& underscored, const std::string& short_name = "") {
-  std::string dashed = underscored;
-  std::replace(dashed.begin(), dashed.end(), '_', '-');
-  std::string names = short_name.empty() ? "" : short_name + ",";
-  names += "--" + underscored;
-  if (dashed != underscored) names += ",--" + dashed;
-  std::string env = "PET_" + underscored;
-  std::transform(env.begin(), env.end(), env.begin(), ::toupper);
-  return {names, env};
-}
-
-template <class T>
-void add_option(CLI::App& app, T& target, const std::string& name, const std::string& help,
-                const std::string& short_name = "") {
-  const FlagName f = flag_name(name, short_name);
-  app.add_option(f.names, target, help)
-      ->envname(f.env)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
-      ->capture_default_str();
-}
-
-void add_flag(CLI::App& app, bool& target, const std::string& name, const std::string& help,
-              const std::string& short_name = "") {
-  const FlagName f = flag_name(name, short_name);
-  app.add_flag(f.names, target, help)->envname(f.env);
-}
-
-void declare_flags(CLI::App& app, RawFlags& f) {
-  add_option(app, f.nnodes, "nnodes", "Number of nodes, N or MIN:MAX");
-  add_option(app, f.nproc_per_node, "nproc_per_node", "Workers per node: N, cpu, gpu or auto");
-  add_option(app, f.node_rank, "node_rank", "Rank of this node (static rendezvous)");
-  add_option(app, f.rdzv_backend, "rdzv_backend", "Rendezvous backend: static or c10d");
-  add_option(app, f.rdzv_endpoint, "rdzv_endpoint",
-             "Rendezvous endpoint host[:port], or h1:port,h2:port,... for ddp-rendezvous "
-             "replicas (tried in turn)");
-  add_option(app, f.rdzv_id, "rdzv_id", "Job id shared by the job's nodes");
-  add_option(app, f.rdzv_conf, "rdzv_conf", "Rendezvous settings key=value,...");
-  add_flag(app, f.standalone, "standalone", "Single node, rendezvous on a free local port");
-  add_option(app, f.max_restarts, "max_restarts", "Worker group restarts before failing");
-  add_option(app, f.monitor_interval, "monitor_interval",
-             "Accepted for compatibility; ddprun reacts to worker exits at once");
-  add_option(app, f.start_method, "start_method",
-             "Accepted for compatibility (spawn, fork, forkserver)");
-  add_option(app, f.role, "role", "Worker role name");
-  add_flag(app, f.module, "module", "Run the entry point as a Python module (python -m)", "-m");
-  add_flag(app, f.no_python, "no_python", "Run the entry point as an executable, not with Python");
-  add_flag(app, f.run_path, "run_path", "Run the entry point as a Python script path");
-  add_option(app, f.log_dir, "log_dir", "Base directory for worker logs and error files");
-  add_option(app, f.redirects, "redirects", "Streams to log files only: 0-3 or 0:1,1:2", "-r");
-  add_option(app, f.tee, "tee", "Streams to log files and the console: 0-3 or 0:1,1:2", "-t");
-  add_option(app, f.local_ranks_filter, "local_ranks_filter",
-             "Local ranks shown on the console, e.g. 0,1");
-  add_option(app, f.master_addr, "master_addr", "MASTER_ADDR for workers (static rendezvous)");
-  add_option(app, f.master_port, "master_port",
-             "MASTER_PORT for workers; default: a free port per attempt");
-  add_option(app, f.local_addr, "local_addr", "Address this node advertises");
-  add_option(app, f.shutdown_timeout, "shutdown_timeout", "Seconds between SIGTERM and SIGKILL");
-  add_option(app, f.signals_to_handle, "signals_to_handle", "Signals forwarded to workers");
-  add_option(app, f.signals_to_forward, "signals_to_forward",
-             "Signals forwarded to workers without ending the job (under SLURM: "
-             "SIGUSR1,SIGUSR2)");
-  add_flag(app, f.virtual_local_rank, "virtual_local_rank",
-           "LOCAL_RANK=0 for every worker, each seeing only its own GPU");
-  add_option(app, f.duplicate_stdout_filters, "duplicate_stdout_filters",
-             "Also copy tee'd stdout lines containing any of these (a,b; ,, for a comma) to "
-             "attempt_<N>/filtered_stdout.log");
-  add_option(app, f.duplicate_stderr_filters, "duplicate_stderr_filters",
-             "Likewise for stderr, to attempt_<N>/filtered_stderr.log");
-  add_option(app, f.numa_binding, "numa_binding",
-             "Bind workers to CPUs near their device: node, socket, exclusive, core-complex");
-  add_option(app, f.logs_specs, "logs_specs",
-             "Accepted for compatibility: ddprun writes torchrun's default log layout");
-  add_option(app, f.event_log_handler, "event_log_handler",
-             "Accepted for compatibility: ddprun logs events itself");
-  add_option(app, f.log_line_prefix_template, "log_line_prefix_template",
-             "Prefix of tee'd lines: ${role_name}, ${rank}, ${local_rank}, ${hostname}");
-  add_option(app, f.hang_timeout, "hang_timeout",
-             "Seconds without a heartbeat after which a rank is hung (0: off)");
-  add_option(app, f.first_heartbeat_timeout, "first_heartbeat_timeout",
-             "Seconds a rank may take to its first heartbeat (start-up, data loading)");
-  add_option(app, f.exit_barrier_timeout, "exit_barrier_timeout",
-             "Seconds a finished node waits for the rest of the job");
-  add_option(app, f.metrics_port, "metrics_port",
-             "Serve /metrics (Prometheus) and /healthz on this port; 0 picks a free one "
-             "(logged); default: off");
-  add_option(app, f.metrics_addr, "metrics_addr",
-             "Address of the metrics endpoint; anything but loopback exposes job information "
-             "to the network");
-}
-
-Status validate_values(const RawFlags& f, LaunchConfig& config);
-Status build_command(const RawFlags& f, std::vector<std::string> rest, LaunchConfig& config);
+Status validate_values(const LauncherFlags& f, LaunchConfig& config);
+Status build_command(const LauncherFlags& f, std::vector<std::string> rest, LaunchConfig& config);
 
 std::string local_host_name() {
   char name[256] = {};
   return ::gethostname(name, sizeof name - 1) == 0 ? name : "localhost";
 }
 
-}  // namespace
-
-namespace {
-
 const char kAbout[] =
     "ddprun: a torchrun-compatible elastic launcher for PyTorch distributed training";
-
-// The --config file named in `args`, if any. A throwaway parse with every flag declared, so
-// that flags taking a value are skipped correctly; its errors are the real parse's to report.
-std::string find_config_path(const std::vector<std::string>& args) {
-  RawFlags scratch;
-  std::string path;
-  CLI::App app{kAbout, "ddprun"};
-  declare_flags(app, scratch);
-  app.add_option("--config", path);
-  app.prefix_command();
-  app.set_help_flag();
-  try {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
-    app.parse(reversed);
-  } catch (const CLI::Error&) {
-  }
-  return path;
-}
 
 }  // namespace
 
@@ -241,18 +65,21 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
     parsed.output = "ddprun: error: " + message;
     return parsed;
   };
-  RawFlags flags;
-  if (Status env = apply_environment_defaults(flags); !env) return usage_error(env.message());
+  const FlagTable<LauncherFlags>& table = launcher_flag_table();
+  LauncherFlags flags;
   CLI::App app{kAbout, "ddprun"};
   app.footer("usage: ddprun [--config job.yaml] [options] <script|module|executable> [args...]");
-  declare_flags(app, flags);
+  if (Status declared = table.declare(app, flags); !declared) {
+    return usage_error(declared.message());
+  }
   std::string config_path;
   app.add_option("--config", config_path,
                  "YAML file of settings (flag names as keys); the command line and PET_* "
                  "variables override it");
   app.prefix_command();  // everything from the script on belongs to the script
   JobConfigExtras from_file;
-  if (std::string path = find_config_path(args); !path.empty()) {
+  if (std::string path = table.catalog().find_config_path(args, /*prefix_command=*/true);
+      !path.empty()) {
     auto loaded = apply_job_config(path, app);  // its values become the flags' defaults
     if (!loaded) return usage_error(loaded.status().message());
     from_file = std::move(loaded.value());
@@ -265,6 +92,9 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
     return parsed;
   } catch (const CLI::ParseError& e) {
     return usage_error(e.what());
+  }
+  if (Status checked = table.catalog().check_parsed(app); !checked) {
+    return usage_error(checked.message());
   }
   LaunchConfig config;
   // Settings no layer above gave, from srun's environment (below the file, above defaults).
@@ -289,19 +119,15 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
 
 namespace {
 
-Status validate_rendezvous(const RawFlags& f, LaunchConfig& config) {
+Status validate_rendezvous(const LauncherFlags& f, LaunchConfig& config) {
   RendezvousSettings& r = config.rendezvous;
   auto nodes = parse_nnodes(f.nnodes);
   if (!nodes) return nodes.status();
   auto conf = rdzv::parse_rdzv_conf(f.rdzv_conf);
   if (!conf) return conf.status().with_context("--rdzv_conf");
-  if (f.rdzv_backend != "static" && f.rdzv_backend != "c10d") {
-    return Status::invalid_argument("--rdzv_backend=" + f.rdzv_backend +
-                                    " is not supported: use static or c10d");
-  }
   const bool static_backend = f.rdzv_backend == "static" && !f.standalone;
-  if (f.node_rank < -1 || f.node_rank >= nodes->max) {
-    return Status::invalid_argument("--node_rank=" + std::to_string(f.node_rank) +
+  if (f.node_rank && *f.node_rank >= nodes->max) {
+    return Status::invalid_argument("--node_rank=" + std::to_string(*f.node_rank) +
                                     " must be in [0, " + std::to_string(nodes->max) + ")");
   }
   if (f.standalone && nodes->max > 1) {
@@ -331,10 +157,6 @@ Status validate_rendezvous(const RawFlags& f, LaunchConfig& config) {
           "is_host=1 from --rdzv_conf");
     }
   }
-  if (f.exit_barrier_timeout < 0) {
-    return Status::invalid_argument("--exit_barrier_timeout must be >= 0 seconds");
-  }
-  if (f.max_restarts < 0) return Status::invalid_argument("--max_restarts must be >= 0");
   rdzv::JobOptions& job = config.job;
   job.min_nodes = static_cast<uint32_t>(nodes->min);
   job.max_nodes = static_cast<uint32_t>(nodes->max);
@@ -354,7 +176,7 @@ Status validate_rendezvous(const RawFlags& f, LaunchConfig& config) {
   }
   for (const auto& note : conf->notes) config.warnings.push_back(note);
   r.conf = std::move(conf.value());
-  if (f.node_rank >= 0) r.node_rank = f.node_rank;
+  r.node_rank = f.node_rank;
   r.local_addr = f.local_addr;
   r.master_addr = f.master_addr;
   r.standalone = f.standalone;
@@ -368,7 +190,7 @@ Status validate_rendezvous(const RawFlags& f, LaunchConfig& config) {
   return {};
 }
 
-Status validate_values(const RawFlags& f, LaunchConfig& config) {
+Status validate_values(const LauncherFlags& f, LaunchConfig& config) {
   if (Status s = validate_rendezvous(f, config); !s) return s;
   agent::AgentOptions& a = config.agent;
   auto nproc = parse_nproc_per_node(f.nproc_per_node);
@@ -391,20 +213,12 @@ Status validate_values(const RawFlags& f, LaunchConfig& config) {
     }
   }
   config.signals_to_forward = *forwarded;
-  if (f.shutdown_timeout < 0) return Status::error("--shutdown_timeout must be >= 0 seconds");
-  if (f.monitor_interval < 0) return Status::error("--monitor_interval must be >= 0 seconds");
-  if (f.master_port < -1 || f.master_port > 65535) {
-    return Status::error("--master_port=" + std::to_string(f.master_port) + " is not a TCP port");
-  }
-  if (f.start_method != "spawn" && f.start_method != "fork" && f.start_method != "forkserver") {
-    return Status::error("--start_method=" + f.start_method + ": use spawn, fork or forkserver");
-  }
   a.nproc_per_node = *nproc;
   a.role = f.role;
   a.shutdown_timeout = Millis(static_cast<long long>(f.shutdown_timeout * 1000));
   a.signals_to_handle = *signals;
   const RendezvousSettings& rdzv = config.rendezvous;
-  if (f.master_port > 0) a.master_port = f.master_port;  // 0 or unset: a free port per attempt
+  if (f.master_port.value_or(0) > 0) a.master_port = *f.master_port;  // 0/unset: a free one
   if (rdzv.backend == RendezvousBackend::kStatic && config.job.max_nodes > 1 && !a.master_port) {
     // Every node must name the same port without talking to the others: torchrun's default.
     a.master_port = kStaticMultiNodeMasterPort;
@@ -419,9 +233,6 @@ Status validate_values(const RawFlags& f, LaunchConfig& config) {
   a.logs.duplicate_stdout_filters = comma_separated_list(f.duplicate_stdout_filters);
   a.logs.duplicate_stderr_filters = comma_separated_list(f.duplicate_stderr_filters);
   a.virtual_local_rank = f.virtual_local_rank;
-  if (f.hang_timeout < 0 || f.first_heartbeat_timeout < 0) {
-    return Status::invalid_argument("--hang_timeout and --first_heartbeat_timeout must be >= 0");
-  }
   a.hang.hang_timeout = Millis(static_cast<long long>(f.hang_timeout * 1000));
   a.hang.first_heartbeat_timeout = std::max(
       a.hang.hang_timeout, Millis(static_cast<long long>(f.first_heartbeat_timeout * 1000)));
@@ -430,11 +241,7 @@ Status validate_values(const RawFlags& f, LaunchConfig& config) {
   a.hang.file_timer = file_timer && std::string(file_timer) == "1";
   // Stacks of hung workers reach the report even when their stderr goes to the console.
   a.logs.capture_stderr = a.hang.hang_timeout > Millis(0);
-  if (f.metrics_port < -1 || f.metrics_port > 65535) {
-    return Status::invalid_argument("--metrics_port=" + std::to_string(f.metrics_port) +
-                                    " is not a TCP port");
-  }
-  if (f.metrics_port >= 0) config.metrics.port = static_cast<uint16_t>(f.metrics_port);
+  if (f.metrics_port) config.metrics.port = static_cast<uint16_t>(*f.metrics_port);
   config.metrics.address = f.metrics_addr;
   if (!f.numa_binding.empty()) {
     auto mode = agent::parse_numa_mode(f.numa_binding);
@@ -462,7 +269,7 @@ Status validate_values(const RawFlags& f, LaunchConfig& config) {
   return {};
 }
 
-Status build_command(const RawFlags& f, std::vector<std::string> rest, LaunchConfig& config) {
+Status build_command(const LauncherFlags& f, std::vector<std::string> rest, LaunchConfig& config) {
   if (!rest.empty() && rest.front() == "--")
     rest.erase(rest.begin());
   else if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {

@@ -29,11 +29,11 @@ struct JobConfigExtras {
   std::set<std::string> keys;              // every key the file set (for the SLURM layer)
 };
 
-// The keys a job file may hold.
+// The keys a job file may hold (from launcher_flags.h's table).
 const std::vector<ConfigKey>& job_config_schema();
 
-// Loads `path` and makes its settings the defaults of `app`'s options (declared with their
-// torchrun names, e.g. --nproc_per_node). Errors name file:line:column and the key.
+// Loads `path` and makes its settings the defaults of `app`'s options (declared by the table
+// in launcher_flags.h). Errors name file:line:column and the key.
 Result<JobConfigExtras> apply_job_config(const std::string& path, CLI::App& app);
 
 }  // namespace ddprun::launcher

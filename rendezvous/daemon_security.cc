@@ -11,42 +11,44 @@
 
 namespace ddprun::rdzv {
 
-void declare_security_flags(CLI::App& app, DaemonSecurityFlags& flags) {
-  app.add_option("--token-file", flags.token_file,
-                 "Token of every job without its own (a file only its owner can read)");
-  app.add_option("--job-token", flags.job_tokens, "A job's own token file: JOB=PATH (repeatable)")
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  app.add_option("--tls-cert", flags.tls_cert, "Serve TLS with this PEM certificate chain");
-  app.add_option("--tls-key", flags.tls_key, "The PEM private key of --tls-cert");
-  app.add_option("--tls-client-ca", flags.tls_client_ca,
-                 "Require client certificates signed by this CA (mutual TLS)");
-  app.add_option("--max-connections", flags.max_connections, "Open connections in total")
-      ->capture_default_str();
-  app.add_option("--max-connections-per-source", flags.max_connections_per_source,
-                 "Open connections from one address")
-      ->capture_default_str();
-  app.add_option("--max-jobs", flags.max_jobs, "Jobs served at once")->capture_default_str();
-  app.add_option("--max-nodes-per-job", flags.max_nodes_per_job, "Nodes in one job")
-      ->capture_default_str();
-  app.add_option("--max-requests-in-flight", flags.max_requests_in_flight,
-                 "Unread answers queued for one connection before it is refused")
-      ->capture_default_str();
-}
-
-std::vector<ConfigKey> security_config_keys() {
+std::vector<Flag<DaemonSecurityFlags>> security_flags() {
+  using F = DaemonSecurityFlags;
   using T = ConfigType;
-  auto count = in_range(1, 1e9);
+  const ServerOptions defaults;
+  auto limit = [](const std::string& name, const std::string& help, size_t value,
+                  double max) {
+    return FlagInfo{.name = name,
+                    .type = T::kInteger,
+                    .help = help,
+                    .default_text = std::to_string(value),
+                    .check = in_range(1, max)};
+  };
   return {
-      {"token_file", T::kString, {}},
-      {"tokens", T::kMap, {}},
-      {"tls_cert", T::kString, {}},
-      {"tls_key", T::kString, {}},
-      {"tls_client_ca", T::kString, {}},
-      {"max_connections", T::kInteger, count},
-      {"max_connections_per_source", T::kInteger, count},
-      {"max_jobs", T::kInteger, count},
-      {"max_nodes_per_job", T::kInteger, in_range(1, 1e7)},
-      {"max_requests_in_flight", T::kInteger, count},
+      {{.name = "token_file",
+        .help = "Token of every job without its own (a file only its owner can read)"},
+       &F::token_file},
+      {{.name = "job_token",
+        .help = "A job's own token file: JOB=PATH (repeatable)",
+        .scope = FlagScope::kCommandLineOnly},
+       &F::job_tokens},
+      {{.name = "tokens", .type = T::kMap, .scope = FlagScope::kFileOnly}},
+      {{.name = "tls_cert", .help = "Serve TLS with this PEM certificate chain"}, &F::tls_cert},
+      {{.name = "tls_key", .help = "The PEM private key of --tls-cert"}, &F::tls_key},
+      {{.name = "tls_client_ca",
+        .help = "Require client certificates signed by this CA (mutual TLS)"},
+       &F::tls_client_ca},
+      {limit("max_connections", "Open connections in total", defaults.max_connections, 1e9),
+       &F::max_connections},
+      {limit("max_connections_per_source", "Open connections from one address",
+             defaults.max_connections_per_source, 1e9),
+       &F::max_connections_per_source},
+      {limit("max_jobs", "Jobs served at once", defaults.max_jobs, 1e9), &F::max_jobs},
+      {limit("max_nodes_per_job", "Nodes in one job", defaults.max_nodes_per_job, 1e7),
+       &F::max_nodes_per_job},
+      {limit("max_requests_in_flight",
+             "Unread answers queued for one connection before it is refused",
+             defaults.max_requests_in_flight, 1e9),
+       &F::max_requests_in_flight},
   };
 }
 

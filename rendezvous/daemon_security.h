@@ -14,13 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "common/config_file.h"
+#include "common/flag_table.h"
 #include "common/result.h"
 #include "rendezvous/server_options.h"
-
-namespace CLI {
-class App;
-}
 
 namespace ddprun::rdzv {
 
@@ -30,18 +26,19 @@ struct DaemonSecurityFlags {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;
-  size_t max_connections = ServerOptions{}.max_connections;
-  size_t max_connections_per_source = ServerOptions{}.max_connections_per_source;
-  size_t max_jobs = ServerOptions{}.max_jobs;
-  uint32_t max_nodes_per_job = ServerOptions{}.max_nodes_per_job;
-  size_t max_requests_in_flight = ServerOptions{}.max_requests_in_flight;
+  // The limits; their defaults (ServerOptions') are set by the table.
+  size_t max_connections = 0;
+  size_t max_connections_per_source = 0;
+  size_t max_jobs = 0;
+  uint32_t max_nodes_per_job = 0;
+  size_t max_requests_in_flight = 0;
   // From the config file's `tokens:` map (job, path); --job-token wins for the same job.
   std::vector<std::pair<std::string, std::string>> file_job_tokens;
 };
 
-void declare_security_flags(CLI::App& app, DaemonSecurityFlags& flags);
-// Their config file keys (the flags' names with underscores, and `tokens`).
-std::vector<ConfigKey> security_config_keys();
+// The table entries of these flags (common/flag_table.h), for the daemon's table, with the
+// config file's `tokens` map (FlagScope::kFileOnly: the daemon puts it in file_job_tokens).
+std::vector<Flag<DaemonSecurityFlags>> security_flags();
 
 // Loads the token and certificate files and sets `options`' credentials and limits. Errors
 // name the flag and the file. Logs a warning when `listen_host` is not a loopback address and

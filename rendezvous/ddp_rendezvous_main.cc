@@ -27,12 +27,12 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
-#include "common/config_file.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
 #include "common/periodic_status.h"
 #include "common/service_watchdog.h"
 #include "common/systemd_notifier.h"
+#include "rendezvous/daemon_flags.h"
 #include "rendezvous/daemon_security.h"
 #include "rendezvous/rdzv_conf.h"
 #include "rendezvous/replica.h"
@@ -45,120 +45,7 @@
 
 namespace {
 
-struct DaemonFlags {
-  std::string host = "0.0.0.0";
-  uint16_t port = 29400;
-  std::string log_level;
-  std::string idle_timeout = "60";
-  std::string shutdown_grace = "2";
-  int metrics_port = -1;  // -1: no metrics endpoint
-  std::string metrics_addr = "127.0.0.1";
-  ddprun::rdzv::DaemonSecurityFlags security;
-  std::string state_dir;
-  std::string state;
-  std::string advertise;
-  std::string lease_ttl = "5";
-};
-
-void declare_daemon_flags(CLI::App& app, DaemonFlags& flags) {
-  // A flag given twice takes its last value, as ddprun's (and argparse's) do.
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("--host", flags.host, "Address to listen on")->capture_default_str();
-  app.add_option("--port", flags.port, "TCP port; 0 picks a free one (printed on stdout)")
-      ->capture_default_str();
-  app.add_option("--log-level", flags.log_level,
-                 "trace|debug|info|warn|error|off (default: $DDPRUN_LOG_LEVEL or info)");
-  app.add_option("--idle-timeout", flags.idle_timeout,
-                 "Drop a connection that has not joined after this long silent (s, or 500ms)")
-      ->capture_default_str();
-  app.add_option("--shutdown-grace", flags.shutdown_grace,
-                 "On SIGTERM, wait this long for clients to hang up before closing them")
-      ->capture_default_str();
-  app.add_option("--metrics-port", flags.metrics_port,
-                 "Serve /metrics (Prometheus) and /healthz on this port; 0 picks a free one "
-                 "(logged); default: off")
-      ->check(CLI::Range(0, 65535));
-  app.add_option("--metrics-addr", flags.metrics_addr,
-                 "Address of the metrics endpoint; anything but loopback exposes job "
-                 "information to the network")
-      ->capture_default_str();
-  ddprun::rdzv::declare_security_flags(app, flags.security);
-  app.add_option("--state-dir", flags.state_dir,
-                 "Keep the jobs' state in DIR/rendezvous.db (SQLite) so that a restarted daemon "
-                 "resumes them (default: memory only)");
-  app.add_option(
-      "--state", flags.state,
-      "State store as a spec: DIR, sqlite:DIR, memory:, or etcd://h1:2379,h2:2379[/name] "
-      "for replicas that share it (overrides --state-dir)");
-  app.add_option("--advertise", flags.advertise,
-                 "With etcd: this replica's address as clients dial it, host:port (default: "
-                 "--host and the bound port; this machine's host name when --host is a wildcard)");
-  app.add_option("--lease-ttl", flags.lease_ttl,
-                 "With etcd: the leader's lease; a dead leader is replaced within about this "
-                 "(s, or 500ms; etcd counts whole seconds)")
-      ->capture_default_str();
-}
-
-// The keys of `ddp-rendezvous --config daemon.yaml`: the flags' names, with underscores.
-const std::vector<ddprun::ConfigKey>& daemon_config_schema() {
-  using T = ddprun::ConfigType;
-  auto duration = [](const std::string& text) -> ddprun::Status {
-    return ddprun::rdzv::parse_duration(text).status();
-  };
-  static const std::vector<ddprun::ConfigKey> schema = [&] {
-    std::vector<ddprun::ConfigKey> keys = {
-        {"host", T::kString, {}},
-        {"port", T::kInteger, ddprun::in_range(0, 65535)},
-        {"log_level", T::kString,
-         ddprun::one_of({"trace", "debug", "info", "warn", "error", "off"})},
-        {"idle_timeout", T::kScalar, duration},
-        {"shutdown_grace", T::kScalar, duration},
-        {"state_dir", T::kString, {}},
-        {"state", T::kString, {}},
-        {"advertise", T::kString, {}},
-        {"lease_ttl", T::kScalar, duration},
-        {"metrics_port", T::kInteger, ddprun::in_range(0, 65535)},
-        {"metrics_addr", T::kString, {}},
-    };
-    for (auto& key : ddprun::rdzv::security_config_keys()) keys.push_back(std::move(key));
-    return keys;
-  }();
-  return schema;
-}
-
-// Makes the file's settings the defaults of `app`'s options: the command line still wins.
-ddprun::Status apply_daemon_config(const std::string& path, CLI::App& app, DaemonFlags& flags) {
-  auto values = ddprun::load_config_file(path, daemon_config_schema());
-  if (!values) return values.status();
-  for (const auto& v : *values) {
-    if (v.key == "tokens") {  // a map of job → token file: no single flag takes it
-      flags.security.file_job_tokens = v.map;
-      continue;
-    }
-    std::string flag = "--" + v.key;
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    try {
-      app.get_option(flag)->run_callback_for_default(true)->default_val(v.text);
-    } catch (const CLI::Error& e) {
-      return ddprun::Status::invalid_argument(v.where + ": key '" + v.key + "': " + e.what());
-    }
-  }
-  return {};
-}
-
-// The --config path in `argv`, from a throwaway parse that knows every flag's arity.
-std::string find_config_path(int argc, char** argv, DaemonFlags scratch) {
-  CLI::App app;
-  std::string path;
-  declare_daemon_flags(app, scratch);
-  app.add_option("--config", path);
-  app.set_help_flag();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::Error&) {
-  }
-  return path;
-}
+using ddprun::rdzv::DaemonFlags;
 
 // How often the STATUS= line is brought up to date (sent only when it changed).
 constexpr std::chrono::seconds kStatusRefresh{2};
@@ -229,13 +116,13 @@ int run(const DaemonFlags& flags) {
   auto grace = rdzv::parse_duration(flags.shutdown_grace);
   if (!idle || !grace) {
     spdlog::error("{}", !idle ? idle.error_message() : grace.error_message());
-    return 2;
+    return kExitUsage;
   }
   options.idle_timeout = *idle;
   options.shutdown_grace = *grace;
   if (Status s = rdzv::apply_security(flags.security, flags.host, options); !s) {
     spdlog::error("{}", s.message());
-    return 2;
+    return kExitUsage;
   }
 
   boost::asio::io_context io;
@@ -245,7 +132,7 @@ int run(const DaemonFlags& flags) {
   auto spec = state_spec(flags);
   if (!spec) {
     spdlog::error("{}", spec.error_message());
-    return 2;
+    return kExitUsage;
   }
   const bool replicated = *spec && (*spec)->kind == rdzv::state::StateSpec::Kind::kEtcd;
   std::unique_ptr<rdzv::state::StateStore> store;  // before the server: it must outlive it
@@ -253,7 +140,7 @@ int run(const DaemonFlags& flags) {
     auto opened = rdzv::state::open_state_store(io, **spec);
     if (!opened) {
       spdlog::error("{}", opened.error_message());
-      return 2;
+      return kExitUsage;
     }
     store = std::move(*opened);
   }
@@ -267,13 +154,13 @@ int run(const DaemonFlags& flags) {
     Status restored = server.restore_state(*store, on_save_failure);
     if (!restored) {
       spdlog::error("{}", restored.message());
-      return 2;
+      return kExitUsage;
     }
     spdlog::info("state: {}", store->describe());
   }
   // A replica serves nobody until it has won the lead (replica.h).
   if (replicated) server.redirect_clients(rdzv::Redirect{});
-  if (Status s = server.listen(flags.host, flags.port); !s) {
+  if (Status s = server.listen(flags.host, static_cast<uint16_t>(flags.port)); !s) {
     spdlog::error("{}", s.message());
     return exit_code_for(s);
   }
@@ -285,17 +172,17 @@ int run(const DaemonFlags& flags) {
     });
     if (!made) {
       spdlog::error("{}", made.error_message());
-      return 2;
+      return kExitUsage;
     }
     replica = std::move(*made);
     replica->start();
     spdlog::info("state: {}", replica->describe());
   }
   std::optional<rdzv::ServerMetricsEndpoint> metrics;
-  if (flags.metrics_port >= 0) {
+  if (flags.metrics_port) {
     metrics.emplace(io, server,
                     ddprun::metrics::HttpEndpointOptions{
-                        flags.metrics_addr, static_cast<uint16_t>(flags.metrics_port)});
+                        flags.metrics_addr, static_cast<uint16_t>(*flags.metrics_port)});
     if (Status s = metrics->listen(); !s) {
       spdlog::error("--metrics-port: {}", s.message());
       return exit_code_for(s);
@@ -342,20 +229,38 @@ int run(const DaemonFlags& flags) {
   return exit_code;
 }
 
+// Loads `path` and makes its settings the defaults of `app`'s options (the command line wins);
+// the `tokens` map, which no single flag takes, goes to `flags`.
+ddprun::Status apply_daemon_config(const std::string& path, CLI::App& app, DaemonFlags& flags) {
+  auto settings = ddprun::rdzv::daemon_flag_table().catalog().apply_config_file(path, app);
+  if (!settings) return settings.status();
+  for (const ddprun::ConfigValue& v : settings->file_only) {
+    if (v.key == "tokens") flags.security.file_job_tokens = v.map;
+  }
+  return {};
+}
+
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "ddp-rendezvous: error: %s\n", message.c_str());
+  return ddprun::kExitUsage;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"ddp-rendezvous: rendezvous server for ddprun jobs (many jobs, one daemon)"};
+  const auto& table = ddprun::rdzv::daemon_flag_table();
   DaemonFlags flags;
-  declare_daemon_flags(app, flags);
+  if (ddprun::Status s = table.declare(app, flags); !s) return usage_error(s.message());
   std::string config_path;
   app.add_option("--config", config_path,
                  "YAML file of settings (flag names as keys, with underscores); the command "
                  "line overrides it");
-  if (const std::string path = find_config_path(argc, argv, flags); !path.empty()) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (const std::string path = table.catalog().find_config_path(args, /*prefix_command=*/false);
+      !path.empty()) {
     if (ddprun::Status s = apply_daemon_config(path, app, flags); !s) {
-      std::fprintf(stderr, "ddp-rendezvous: error: %s\n", s.message().c_str());
-      return 2;
+      return usage_error(s.message());
     }
   }
   ddprun::rdzv::StatusCommandOptions status;
@@ -376,6 +281,7 @@ int main(int argc, char** argv) {
                              "endpoint's host)");
   CLI11_PARSE(app, argc, argv);
   if (status_command->parsed()) return ddprun::rdzv::run_status_command(status, stdout, stderr);
+  if (ddprun::Status s = table.catalog().check_parsed(app); !s) return usage_error(s.message());
 
   ddprun::init_logging("ddp-rendezvous");
   if (!flags.log_level.empty()) spdlog::set_level(spdlog::level::from_str(flags.log_level));
