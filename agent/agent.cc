@@ -1,11 +1,7 @@
 #include "agent/agent.h"
 
-#include <fcntl.h>
-
-#include <cerrno>
 #include <csignal>
 #include <cstdio>
-#include <cstring>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
@@ -28,37 +24,38 @@ StdioTarget stdio_target(const StreamRoute& route, const std::string& file) {
 
 }  // namespace
 
-Agent::Agent(AgentOptions options, boost::asio::io_context& io, ProcessLauncher& launcher,
-             Coordinator& coordinator, const Clock& clock)
+Agent::Agent(AgentOptions options, boost::asio::io_context& io, AgentParts parts)
     : options_(std::move(options)),
       io_(io),
-      launcher_(launcher),
-      coordinator_(coordinator),
-      clock_(clock),
+      launcher_(parts.launcher),
+      coordinator_(parts.coordinator),
+      clock_(parts.clock),
+      store_(parts.store),
+      progress_watch_(parts.progress),
+      log_files_(parts.log_files),
+      shutdown_timer_(parts.shutdown_timer),
+      drain_timer_(parts.drain_timer),
+      signals_(parts.signals),
       base_env_(current_environment()),
-      handled_signals_(io),
-      shutdown_timer_(io),
-      drain_timer_(io),
-      output_(io),
-      store_host_(
-          io,
-          StoreHostOptions{options_.agent_store, options_.master_addr, options_.master_port, {}}),
-      hang_watch_(io, options_.hang, clock,
-                  {[this](const HangVerdict& v) { on_hang(v); },
-                   [](const TimerExpiry& e) {
-                     spdlog::warn("torch's file timer: scope '{}' of pid {} expired; sent it {}",
-                                  e.scope_id, e.pid, signal_name(e.signal));
-                   },
-                   [this](const std::vector<LocalRankProgress>& p) {
-                     if (coordinator_.shares_progress()) coordinator_.share_progress(global(p));
-                   }}) {
-  for (int signo : options_.signals_to_handle) handled_signals_.add(signo);
-  std::signal(SIGPIPE, SIG_IGN);  // a closed console must not kill the agent (workers reset it)
-  watch_signals();
+      output_(io) {
+  progress_watch_.set_events(
+      {[this](const HangVerdict& v) { on_hang(v); },
+       [](const TimerExpiry& e) {
+         spdlog::warn("torch's file timer: scope '{}' of pid {} expired; sent it {}", e.scope_id,
+                      e.pid, signal_name(e.signal));
+       },
+       [this](const std::vector<LocalRankProgress>& p) {
+         if (coordinator_.shares_progress()) coordinator_.share_progress(global(p));
+       }});
+  signals_.watch([this](int signo) { on_signal(signo); });
   launcher_.set_exit_handler([this](pid_t pid, ExitStatus status) { on_child_exit(pid, status); });
 }
 
-Agent::~Agent() { launcher_.set_exit_handler(nullptr); }
+Agent::~Agent() {
+  launcher_.set_exit_handler(nullptr);
+  signals_.stop();
+  progress_watch_.set_events({});
+}
 
 int Agent::run() {
   start();
@@ -69,9 +66,7 @@ int Agent::run() {
 
 void Agent::start() {
   if (phase_ != Phase::kIdle) return;  // a signal may already have ended the job
-  auto dir = RunLogDir::create(options_.logs.log_dir, options_.run_id, [&] {
-    return temporary_parent(writes_log_files(options_.logs, options_.nproc_per_node));
-  });
+  auto dir = log_files_.create_run_dir(options_.logs, options_.run_id, options_.nproc_per_node);
   if (!dir) {
     spdlog::error("{}", dir.error_message());
     finish(1);
@@ -103,7 +98,7 @@ void Agent::begin_round() {
   JoinOffer offer;
   offer.local_world_size = options_.nproc_per_node;
   offer.master_addr = options_.master_addr;
-  auto port = store_host_.offer_port();
+  auto port = store_.offer_port();
   if (!port) {
     spdlog::error("{}", port.error_message());
     finish(1);
@@ -121,7 +116,7 @@ void Agent::begin_round() {
       o.on_round_assigned(*assignment,
                           std::chrono::duration_cast<Millis>(clock_.steady_now() - join_started_));
     });
-    if (Status hosted = store_host_.on_assigned(*assignment); !hosted) {
+    if (Status hosted = store_.on_assigned(*assignment); !hosted) {
       spdlog::error("{}", hosted.message());
       finish(1);
       return;
@@ -131,13 +126,13 @@ void Agent::begin_round() {
 }
 
 void Agent::start_workers(const RoundAssignment& assignment) {
-  if (Status s = log_dir_->prepare_attempt(attempt_, options_.nproc_per_node); !s) {
+  if (Status s = log_files_.prepare_attempt(*log_dir_, attempt_, options_.nproc_per_node); !s) {
     spdlog::error("{}", s.message());
     finish(1);
     return;
   }
   open_filtered_logs();
-  if (Status s = hang_watch_.begin_attempt(log_dir_->attempt_dir(attempt_) + "/progress",
+  if (Status s = progress_watch_.begin_attempt(log_dir_->attempt_dir(attempt_) + "/progress",
                                            options_.nproc_per_node);
       !s) {
     spdlog::error("{}", s.message());
@@ -155,7 +150,7 @@ void Agent::start_workers(const RoundAssignment& assignment) {
       std::make_unique<WorkerGroup>(group_options, launcher_, shutdown_timer_, clock_, observer);
   group_->start(std::move(launches));
   if (phase_ == Phase::kSupervising) {
-    hang_watch_.workers_running();
+    progress_watch_.workers_running();
     notify([&](AgentObserver& o) {
       o.on_workers_started(assignment, options_.nproc_per_node, failed_at_);
     });
@@ -199,7 +194,7 @@ std::vector<WorkerLaunch> Agent::make_launches(const RoundAssignment& a) {
     launch.request.executable = options_.command.executable;
     launch.request.argv = options_.command.argv;
     EnvMap env = build_worker_env(base, context, p, launch.error_file);
-    for (auto& [key, value] : hang_watch_.worker_env(local_rank)) env[key] = value;
+    for (auto& [key, value] : progress_watch_.worker_env(local_rank)) env[key] = value;
     launch.request.envp = to_envp(env);
     launch.request.stdout_target = stdio_target(plan_stream(options_.logs, local_rank, kStdout),
                                                 log_dir_->stdout_log(attempt_, local_rank));
@@ -222,14 +217,12 @@ void Agent::open_filtered_logs() {
         i == 0 ? options_.logs.duplicate_stdout_filters : options_.logs.duplicate_stderr_filters;
     filtered_logs_[i].reset();
     if (filters.empty()) continue;
-    const std::string path = log_dir_->filtered_log(attempt_, streams[i]);
-    auto fd = std::make_shared<UniqueFd>(
-        ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_APPEND, 0644));
-    if (!fd->valid()) {
-      spdlog::warn("cannot open {}: {}", path, std::strerror(errno));
+    auto fd = log_files_.open_log(log_dir_->filtered_log(attempt_, streams[i]));
+    if (!fd) {
+      spdlog::warn("{}", fd.error_message());
       continue;
     }
-    filtered_logs_[i] = std::move(fd);
+    filtered_logs_[i] = std::move(*fd);
   }
 }
 
@@ -254,7 +247,7 @@ void Agent::on_worker_started(const WorkerLaunch& launch, SpawnedProcess& proces
       spdlog::warn("worker {}: {}", launch.local_rank, s.message());
     }
   };
-  hang_watch_.worker_started(launch.local_rank, process.pid);
+  progress_watch_.worker_started(launch.local_rank, process.pid);
   notify([&](AgentObserver& o) { o.on_worker_started(launch.local_rank, process.pid); });
   route(process.stdout_pipe, kStdout, STDOUT_FILENO,
         log_dir_->stdout_log(attempt_, launch.local_rank));
@@ -263,7 +256,7 @@ void Agent::on_worker_started(const WorkerLaunch& launch, SpawnedProcess& proces
 }
 
 void Agent::on_worker_exited(const WorkerLaunch& launch, pid_t pid, const ExitStatus& status) {
-  hang_watch_.worker_exited(launch.local_rank, pid);  // first: the pid may be reused after this
+  progress_watch_.worker_exited(launch.local_rank, pid);  // first: the pid may be reused after this
   // Only a worker's own failure counts; workers we stop (a signal, a rejoin) do not.
   if (!status.success() && !failed_at_ && phase_ == Phase::kSupervising &&
       interrupt_.kind == Interrupt::Kind::kNone) {
@@ -280,8 +273,8 @@ void Agent::on_group_finished(const GroupResult& result) {
 }
 
 void Agent::after_group(const GroupResult& result) {
-  store_host_.end_round();  // every worker has exited: the store has served its round
-  hang_watch_.end_attempt();
+  store_.end_round();  // every worker has exited: the store has served its round
+  progress_watch_.end_attempt();
   drain_timer_.arm(kOutputDrainTimeout, [this] { output_.close_all(); });
   output_.when_drained([this, result] {
     drain_timer_.cancel();
@@ -306,7 +299,7 @@ void Agent::after_group(const GroupResult& result) {
       if (phase_ != Phase::kReporting) return;
       if (!s) spdlog::error("{}", s.message());
       launcher_.workers_done();  // before the last work, which its exit then overlaps
-      if (s) log_dir_->remove_if_temporary();
+      if (s) log_files_.remove_if_temporary(*log_dir_);
       finish(s ? 0 : 1);
     });
   });
@@ -350,8 +343,8 @@ FailureReport Agent::build_report(const GroupResult& result) const {
     if (tail != stderr_tails_.end()) {
       f.stderr_tail = tail->second->last(f.hung ? kHungStackLines : kStderrTailLines);
     } else if (plan_stream(options_.logs, f.local_rank, kStderr).to_file) {
-      f.stderr_tail = read_last_lines(log_dir_->stderr_log(attempt, f.local_rank),
-                                      f.hung ? kHungStackLines : kStderrTailLines);
+      f.stderr_tail = log_files_.last_lines(log_dir_->stderr_log(attempt, f.local_rank),
+                                            f.hung ? kHungStackLines : kStderrTailLines);
     }
     if (f.hung) {
       // The hang is the cause; the stack it printed on SIGABRT shows where it was.
@@ -403,15 +396,15 @@ void Agent::on_coordinator_event(const CoordinatorEvent& event) {
 std::vector<RankProgress> Agent::progress() const {
   if (phase_ != Phase::kSupervising) return {};
   std::vector<LocalRankProgress> running;
-  for (const LocalRankProgress& p : hang_watch_.progress()) {
+  for (const LocalRankProgress& p : progress_watch_.progress()) {
     if (p.state != RankState::kExited) running.push_back(p);
   }
   return global(running);
 }
 
 std::vector<RankProgress> Agent::rank_progress() const {
-  if (!hang_watch_.detecting() || !assignment_) return {};
-  return global(hang_watch_.progress());
+  if (!progress_watch_.detecting() || !assignment_) return {};
+  return global(progress_watch_.progress());
 }
 
 // This node's ranks' progress under their global ranks, named by this node.
@@ -429,7 +422,7 @@ std::vector<RankProgress> Agent::global(const std::vector<LocalRankProgress>& lo
 // then name the culprits across the job.
 void Agent::on_hang(const HangVerdict& verdict) {
   if (phase_ != Phase::kSupervising || !assignment_) return;
-  std::vector<RankProgress> local = global(hang_watch_.progress());
+  std::vector<RankProgress> local = global(progress_watch_.progress());
   if (!coordinator_.shares_progress()) return fail_hung(local, local);
   coordinator_.share_progress(local);
   const int round = assignment_->round;
@@ -481,14 +474,6 @@ void Agent::end_with_job_failure(const CoordinatorEvent& event) {
   finish(event.exit_code);
 }
 
-void Agent::watch_signals() {
-  handled_signals_.async_wait([this](const boost::system::error_code& ec, int signo) {
-    if (ec) return;
-    on_signal(signo);
-    watch_signals();
-  });
-}
-
 void Agent::finish(int exit_code) {
   if (phase_ == Phase::kDone) return;
   if (phase_ == Phase::kSupervising) {
@@ -501,8 +486,7 @@ void Agent::finish(int exit_code) {
   launcher_.workers_done();
   notify([&](AgentObserver& o) { o.on_job_finished(exit_code); });
   coordinator_.close();
-  boost::system::error_code ignored;
-  handled_signals_.cancel(ignored);
+  signals_.stop();
   shutdown_timer_.cancel();
   drain_timer_.cancel();
   output_.close_all();

@@ -13,17 +13,12 @@
 #include <optional>
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
 
 #include "agent/agent_observer.h"
-#include "agent/coordinator.h"
-#include "agent/deadline_timer.h"
-#include "agent/hang_watch.h"
+#include "agent/agent_parts.h"
 #include "agent/log_layout.h"
 #include "agent/options.h"
 #include "agent/output_router.h"
-#include "agent/process_launcher.h"
-#include "agent/store_host.h"
 #include "agent/worker_env.h"
 #include "agent/worker_group.h"
 #include "common/clock.h"
@@ -38,12 +33,11 @@ namespace ddprun::agent {
 //                                                    `--job over--> kDone
 //   any phase --handled signal / internal error--> kDone (workers stopped first)
 //
-// Not thread-safe: everything runs on `io`'s single thread. Construct it as early as possible:
-// handled signals are caught (and later forwarded) from construction on.
+// Not thread-safe: everything runs on `io`'s single thread. What it uses of the OS comes in
+// `parts` (agent_parts.h): SystemAgentParts in ddprun, fakes in the lifecycle tests.
 class Agent final : private WorkerGroupObserver {
  public:
-  Agent(AgentOptions options, boost::asio::io_context& io, ProcessLauncher& launcher,
-        Coordinator& coordinator, const Clock& clock);
+  Agent(AgentOptions options, boost::asio::io_context& io, AgentParts parts);
   ~Agent() override;
 
   // Runs the job to its end on `io` and returns ddprun's exit code: 0 on success, the root
@@ -65,9 +59,9 @@ class Agent final : private WorkerGroupObserver {
   // Adds an observer of the job's progress (see agent_observer.h); it must outlive the agent.
   void add_observer(AgentObserver& observer) { observers_.push_back(&observer); }
   // The job's store host, for observers that read its statistics (metrics).
-  const StoreHost& store_host() const { return store_host_; }
+  const JobStoreHost& store_host() const { return store_; }
   // Whether hang detection is on (--hang_timeout > 0).
-  bool detects_hangs() const { return hang_watch_.detecting(); }
+  bool detects_hangs() const { return progress_watch_.detecting(); }
   // Each local rank's progress now, with its global rank (last step, heartbeat age), while hang
   // detection is on and an attempt's workers exist; empty otherwise. Unlike progress(), ranks
   // whose worker exited stay in (their last step still counts). Read-only, for observers
@@ -112,7 +106,6 @@ class Agent final : private WorkerGroupObserver {
   void fail_hung(const std::vector<RankProgress>& ranks, const std::vector<RankProgress>& local);
   std::vector<RankProgress> global(const std::vector<LocalRankProgress>& local) const;
   void interrupt(Interrupt what);
-  void watch_signals();
   void end_with_job_failure(const CoordinatorEvent& event);
   void finish(int exit_code);
 
@@ -121,15 +114,16 @@ class Agent final : private WorkerGroupObserver {
   ProcessLauncher& launcher_;
   Coordinator& coordinator_;
   const Clock& clock_;
+  JobStoreHost& store_;              // the job's store while this node hosts it
+  ProgressWatch& progress_watch_;    // progress of this attempt's workers
+  RunLogFiles& log_files_;
+  DeadlineTimer& shutdown_timer_;
+  DeadlineTimer& drain_timer_;
+  SignalSource& signals_;
   const EnvMap base_env_;
 
-  boost::asio::signal_set handled_signals_;
-  AsioDeadlineTimer shutdown_timer_;
-  AsioDeadlineTimer drain_timer_;
   OutputRouter output_;
   std::optional<RunLogDir> log_dir_;
-  StoreHost store_host_;                        // the job's store while this node hosts it
-  HangWatch hang_watch_;                        // progress of this attempt's workers
   std::shared_ptr<UniqueFd> filtered_logs_[2];  // this attempt's filtered_{stdout,stderr}.log
   // The attempt's captured stderr lines by local rank (LogOptions::capture_stderr).
   std::map<int, std::shared_ptr<LineTail>> stderr_tails_;

@@ -6,12 +6,10 @@
 
 namespace ddprun::agent {
 
-HangWatch::HangWatch(boost::asio::io_context& io, HangOptions options, const Clock& clock,
-                     Events events)
+HangWatch::HangWatch(boost::asio::io_context& io, HangOptions options, const Clock& clock)
     : io_(io),
       options_(options),
       clock_(clock),
-      events_(std::move(events)),
       timer_(io),
       share_timer_(io) {}
 

@@ -31,6 +31,7 @@
 #include "agent/file_timer_server.h"
 #include "agent/hang_detector.h"
 #include "agent/heartbeat_watcher.h"
+#include "agent/progress_watch.h"
 #include "common/clock.h"
 #include "common/result.h"
 
@@ -47,35 +48,22 @@ struct HangOptions {
   bool file_timer = false;
 };
 
-class HangWatch {
+class HangWatch final : public ProgressWatch {
  public:
-  struct Events {
-    std::function<void(const HangVerdict& verdict)> on_hang;
-    std::function<void(const TimerExpiry& expiry)> on_timer_expired;
-    // The ranks' progress changed (a new step, a first heartbeat): share it with the other
-    // nodes. Called at most once per share interval (hang_timeout / 4, within 100 ms–5 s),
-    // and only while detecting.
-    std::function<void(const std::vector<LocalRankProgress>& progress)> on_share;
-  };
+  HangWatch(boost::asio::io_context& io, HangOptions options, const Clock& clock);
+  ~HangWatch() override;
 
-  HangWatch(boost::asio::io_context& io, HangOptions options, const Clock& clock, Events events);
-  ~HangWatch();
-
-  bool detecting() const { return options_.hang_timeout > Millis(0); }
-
-  // A new attempt of `nproc` workers: heartbeat files (and the timer pipe) in `dir`, created.
-  Status begin_attempt(const std::string& dir, int nproc);
-  // What worker `local_rank` adds to its environment.
-  std::vector<std::pair<std::string, std::string>> worker_env(int local_rank) const;
-  void worker_started(int local_rank, pid_t pid);
-  // Every worker of the attempt runs: the detector's clocks start.
-  void workers_running();
-  // Call before the pid can be reused (i.e. when the exit is reported, before anything else).
-  void worker_exited(int local_rank, pid_t pid);
-  void end_attempt();
-
-  // Each local rank's progress now (empty between attempts).
-  std::vector<LocalRankProgress> progress() const;
+  // on_share is called at most once per share interval (hang_timeout / 4, within 100 ms–5 s).
+  void set_events(Events events) override { events_ = std::move(events); }
+  bool detecting() const override { return options_.hang_timeout > Millis(0); }
+  // Heartbeat files (and the timer pipe) in `dir`, created.
+  Status begin_attempt(const std::string& dir, int nproc) override;
+  std::vector<std::pair<std::string, std::string>> worker_env(int local_rank) const override;
+  void worker_started(int local_rank, pid_t pid) override;
+  void workers_running() override;
+  void worker_exited(int local_rank, pid_t pid) override;
+  void end_attempt() override;
+  std::vector<LocalRankProgress> progress() const override;
 
  private:
   void on_heartbeat(const Heartbeat& beat);

@@ -30,6 +30,10 @@ bool writes_log_files(const LogOptions& logs, int local_world_size);
 
 class RunLogDir {
  public:
+  RunLogDir() = default;
+  // The layout of a directory that is already there (nothing is created).
+  explicit RunLogDir(std::string path, bool temporary = false)
+      : path_(std::move(path)), temporary_(temporary) {}
   // Creates `<base>/<run_id>_<random>`; with an empty `base`, a fresh directory
   // `ddprun_<run_id>_<random>` under `parent_if_temporary()` that is temporary:
   // remove_if_temporary() deletes it.

@@ -26,6 +26,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "agent/coordinator.h"
+#include "agent/job_store_host.h"
 #include "agent/port_reservation.h"
 #include "common/result.h"
 #include "store/server.h"
@@ -45,19 +46,14 @@ struct StoreHostOptions {
   store::StoreServerOptions server;
 };
 
-class StoreHost {
+class StoreHost final : public JobStoreHost {
  public:
   StoreHost(boost::asio::io_context& io, StoreHostOptions options);
 
-  // The MASTER_PORT this node offers to the next round. Errors name the address.
-  Result<int> offer_port();
-  // This node's place in the round: keeps, starts or closes the store accordingly.
-  Status on_assigned(const RoundAssignment& assignment);
-  // The round's workers have all exited.
-  void end_round();
-
-  // The store of the current round, when this node hosts one (for metrics).
-  const store::StoreServer* server() const { return server_ ? &*server_ : nullptr; }
+  Result<int> offer_port() override;
+  Status on_assigned(const RoundAssignment& assignment) override;
+  void end_round() override;
+  const store::StoreServer* server() const override { return server_ ? &*server_ : nullptr; }
 
  private:
   Status listen(uint16_t port);

@@ -79,11 +79,12 @@ agent::AgentOptions agent_options(const LaunchConfig& config) {
 
 int run_static(const LaunchConfig& config) {
   boost::asio::io_context io(1);
+  const agent::AgentOptions options = agent_options(config);
+  agent::SystemAgentParts parts(io, options, SystemClock::instance());  // catches signals now
   agent::PosixProcessLauncher launcher(io);
   AgentWatchers watchers(io, launcher, config);
   agent::LocalCoordinator coordinator(io, config.job, config.rendezvous.node_rank.value_or(0));
-  agent::Agent node_agent(agent_options(config), io, launcher, coordinator,
-                          SystemClock::instance());
+  agent::Agent node_agent(options, io, parts.with(launcher, coordinator));
   auto metrics = MetricsService::start(io, config.metrics, node_agent, config.agent.run_id);
   if (!metrics) {
     spdlog::error("{}", metrics.error_message());
@@ -203,8 +204,9 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
   agent::RendezvousCoordinator coordinator(coordinator_options(config, port), client);
   int exit_code = 0;
   {
-    agent::Agent node_agent(agent_options(config), io, launcher, coordinator,
-                            SystemClock::instance());
+    const agent::AgentOptions options = agent_options(config);
+    agent::SystemAgentParts parts(io, options, SystemClock::instance());
+    agent::Agent node_agent(options, io, parts.with(launcher, coordinator));
     auto metrics = MetricsService::start(io, config.metrics, node_agent, config.agent.run_id,
                                          server ? &*server : nullptr);
     if (!metrics) {

@@ -51,8 +51,9 @@ ClientOptions ClientOptions::from_conf(const RendezvousConf& conf, std::string h
   return o;
 }
 
-std::shared_ptr<Channel> Channel::create(asio::io_context& io, ClientOptions options, Hooks hooks) {
-  return std::make_shared<Channel>(io, std::move(options), std::move(hooks));
+std::shared_ptr<Channel> Channel::create(asio::io_context& io, ClientOptions options, Hooks hooks,
+                                         const Clock& clock) {
+  return std::make_shared<Channel>(io, std::move(options), std::move(hooks), clock);
 }
 
 namespace {
@@ -63,9 +64,10 @@ std::vector<ServerAddress> every_server(const ClientOptions& o) {
 }
 }  // namespace
 
-Channel::Channel(asio::io_context& io, ClientOptions options, Hooks hooks)
+Channel::Channel(asio::io_context& io, ClientOptions options, Hooks hooks, const Clock& clock)
     : executor_(io.get_executor()),
       options_(std::move(options)),
+      clock_(clock),
       servers_(every_server(options_)),
       current_(servers_.front()),
       hooks_(std::move(hooks)),
@@ -119,7 +121,7 @@ void Channel::connect(std::function<void(Status)> done) {
       [self, done = std::move(done)]() -> asio::awaitable<void> {
         auto socket = co_await connect_with_backoff(
             self->executor_, self->connect_options(self->options_.connect_timeout, false),
-            self->rng_, self->stop_);
+            self->rng_, self->clock_, self->stop_);
         if (self->state_ != State::kConnecting) co_return;  // closed meanwhile
         if (!socket) {
           self->state_ = State::kLost;
@@ -137,7 +139,7 @@ void Channel::connect(std::function<void(Status)> done) {
 void Channel::start_connection(Stream stream) {
   socket_ = std::make_shared<Stream>(std::move(stream));
   const uint64_t generation = ++generation_;
-  last_rx_ = std::chrono::steady_clock::now();
+  last_rx_ = clock_.steady_now();
   auto self = shared_from_this();
   asio::co_spawn(
       executor_, [self, generation] { return self->read_loop(generation); },
@@ -153,7 +155,7 @@ void Channel::tick(uint64_t generation) {
   ticker_.expires_after(options_.keep_alive_interval);
   ticker_.async_wait([self = shared_from_this(), generation](const boost::system::error_code& ec) {
     if (ec || generation != self->generation_ || self->state_ == State::kClosed) return;
-    const auto silent = std::chrono::steady_clock::now() - self->last_rx_;
+    const auto silent = self->clock_.steady_now() - self->last_rx_;
     if (silent >= self->options_.heartbeat_timeout) {
       return self->on_connection_lost(
           fmt::format("no answer for {} ms (heartbeat_timeout)",
@@ -177,7 +179,7 @@ asio::awaitable<void> Channel::read_loop(uint64_t generation) {
     auto message = decode_server_message(body, options_.limits);
     if (!message)
       co_return on_connection_lost("bad frame from the server: " + message.error_message());
-    last_rx_ = std::chrono::steady_clock::now();
+    last_rx_ = clock_.steady_now();
     on_frame(std::move(*message));
   }
 }
@@ -297,7 +299,7 @@ void Channel::on_connection_lost(const std::string& why) {
 asio::awaitable<void> Channel::reconnect(std::optional<ClientMessage> resume, uint32_t resume_id) {
   auto self = shared_from_this();
   auto socket = co_await connect_with_backoff(
-      executor_, connect_options(options_.heartbeat_timeout, true), rng_, stop_);
+      executor_, connect_options(options_.heartbeat_timeout, true), rng_, clock_, stop_);
   if (state_ != State::kReconnecting) co_return;
   if (!socket) co_return give_up(socket.error_message());
   // First the resume, then every request the lost connection left unanswered (in the order

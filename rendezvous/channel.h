@@ -105,9 +105,13 @@ class Channel : public std::enable_shared_from_this<Channel> {
     std::function<void(const std::string& why)> on_lost;
   };
 
+  // `clock` (which must outlive the channel) times the server's silence and the connect
+  // deadline, as the server's Clock does on its side.
   static std::shared_ptr<Channel> create(boost::asio::io_context& io, ClientOptions options,
-                                         Hooks hooks);
-  Channel(boost::asio::io_context& io, ClientOptions options, Hooks hooks);  // use create()
+                                         Hooks hooks,
+                                         const Clock& clock = SystemClock::instance());
+  Channel(boost::asio::io_context& io, ClientOptions options, Hooks hooks,
+          const Clock& clock);  // use create()
 
   // Connects with deadline, backoff and jitter and does the handshake. Once only.
   void connect(std::function<void(Status)> done);
@@ -174,6 +178,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
 
   boost::asio::any_io_executor executor_;
   const ClientOptions options_;
+  const Clock& clock_;
   const std::vector<ServerAddress> servers_;  // host:port, then more_servers
   ServerAddress current_;                     // the server connected last (or the first)
   Hooks hooks_;

@@ -60,7 +60,8 @@ void TcpRendezvousClient::State::on_message(ServerMessage&& message) {
       std::move(message));
 }
 
-TcpRendezvousClient::TcpRendezvousClient(boost::asio::io_context& io, ClientOptions options)
+TcpRendezvousClient::TcpRendezvousClient(boost::asio::io_context& io, ClientOptions options,
+                                         const Clock& clock)
     : state_(std::make_shared<State>()) {
   Channel::Hooks hooks;
   std::weak_ptr<State> weak = state_;
@@ -80,7 +81,7 @@ TcpRendezvousClient::TcpRendezvousClient(boost::asio::io_context& io, ClientOpti
     s->finish_join(Status::unavailable(why));
     s->emit(ConnectionLost{why});
   };
-  channel_ = Channel::create(io, std::move(options), std::move(hooks));
+  channel_ = Channel::create(io, std::move(options), std::move(hooks), clock);
   state_->channel = channel_.get();
 }
 

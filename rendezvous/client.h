@@ -93,7 +93,9 @@ class RendezvousClient {
 
 class TcpRendezvousClient final : public RendezvousClient {
  public:
-  TcpRendezvousClient(boost::asio::io_context& io, ClientOptions options);
+  // `clock` must outlive the client (rendezvous/channel.h).
+  TcpRendezvousClient(boost::asio::io_context& io, ClientOptions options,
+                      const Clock& clock = SystemClock::instance());
   // Drops the connection without a Leave (the server keeps the node for heartbeat_timeout);
   // no callback runs afterwards. Prefer close().
   ~TcpRendezvousClient() override;

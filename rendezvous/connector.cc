@@ -125,8 +125,9 @@ std::string summarize(const std::vector<std::string>& errors) {
 
 asio::awaitable<Result<Connection>> connect_with_backoff(asio::any_io_executor ex, ConnectOptions o,
                                                          std::mt19937_64& rng,
+                                                         const Clock& clock,
                                                          std::shared_ptr<const bool> stop) {
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = clock.steady_now();
   const auto deadline = start + o.deadline;
   const bool several = o.servers.size() > 1;
   std::vector<std::string> errors;
@@ -138,7 +139,7 @@ asio::awaitable<Result<Connection>> connect_with_backoff(asio::any_io_executor e
   for (;;) {
     if (stop && *stop) co_return Status::closed("connect cancelled: the client was closed");
     const auto left =
-        std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+        std::chrono::duration_cast<Millis>(deadline - clock.steady_now());
     const bool redirected = leader.has_value();
     const ServerAddress server =
         redirected ? *std::exchange(leader, std::nullopt) : o.servers[next++ % o.servers.size()];
@@ -156,7 +157,7 @@ asio::awaitable<Result<Connection>> connect_with_backoff(asio::any_io_executor e
       co_return Status::refused(
           fmt::format("rendezvous server at {}: {}", to_string(server), stream.error_message()));
     }
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = clock.steady_now();
     if (redirect && !redirect->host.empty() && !redirected && now < deadline) {
       leader = ServerAddress{redirect->host, redirect->port};  // at once: no backoff
       continue;

@@ -74,7 +74,7 @@ struct Connection {
 // within one attempt or backoff.
 boost::asio::awaitable<Result<Connection>> connect_with_backoff(
     boost::asio::any_io_executor executor, ConnectOptions options, std::mt19937_64& rng,
-    std::shared_ptr<const bool> stop);
+    const Clock& clock, std::shared_ptr<const bool> stop);
 
 // True when `socket` is connected to itself: a connect to a port nobody listens on, from the
 // server's own address, whose kernel-chosen local port happened to be that port (TCP's

@@ -1,20 +1,22 @@
-// The agent's lifecycle (start, supervise, restart, finish) on a fake launcher: no fork, no
-// sleeps. Child exits are fed by hand; the Asio loop only runs what is already due (poll()).
+// The agent's lifecycle (start, supervise, restart, signals, finish) on fakes only
+// (tests/agent/fake_agent_parts.h): no fork, no port, no file, no signal raised, no sleeps.
+// Child exits and signals are fed by hand, timers run on a fake clock, and the Asio loop only
+// runs what is already due (poll()).
 #include "agent/agent.h"
 
 #include <gtest/gtest.h>
 
 #include <csignal>
-#include <filesystem>
+
+#include <boost/asio/executor_work_guard.hpp>
 
 #include "agent/local_coordinator.h"
-#include "tests/agent/fake_process_launcher.h"
-#include "tests/support/temp_dir.h"
+#include "tests/agent/fake_agent_parts.h"
 
 namespace ddprun::agent {
 namespace {
 
-using testing::FakeProcessLauncher;
+using testing::FakeAgentParts;
 
 std::string spawned_env(const SpawnRequest& r, const std::string& key) {
   for (const auto& kv : r.envp) {
@@ -25,16 +27,11 @@ std::string spawned_env(const SpawnRequest& r, const std::string& key) {
 
 class AgentLifecycleTest : public ::testing::Test {
  protected:
-  ddprun::testing::TempDir temp_;  // tests/support
-  void SetUp() override {
-    log_dir_ = temp_.path();
-  }
-
   AgentOptions options(int nproc) {
     AgentOptions o;
     o.command = {"/usr/bin/worker", {"worker", "--lr", "1"}, "worker"};
     o.nproc_per_node = nproc;
-    o.shutdown_timeout = Millis(60'000);  // never reached: the test feeds every exit
+    o.shutdown_timeout = Millis(60'000);
     o.run_id = "job";
     o.hostname = "node-a";
     o.logs.log_dir = log_dir_;
@@ -43,7 +40,7 @@ class AgentLifecycleTest : public ::testing::Test {
 
   // Builds the agent over `coordinator` and starts the first round.
   Agent& start(AgentOptions o, Coordinator& coordinator) {
-    agent_.emplace(std::move(o), io_, launcher_, coordinator, clock_);
+    agent_.emplace(std::move(o), io_, parts_.with(coordinator));
     agent_->start();
     io_.poll();
     return *agent_;
@@ -56,10 +53,13 @@ class AgentLifecycleTest : public ::testing::Test {
     io_.poll();
   }
 
-  std::string log_dir_;
+  const std::string log_dir_ = "/nonexistent/logs";  // FakeRunLogFiles creates nothing
   boost::asio::io_context io_;
-  FakeProcessLauncher launcher_;
-  FakeClock clock_;
+  // poll() would stop the loop once nothing is pending (no real signal wait keeps it busy).
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> busy_ =
+      boost::asio::make_work_guard(io_);
+  FakeAgentParts parts_;
+  testing::FakeProcessLauncher& launcher_ = parts_.launcher;
   std::optional<Agent> agent_;
 };
 
@@ -134,7 +134,7 @@ class RecordingObserver final : public AgentObserver {
 TEST_F(AgentLifecycleTest, ObserversSeeEveryStepOfARestartedJob) {
   LocalCoordinator coordinator(io_, {.max_restarts = 1});
   RecordingObserver observer;
-  agent_.emplace(options(2), io_, launcher_, coordinator, clock_);
+  agent_.emplace(options(2), io_, parts_.with(coordinator));
   agent_->add_observer(observer);
   agent_->start();
   io_.poll();
@@ -307,6 +307,113 @@ TEST_F(AgentLifecycleTest, OwnFailureIsReportedAndTheCoordinatorDecides) {
   coordinator.pending_join(node1_of_2(1));
   io_.poll();
   EXPECT_EQ(spawned_env(launcher_.spawned[1], "TORCHELASTIC_RESTART_COUNT"), "1");
+}
+
+// --shutdown_timeout on the fake clock: SIGTERM first, SIGKILL for whoever is still running when
+// it has passed, and the job ends with 128 + the signal that stopped it.
+TEST_F(AgentLifecycleTest, SigtermStopsTheWorkersAndSigkillsThoseLeftAfterTheShutdownTimeout) {
+  LocalCoordinator coordinator(io_, {});
+  AgentOptions o = options(2);
+  o.shutdown_timeout = Millis(30'000);
+  start(o, coordinator);
+  parts_.signals.deliver(SIGTERM);
+  io_.poll();
+  EXPECT_EQ(launcher_.signals_to(1000), (std::vector<int>{SIGTERM}));
+  EXPECT_EQ(launcher_.signals_to(1001), (std::vector<int>{SIGTERM}));
+  ASSERT_TRUE(parts_.shutdown_timer.armed());
+
+  agent_->on_child_exit(1000, ExitStatus::killed(SIGTERM));  // rank 0 obeys in time
+  parts_.advance(Millis(29'999));
+  io_.poll();
+  EXPECT_EQ(launcher_.signals_to(1001), (std::vector<int>{SIGTERM})) << "not before the timeout";
+  parts_.advance(Millis(1));
+  io_.poll();
+  EXPECT_EQ(launcher_.signals_to(1001), (std::vector<int>{SIGTERM, SIGKILL}));
+  EXPECT_FALSE(agent_->exit_code()) << "the agent waits for the killed worker's exit";
+
+  agent_->on_child_exit(1001, ExitStatus::killed(SIGKILL));
+  io_.poll();
+  EXPECT_EQ(agent_->exit_code(), 128 + SIGTERM);
+  EXPECT_EQ(launcher_.spawned.size(), 2u) << "a signal ends the job: no restart";
+  EXPECT_FALSE(parts_.shutdown_timer.armed());
+  EXPECT_FALSE(parts_.signals.handler) << "the agent stops watching signals when done";
+}
+
+TEST_F(AgentLifecycleTest, WorkersThatStopInTimeAreNeverSigkilledByTheTimeout) {
+  LocalCoordinator coordinator(io_, {});
+  start(options(2), coordinator);
+  parts_.signals.deliver(SIGINT);
+  io_.poll();
+  exit_all_from(0, ExitStatus::killed(SIGINT));
+  EXPECT_EQ(agent_->exit_code(), 128 + SIGINT);
+  EXPECT_FALSE(parts_.shutdown_timer.armed()) << "cancelled once every worker had stopped";
+  const auto before = launcher_.signals.size();
+  parts_.advance(Millis(60'000));
+  EXPECT_EQ(launcher_.signals.size(), before);
+}
+
+TEST_F(AgentLifecycleTest, ASecondSignalSigkillsAtOnce) {
+  LocalCoordinator coordinator(io_, {});
+  start(options(1), coordinator);
+  parts_.signals.deliver(SIGTERM);
+  parts_.signals.deliver(SIGTERM);
+  io_.poll();
+  EXPECT_EQ(launcher_.signals_to(1000), (std::vector<int>{SIGTERM, SIGKILL}));
+  exit_all_from(0, ExitStatus::killed(SIGKILL));
+  EXPECT_EQ(agent_->exit_code(), 128 + SIGTERM);
+}
+
+TEST_F(AgentLifecycleTest, ASignalWhileJoiningEndsTheJobWithoutStartingWorkers) {
+  ScriptedCoordinator coordinator;
+  start(options(2), coordinator);
+  parts_.signals.deliver(SIGTERM);
+  io_.poll();
+  EXPECT_EQ(agent_->exit_code(), 128 + SIGTERM);
+  EXPECT_TRUE(coordinator.closed);
+  if (coordinator.pending_join) coordinator.pending_join(node1_of_2(0));  // an answer too late
+  io_.poll();
+  EXPECT_TRUE(launcher_.spawned.empty());
+}
+
+// Each round offers a fresh store port, prepares its attempt's directories and its progress
+// watch, and ends the store's round once every worker has exited; a successful job removes its
+// temporary log directory.
+TEST_F(AgentLifecycleTest, EachRoundGetsItsStoreLogsAndProgressFromTheParts) {
+  LocalCoordinator coordinator(io_, {.max_restarts = 1});
+  AgentOptions o = options(2);
+  o.logs.log_dir.clear();  // a temporary directory
+  start(o, coordinator);
+  EXPECT_EQ(spawned_env(launcher_.spawned[0], "MASTER_PORT"), "40000");
+  EXPECT_EQ(spawned_env(launcher_.spawned[1], "DDPRUN_HEARTBEAT_FILE"),
+            "/nonexistent/job_fake/attempt_0/progress/1");
+  EXPECT_EQ(parts_.progress.started.size(), 2u);
+  exit_all_from(0, ExitStatus::exited(1));
+  EXPECT_EQ(parts_.store.rounds_ended, 1);
+  EXPECT_EQ(parts_.progress.attempts_ended, 1);
+  ASSERT_EQ(launcher_.spawned.size(), 4u);
+  EXPECT_EQ(spawned_env(launcher_.spawned[2], "MASTER_PORT"), "40001");
+  EXPECT_EQ(parts_.log_files.prepared_attempts, (std::vector<int>{0, 1}));
+  EXPECT_FALSE(parts_.log_files.removed);
+  exit_all_from(2, ExitStatus::exited(0));
+  EXPECT_EQ(agent_->exit_code(), 0);
+  EXPECT_TRUE(parts_.log_files.removed);
+  EXPECT_EQ(parts_.store.rounds_assigned, 2);
+}
+
+// A failed worker's report carries the last lines of its stderr log when it went to a file.
+TEST_F(AgentLifecycleTest, TheReportOfARedirectedWorkerHasItsStderrTail) {
+  ScriptedCoordinator coordinator;
+  AgentOptions o = options(1);
+  o.logs.redirects.all = kStderr;
+  start(o, coordinator);
+  coordinator.pending_join(node1_of_2(0));
+  io_.poll();
+  parts_.log_files.file_lines[log_dir_ + "/job_fake/attempt_0/0/stderr.log"] = {"Traceback",
+                                                                                "ValueError: x"};
+  exit_all_from(0, ExitStatus::exited(1));
+  ASSERT_EQ(coordinator.reports.size(), 1u);
+  EXPECT_EQ(coordinator.reports[0].root_cause().stderr_tail,
+            (std::vector<std::string>{"Traceback", "ValueError: x"}));
 }
 
 }  // namespace

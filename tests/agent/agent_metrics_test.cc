@@ -53,7 +53,9 @@ class AgentMetricsTest : public ::testing::Test {
     o.shutdown_timeout = Millis(60'000);
     o.run_id = "j1";
     o.logs.log_dir = log_dir_;
-    agent_.emplace(std::move(o), io_, launcher_, coordinator, clock_);
+    // The real parts: the metrics count a real store's connections.
+    parts_.emplace(io_, o, clock_);
+    agent_.emplace(std::move(o), io_, parts_->with(launcher_, coordinator));
     metrics_.emplace(registry_,
                      AgentMetricsOptions{"j1", [this] { return agent_->store_host().server(); }},
                      clock_);
@@ -74,6 +76,7 @@ class AgentMetricsTest : public ::testing::Test {
   FakeProcessLauncher launcher_;
   FakeClock clock_;
   metrics::Registry registry_;
+  std::optional<SystemAgentParts> parts_;
   std::optional<Agent> agent_;
   std::optional<AgentMetrics> metrics_;
 };

@@ -4,29 +4,24 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
-#include <filesystem>
+
+#include <boost/asio/executor_work_guard.hpp>
 
 #include "agent/agent.h"
 #include "agent/local_coordinator.h"
 #include "agent/service_status.h"
 #include "agent/signal_forwarder.h"
-#include "tests/agent/fake_process_launcher.h"
+#include "tests/agent/fake_agent_parts.h"
 #include "tests/common/recording_notifier.h"
-#include "tests/support/temp_dir.h"
 
 namespace ddprun::agent {
 namespace {
 
 using ddprun::testing::RecordingNotifier;
-using testing::FakeProcessLauncher;
+using testing::FakeAgentParts;
 
 class ServiceObserversTest : public ::testing::Test {
  protected:
-  ddprun::testing::TempDir temp_;  // tests/support
-  void SetUp() override {
-    log_dir_ = temp_.path();
-  }
-
   AgentOptions options(int nproc) {
     AgentOptions o;
     o.command = {"/usr/bin/worker", {"worker"}, "worker"};
@@ -38,7 +33,7 @@ class ServiceObserversTest : public ::testing::Test {
     return o;
   }
   void start(AgentOptions o, Coordinator& coordinator, std::vector<AgentObserver*> observers) {
-    agent_.emplace(std::move(o), io_, launcher_, coordinator, clock_);
+    agent_.emplace(std::move(o), io_, parts_.with(coordinator));
     for (AgentObserver* observer : observers) agent_->add_observer(*observer);
     agent_->start();
     io_.poll();
@@ -57,10 +52,13 @@ class ServiceObserversTest : public ::testing::Test {
     io_.poll();
   }
 
-  std::string log_dir_;
+  const std::string log_dir_ = "/nonexistent/logs";  // FakeRunLogFiles creates nothing
   boost::asio::io_context io_;
-  FakeProcessLauncher launcher_;
-  FakeClock clock_;
+  // poll() would stop the loop once nothing is pending (no real signal wait keeps it busy).
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> busy_ =
+      boost::asio::make_work_guard(io_);
+  FakeAgentParts parts_;
+  testing::FakeProcessLauncher& launcher_ = parts_.launcher;
   std::optional<Agent> agent_;
 };
 

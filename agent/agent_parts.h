@@ -1,0 +1,55 @@
+// What the agent uses of the world outside its own logic: processes, the coordinator, the
+// clock, the job's store, progress watching, log files, timers and signals. The agent is
+// handed them (as ninja's Builder is handed its CommandRunner): SystemAgentParts makes the real
+// ones; the lifecycle tests hand it fakes that open no port and write no file
+// (tests/agent/fake_agent_parts.h).
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+
+#include "agent/coordinator.h"
+#include "agent/deadline_timer.h"
+#include "agent/hang_watch.h"
+#include "agent/job_store_host.h"
+#include "agent/options.h"
+#include "agent/process_launcher.h"
+#include "agent/progress_watch.h"
+#include "agent/run_log_files.h"
+#include "agent/signal_source.h"
+#include "agent/store_host.h"
+#include "common/clock.h"
+
+namespace ddprun::agent {
+
+// Every part must outlive the agent.
+struct AgentParts {
+  ProcessLauncher& launcher;
+  Coordinator& coordinator;
+  const Clock& clock;
+  JobStoreHost& store;
+  ProgressWatch& progress;
+  RunLogFiles& log_files;
+  DeadlineTimer& shutdown_timer;  // SIGTERM → SIGKILL (--shutdown_timeout)
+  DeadlineTimer& drain_timer;     // bounds the wait for workers' output after they exit
+  SignalSource& signals;          // --signals_to_handle
+};
+
+// The real parts on `io`, for an agent with `options`. Make it before the agent (and as early
+// as possible: handled signals are caught from its construction on).
+class SystemAgentParts {
+ public:
+  SystemAgentParts(boost::asio::io_context& io, const AgentOptions& options, const Clock& clock);
+
+  AgentParts with(ProcessLauncher& launcher, Coordinator& coordinator);
+
+ private:
+  const Clock& clock_;
+  StoreHost store_;
+  HangWatch hang_watch_;
+  DiskRunLogFiles log_files_;
+  AsioDeadlineTimer shutdown_timer_;
+  AsioDeadlineTimer drain_timer_;
+  AsioSignalSource signals_;
+};
+
+}  // namespace ddprun::agent

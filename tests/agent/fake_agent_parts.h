@@ -1,0 +1,141 @@
+// Fakes of everything the agent uses of the OS (agent/agent_parts.h): no port is opened, no
+// file written, no signal raised and no real time waited. Timers run on a FakeClock that the
+// test advances.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/agent_parts.h"
+#include "common/clock.h"
+#include "tests/agent/fake_process_launcher.h"
+
+namespace ddprun::agent::testing {
+
+// Offers a new port every round, as StoreHost does, without listening.
+class FakeJobStoreHost final : public JobStoreHost {
+ public:
+  Result<int> offer_port() override { return next_port++; }
+  Status on_assigned(const RoundAssignment&) override {
+    ++rounds_assigned;
+    return {};
+  }
+  void end_round() override { ++rounds_ended; }
+  const store::StoreServer* server() const override { return nullptr; }
+
+  int next_port = 40000;
+  int rounds_assigned = 0;
+  int rounds_ended = 0;
+};
+
+// Records the attempts; hangs are reported when the test calls hang().
+class FakeProgressWatch final : public ProgressWatch {
+ public:
+  void set_events(Events e) override { events = std::move(e); }
+  bool detecting() const override { return false; }
+  Status begin_attempt(const std::string& dir, int nproc) override {
+    attempt_dirs.push_back(dir);
+    return {};
+  }
+  std::vector<std::pair<std::string, std::string>> worker_env(int local_rank) const override {
+    return {{"DDPRUN_HEARTBEAT_FILE", attempt_dirs.back() + "/" + std::to_string(local_rank)}};
+  }
+  void worker_started(int local_rank, pid_t pid) override { started[local_rank] = pid; }
+  void workers_running() override {}
+  void worker_exited(int local_rank, pid_t) override { started.erase(local_rank); }
+  void end_attempt() override { ++attempts_ended; }
+  std::vector<LocalRankProgress> progress() const override { return {}; }
+
+  Events events;
+  std::vector<std::string> attempt_dirs;
+  std::map<int, pid_t> started;
+  int attempts_ended = 0;
+};
+
+// A log directory that exists only as paths: <log_dir>/<run_id>_fake.
+class FakeRunLogFiles final : public RunLogFiles {
+ public:
+  Result<RunLogDir> create_run_dir(const LogOptions& logs, const std::string& run_id,
+                                   int) override {
+    return RunLogDir((logs.log_dir.empty() ? "/nonexistent" : logs.log_dir) + "/" + run_id +
+                         "_fake",
+                     logs.log_dir.empty());
+  }
+  Status prepare_attempt(const RunLogDir&, int attempt, int) override {
+    prepared_attempts.push_back(attempt);
+    return {};
+  }
+  Result<std::shared_ptr<UniqueFd>> open_log(const std::string& path) override {
+    opened.push_back(path);
+    return std::make_shared<UniqueFd>();
+  }
+  std::vector<std::string> last_lines(const std::string& path, std::size_t) override {
+    auto it = file_lines.find(path);
+    return it == file_lines.end() ? std::vector<std::string>{} : it->second;
+  }
+  void remove_if_temporary(const RunLogDir&) override { removed = true; }
+
+  std::vector<int> prepared_attempts;
+  std::vector<std::string> opened;
+  std::map<std::string, std::vector<std::string>> file_lines;  // what last_lines() finds
+  bool removed = false;
+};
+
+// Signals the test delivers by hand.
+class FakeSignalSource final : public SignalSource {
+ public:
+  void watch(std::function<void(int)> on_signal) override { handler = std::move(on_signal); }
+  void stop() override { handler = nullptr; }
+  void deliver(int signo) {
+    if (handler) handler(signo);
+  }
+  std::function<void(int)> handler;
+};
+
+// A timer that expires when its FakeClock reaches the deadline (FakeAgentParts::advance).
+class FakeClockTimer final : public DeadlineTimer {
+ public:
+  explicit FakeClockTimer(const FakeClock& clock) : clock_(clock) {}
+  void arm(Millis after, std::function<void()> on_expiry) override {
+    deadline = clock_.steady_now() + after;
+    callback_ = std::move(on_expiry);
+  }
+  void cancel() override { callback_ = nullptr; }
+  bool armed() const { return static_cast<bool>(callback_); }
+  void fire_if_due() {
+    if (callback_ && clock_.steady_now() >= deadline) std::exchange(callback_, nullptr)();
+  }
+  SteadyTime deadline{};
+
+ private:
+  const FakeClock& clock_;
+  std::function<void()> callback_;
+};
+
+// Every fake, and the clock their timers run on.
+struct FakeAgentParts {
+  FakeClock clock;
+  FakeProcessLauncher launcher;
+  FakeJobStoreHost store;
+  FakeProgressWatch progress;
+  FakeRunLogFiles log_files;
+  FakeClockTimer shutdown_timer{clock};
+  FakeClockTimer drain_timer{clock};
+  FakeSignalSource signals;
+
+  AgentParts with(Coordinator& coordinator) {
+    return {launcher,  coordinator,    clock,       store,  progress,
+            log_files, shutdown_timer, drain_timer, signals};
+  }
+  // Moves the clock on and fires the timers that became due.
+  void advance(Millis by) {
+    clock.advance(by);
+    shutdown_timer.fire_if_due();
+    drain_timer.fire_if_due();
+  }
+};
+
+}  // namespace ddprun::agent::testing
