@@ -38,15 +38,16 @@ Agent::Agent(AgentOptions options, boost::asio::io_context& io, AgentParts parts
       signals_(parts.signals),
       base_env_(current_environment()),
       output_(io) {
-  progress_watch_.set_events(
-      {[this](const HangVerdict& v) { on_hang(v); },
-       [](const TimerExpiry& e) {
-         spdlog::warn("torch's file timer: scope '{}' of pid {} expired; sent it {}", e.scope_id,
-                      e.pid, signal_name(e.signal));
-       },
-       [this](const std::vector<LocalRankProgress>& p) {
-         if (coordinator_.shares_progress()) coordinator_.share_progress(global(p));
-       }});
+  progress_watch_.set_events({[this](const HangVerdict& v) { on_hang(v); },
+                              [](const TimerExpiry& e) {
+                                spdlog::warn(
+                                    "torch's file timer: scope '{}' of pid {} expired; sent it {}",
+                                    e.scope_id, e.pid, signal_name(e.signal));
+                              },
+                              [this](const std::vector<LocalRankProgress>& p) {
+                                if (coordinator_.shares_progress())
+                                  coordinator_.share_progress(global(p));
+                              }});
   signals_.watch([this](int signo) { on_signal(signo); });
   launcher_.set_exit_handler([this](pid_t pid, ExitStatus status) { on_child_exit(pid, status); });
 }
@@ -133,7 +134,7 @@ void Agent::start_workers(const RoundAssignment& assignment) {
   }
   open_filtered_logs();
   if (Status s = progress_watch_.begin_attempt(log_dir_->attempt_dir(attempt_) + "/progress",
-                                           options_.nproc_per_node);
+                                               options_.nproc_per_node);
       !s) {
     spdlog::error("{}", s.message());
     finish(1);

@@ -114,8 +114,8 @@ class Agent final : private WorkerGroupObserver {
   ProcessLauncher& launcher_;
   Coordinator& coordinator_;
   const Clock& clock_;
-  JobStoreHost& store_;              // the job's store while this node hosts it
-  ProgressWatch& progress_watch_;    // progress of this attempt's workers
+  JobStoreHost& store_;            // the job's store while this node hosts it
+  ProgressWatch& progress_watch_;  // progress of this attempt's workers
   RunLogFiles& log_files_;
   DeadlineTimer& shutdown_timer_;
   DeadlineTimer& drain_timer_;

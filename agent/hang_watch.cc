@@ -7,11 +7,7 @@
 namespace ddprun::agent {
 
 HangWatch::HangWatch(boost::asio::io_context& io, HangOptions options, const Clock& clock)
-    : io_(io),
-      options_(options),
-      clock_(clock),
-      timer_(io),
-      share_timer_(io) {}
+    : io_(io), options_(options), clock_(clock), timer_(io), share_timer_(io) {}
 
 HangWatch::~HangWatch() { end_attempt(); }
 

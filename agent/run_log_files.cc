@@ -9,16 +9,14 @@
 
 namespace ddprun::agent {
 
-Result<RunLogDir> DiskRunLogFiles::create_run_dir(const LogOptions& logs,
-                                                  const std::string& run_id,
+Result<RunLogDir> DiskRunLogFiles::create_run_dir(const LogOptions& logs, const std::string& run_id,
                                                   int local_world_size) {
   return RunLogDir::create(logs.log_dir, run_id, [&] {
     return temporary_parent(writes_log_files(logs, local_world_size));
   });
 }
 
-Status DiskRunLogFiles::prepare_attempt(const RunLogDir& dir, int attempt,
-                                        int local_world_size) {
+Status DiskRunLogFiles::prepare_attempt(const RunLogDir& dir, int attempt, int local_world_size) {
   return dir.prepare_attempt(attempt, local_world_size);
 }
 

@@ -105,8 +105,8 @@ Status FlagCatalog::configure(const FlagInfo& flag, CLI::Option& option) const {
       option.capture_default_str();
     }
   } catch (const CLI::Error& e) {
-    return Status::invalid_argument(fmt::format("--{}: default '{}': {}", flag.name,
-                                                default_text, e.what()));
+    return Status::invalid_argument(
+        fmt::format("--{}: default '{}': {}", flag.name, default_text, e.what()));
   }
   return {};
 }

@@ -53,10 +53,10 @@ struct FlagInfo {
   std::string name{};  // with underscores: the YAML key; the flags replace '_' by '-' too
   ConfigType type = ConfigType::kString;  // kBool: a flag without a value
   std::string help{};
-  std::string default_text{};  // empty: the value's own empty state (empty, false, unset)
-  FlagCheck check{};           // optional
-  std::string short_name{};    // "-m"
-  std::string fallback_env{};  // a variable giving the default below the file (torchrun's own)
+  std::string default_text{};   // empty: the value's own empty state (empty, false, unset)
+  FlagCheck check{};            // optional
+  std::string short_name{};     // "-m"
+  std::string fallback_env{};   // a variable giving the default below the file (torchrun's own)
   bool commas_doubled = false;  // a kList whose items may hold commas, written ",," on the line
   FlagScope scope = FlagScope::kEverywhere;
 };

@@ -214,19 +214,22 @@ void Listener::log_refusal(Refusal refusal, const std::string& detail) {
   if (!refusal_log_.allow(clock_.steady_now(), held_back)) return;
   switch (refusal) {
     case Refusal::kConnections:
-      spdlog::warn("{}: refusing a connection from {}: {} connections open (max_connections) "
-                   "({} similar refusals not logged)",
-                   options_.name, detail, connections_.size(), held_back);
+      spdlog::warn(
+          "{}: refusing a connection from {}: {} connections open (max_connections) "
+          "({} similar refusals not logged)",
+          options_.name, detail, connections_.size(), held_back);
       break;
     case Refusal::kConnectionsPerSource:
-      spdlog::warn("{}: refusing a connection from {}: it has {} open "
-                   "(max_connections_per_source) ({} similar refusals not logged)",
-                   options_.name, detail, options_.max_connections_per_source, held_back);
+      spdlog::warn(
+          "{}: refusing a connection from {}: it has {} open "
+          "(max_connections_per_source) ({} similar refusals not logged)",
+          options_.name, detail, options_.max_connections_per_source, held_back);
       break;
     case Refusal::kDescriptors:
-      spdlog::warn("{}: out of file descriptors (limit {}); refusing new connections until "
-                   "some close ({} similar refusals not logged)",
-                   options_.name, descriptor_limit(), held_back);
+      spdlog::warn(
+          "{}: out of file descriptors (limit {}); refusing new connections until "
+          "some close ({} similar refusals not logged)",
+          options_.name, descriptor_limit(), held_back);
       break;
   }
 }

@@ -79,8 +79,7 @@ namespace detail {
 // value() of an error Result: a programming error, reported with the error in every build
 // type (an assert would vanish from Release builds and leave std::bad_variant_access).
 [[noreturn]] inline void value_of_error(const Status& error) {
-  std::fprintf(stderr, "fatal: Result::value() called on an error: %s\n",
-               error.message().c_str());
+  std::fprintf(stderr, "fatal: Result::value() called on an error: %s\n", error.message().c_str());
   std::abort();
 }
 }  // namespace detail

@@ -298,8 +298,8 @@ Status build_command(const LauncherFlags& f, std::vector<std::string> rest, Laun
     return {};
   }
   const char* python_exec = std::getenv("PYTHON_EXEC");
-  auto python = choose_python(python_exec ? python_exec : "", own_executable_dir(),
-                              path_env ? path_env : "");
+  auto python =
+      choose_python(python_exec ? python_exec : "", own_executable_dir(), path_env ? path_env : "");
   if (!python) return python.status();
   cmd.executable = python->executable;
   cmd.argv = {python->argv0, "-u"};

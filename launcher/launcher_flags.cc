@@ -101,7 +101,8 @@ const FlagTable<LauncherFlags>& launcher_flag_table() {
             .type = T::kScalar,
             .help = "Streams to log files only: 0-3 or 0:1,1:2",
             .default_text = "0",
-            .check = [](const std::string& t) { return parse_std_streams("--redirects", t).status(); },
+            .check =
+                [](const std::string& t) { return parse_std_streams("--redirects", t).status(); },
             .short_name = "-r"},
            &F::redirects},
           {{.name = "tee",

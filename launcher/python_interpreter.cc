@@ -8,8 +8,8 @@
 
 namespace ddprun::launcher {
 
-Result<PythonChoice> choose_python(const std::string& python_exec,
-                                   const std::string& launcher_dir, const std::string& path_env) {
+Result<PythonChoice> choose_python(const std::string& python_exec, const std::string& launcher_dir,
+                                   const std::string& path_env) {
   if (!python_exec.empty()) {
     auto exe = agent::find_executable(python_exec, path_env);
     if (!exe) return exe.status().with_context("PYTHON_EXEC");

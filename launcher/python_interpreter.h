@@ -17,8 +17,8 @@ struct PythonChoice {
 
 // `python_exec`: PYTHON_EXEC's value (empty: unset); `launcher_dir`: the directory of the
 // running ddprun executable (empty: unknown); `path_env`: PATH's value.
-Result<PythonChoice> choose_python(const std::string& python_exec,
-                                   const std::string& launcher_dir, const std::string& path_env);
+Result<PythonChoice> choose_python(const std::string& python_exec, const std::string& launcher_dir,
+                                   const std::string& path_env);
 
 // The directory of the running executable (/proc/self/exe), or empty when it cannot be read.
 std::string own_executable_dir();

@@ -11,7 +11,6 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 
-
 namespace ddprun::metrics {
 
 namespace asio = boost::asio;
@@ -85,8 +84,8 @@ std::optional<http::status> status_for_read_error(const boost::system::error_cod
 class HttpConnection final : public ServedConnection,
                              public std::enable_shared_from_this<HttpConnection> {
  public:
-  HttpConnection(tcp::socket socket, std::shared_ptr<HttpEndpoint::Shared> shared,
-                 bool refuse, std::function<void()> ended)
+  HttpConnection(tcp::socket socket, std::shared_ptr<HttpEndpoint::Shared> shared, bool refuse,
+                 std::function<void()> ended)
       : stream_(std::move(socket)),
         shared_(std::move(shared)),
         refuse_(refuse),

@@ -108,8 +108,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // `clock` (which must outlive the channel) times the server's silence and the connect
   // deadline, as the server's Clock does on its side.
   static std::shared_ptr<Channel> create(boost::asio::io_context& io, ClientOptions options,
-                                         Hooks hooks,
-                                         const Clock& clock = SystemClock::instance());
+                                         Hooks hooks, const Clock& clock = SystemClock::instance());
   Channel(boost::asio::io_context& io, ClientOptions options, Hooks hooks,
           const Clock& clock);  // use create()
 
@@ -186,14 +185,14 @@ class Channel : public std::enable_shared_from_this<Channel> {
   std::shared_ptr<bool> stop_ = std::make_shared<bool>(false);  // ends connect retries
   State state_ = State::kIdle;
   std::shared_ptr<Stream> socket_;  // shared with the connection's read and write loops
-  uint64_t generation_ = 0;  // connection generation: coroutines of an older one do nothing
+  uint64_t generation_ = 0;         // connection generation: coroutines of an older one do nothing
   SteadyTime last_rx_;
   boost::asio::steady_timer ticker_;  // heartbeats, and the silence check
   boost::asio::steady_timer close_timer_;
   FrameWriter writer_;
   std::unordered_map<uint32_t, PendingRequest> requests_;
-  uint32_t next_request_ = 1;  // the constructor starts it at a random id
-  uint32_t pending_resume_ = 0;  // id of the resume request of the current reconnect
+  uint32_t next_request_ = 1;     // the constructor starts it at a random id
+  uint32_t pending_resume_ = 0;   // id of the resume request of the current reconnect
   uint64_t pushes_received_ = 0;  // acknowledged in heartbeats, named in resume requests
   bool closing_ = false;
   bool quiet_ = false;

@@ -124,8 +124,7 @@ std::string summarize(const std::vector<std::string>& errors) {
 }  // namespace
 
 asio::awaitable<Result<Connection>> connect_with_backoff(asio::any_io_executor ex, ConnectOptions o,
-                                                         std::mt19937_64& rng,
-                                                         const Clock& clock,
+                                                         std::mt19937_64& rng, const Clock& clock,
                                                          std::shared_ptr<const bool> stop) {
   const auto start = clock.steady_now();
   const auto deadline = start + o.deadline;
@@ -138,8 +137,7 @@ asio::awaitable<Result<Connection>> connect_with_backoff(asio::any_io_executor e
   bool replica_answered = false;        // a Redirect came back in this round through the list
   for (;;) {
     if (stop && *stop) co_return Status::closed("connect cancelled: the client was closed");
-    const auto left =
-        std::chrono::duration_cast<Millis>(deadline - clock.steady_now());
+    const auto left = std::chrono::duration_cast<Millis>(deadline - clock.steady_now());
     const bool redirected = leader.has_value();
     const ServerAddress server =
         redirected ? *std::exchange(leader, std::nullopt) : o.servers[next++ % o.servers.size()];

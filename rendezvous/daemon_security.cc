@@ -15,8 +15,7 @@ std::vector<Flag<DaemonSecurityFlags>> security_flags() {
   using F = DaemonSecurityFlags;
   using T = ConfigType;
   const ServerOptions defaults;
-  auto limit = [](const std::string& name, const std::string& help, size_t value,
-                  double max) {
+  auto limit = [](const std::string& name, const std::string& help, size_t value, double max) {
     return FlagInfo{.name = name,
                     .type = T::kInteger,
                     .help = help,

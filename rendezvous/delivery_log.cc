@@ -24,8 +24,8 @@ void DeliveryLog::record(Push push) {
 
 Status DeliveryLog::acknowledge(uint64_t count) {
   if (count > sent()) {
-    return Status::malformed(fmt::format(
-        "acknowledges {} pushes; only {} were sent to this node", count, sent()));
+    return Status::malformed(
+        fmt::format("acknowledges {} pushes; only {} were sent to this node", count, sent()));
   }
   while (!pushes_.empty() && first_kept_ <= count) {
     pushes_.pop_front();
@@ -43,13 +43,12 @@ Result<std::vector<Push>> DeliveryLog::resume(uint64_t count) {
     first_kept_ = count + 1;
   }
   if (count > sent()) {
-    return Status::refused(fmt::format(
-        "it says it received {} pushes; this server sent it {}", count, sent()));
+    return Status::refused(
+        fmt::format("it says it received {} pushes; this server sent it {}", count, sent()));
   }
   if (count + 1 < first_kept_) {
-    return Status::refused(fmt::format(
-        "it missed {} pushes and this server keeps at most {}", sent() - count,
-        kMaxUnacknowledged));
+    return Status::refused(fmt::format("it missed {} pushes and this server keeps at most {}",
+                                       sent() - count, kMaxUnacknowledged));
   }
   if (Status ok = acknowledge(count); !ok) return ok;
   return std::vector<Push>(pushes_.begin(), pushes_.end());

@@ -36,4 +36,3 @@ asio::awaitable<Status> read_frame(Stream& stream, const CodecLimits& limits,
 void configure_socket(tcp::socket& socket);
 
 }  // namespace ddprun::rdzv
-

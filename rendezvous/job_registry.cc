@@ -116,9 +116,9 @@ void JobRegistry::resume(Job& job, Peer& peer, const ResumeMsg& msg, std::string
   Job::Link& l = link->second;
   auto missed = l.delivery.resume(msg.pushes_received);
   if (!missed) {
-    peer.send(error_reply(msg.request_id,
-                          fmt::format("node '{}' cannot resume its place in job '{}': {}",
-                                      msg.node_id, job.id, missed.error_message())));
+    peer.send(
+        error_reply(msg.request_id, fmt::format("node '{}' cannot resume its place in job '{}': {}",
+                                                msg.node_id, job.id, missed.error_message())));
     return;
   }
   job.round->reattach(msg.node_id);
@@ -144,8 +144,8 @@ bool JobRegistry::answer_again(Job& job, Peer& peer, const std::string& node_id,
   if (node_id.empty() || link == job.links.end() || link->second.peer != &peer) return false;
   const Reply* earlier = link->second.delivery.answered(request_id);
   if (!earlier) return false;
-  spdlog::debug("job '{}': node '{}' sent request {} again; answering as before", job.id,
-                node_id, request_id);
+  spdlog::debug("job '{}': node '{}' sent request {} again; answering as before", job.id, node_id,
+                request_id);
   // Through commit: the answer must not overtake the record of what the request changed.
   commit(job, &peer, node_id, *earlier, {}, false);
   return true;

@@ -42,8 +42,8 @@ Enum stored_value(const json& j, int version, const StoredName<Enum> (&table)[N]
   }
   std::string known;
   for (const auto& entry : table) known += (known.empty() ? "" : ", ") + std::string(entry.name);
-  throw std::out_of_range(fmt::format("{} has an unknown value {} (known: {})", what, j.dump(),
-                                      known));
+  throw std::out_of_range(
+      fmt::format("{} has an unknown value {} (known: {})", what, j.dump(), known));
 }
 }  // namespace
 
@@ -105,8 +105,7 @@ struct RoundStateCodec {
     return n;
   }
 
-  static RoundState::NodeRecord node_from_json(const std::string& id, const json& n,
-                                               int version) {
+  static RoundState::NodeRecord node_from_json(const std::string& id, const json& n, int version) {
     RoundState::NodeRecord r;
     r.info.node_id = id;
     r.info.local_world_size = n.at("local_world_size");
@@ -126,14 +125,14 @@ struct RoundStateCodec {
     json nodes = json::object();
     for (const auto& [id, rec] : s.nodes_) nodes[id] = node_to_json(rec);
     json out = {{"options", options_to_json(s.options_)},
-            {"phase", stored_name(s.phase_, kPhases)},
-            {"round", s.round_},
-            {"restart_count", s.restart_count_},
-            {"next_join_seq", s.next_join_seq_},
-            {"expected_total", s.expected_total_},
-            {"min_reached", s.min_reached_at_.has_value()},
-            {"barrier", s.barrier_deadline_.has_value()},
-            {"nodes", std::move(nodes)}};
+                {"phase", stored_name(s.phase_, kPhases)},
+                {"round", s.round_},
+                {"restart_count", s.restart_count_},
+                {"next_join_seq", s.next_join_seq_},
+                {"expected_total", s.expected_total_},
+                {"min_reached", s.min_reached_at_.has_value()},
+                {"barrier", s.barrier_deadline_.has_value()},
+                {"nodes", std::move(nodes)}};
     if (s.failure_) {
       out["failure"] = {{"reason", stored_name(s.failure_->reason, kFailureReasons)},
                         {"message", s.failure_->message},
@@ -156,9 +155,9 @@ struct RoundStateCodec {
     if (j.at("barrier").get<bool>()) s.barrier_deadline_ = now + s.options_.exit_barrier_timeout;
     if (j.contains("failure")) {  // absent from records written before it was kept
       const json& f = j.at("failure");
-      s.failure_ = JobFailed{stored_value(f.at("reason"), version, kFailureReasons,
-                                          "the job's failure reason"),
-                             f.at("message"), f.at("report"), f.at("exit_code")};
+      s.failure_ = JobFailed{
+          stored_value(f.at("reason"), version, kFailureReasons, "the job's failure reason"),
+          f.at("message"), f.at("report"), f.at("exit_code")};
     }
     for (const auto& [id, n] : j.at("nodes").items()) {
       RoundState::NodeRecord rec = node_from_json(id, n, version);

@@ -65,9 +65,9 @@ std::shared_ptr<ServedConnection> RendezvousServer::make_session(Listener::Accep
                                            counters_, redirect_, std::move(accepted.ended));
   if (!accepted.refusal) return session;
   if (*accepted.refusal == Refusal::kConnectionsPerSource) {
-    session->start_refusing(fmt::format(
-        "too many connections from {}: it has {} open (max_connections_per_source)",
-        accepted.source.to_string(), options_.max_connections_per_source));
+    session->start_refusing(
+        fmt::format("too many connections from {}: it has {} open (max_connections_per_source)",
+                    accepted.source.to_string(), options_.max_connections_per_source));
   } else {
     session->start_refusing(fmt::format(
         "too many connections: this server has {} (max_connections)", options_.max_connections));
@@ -118,8 +118,6 @@ ServerStats RendezvousServer::stats() const {
   return ServerStats{listener_.connections(), registry_->job_count(), totals};
 }
 
-std::vector<JobRegistry::JobView> RendezvousServer::jobs() const {
-  return registry_->views();
-}
+std::vector<JobRegistry::JobView> RendezvousServer::jobs() const { return registry_->views(); }
 
 }  // namespace ddprun::rdzv

@@ -49,8 +49,7 @@ class Session final : public Peer,
   // Redirect, a Hello or a StatusQuery is answered with it and the connection closed.
   Session(boost::asio::ip::tcp::socket socket, std::shared_ptr<JobRegistry> registry,
           const ServerOptions& options, std::shared_ptr<ServerCounters> counters,
-          std::shared_ptr<const std::optional<Redirect>> redirect,
-          std::function<void()> on_end);
+          std::shared_ptr<const std::optional<Redirect>> redirect, std::function<void()> on_end);
   ~Session() override;
 
   void start() override;

@@ -102,8 +102,8 @@ Result<StatusAnswer> query_status(const StatusQueryOptions& options) {
     // that error says so and is the answer).
     if (!redirect || redirect->host.empty()) return report.status();
     if (hop == kMaxStatusRedirects) {
-      return Status::malformed(fmt::format("{}; gave up after {} redirects",
-                                           report.error_message(), kMaxStatusRedirects));
+      return Status::malformed(fmt::format("{}; gave up after {} redirects", report.error_message(),
+                                           kMaxStatusRedirects));
     }
     here.host = redirect->host;
     here.port = redirect->port;

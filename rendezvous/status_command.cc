@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include "rendezvous/security/tls_context.h"
-#include "rendezvous/server_address.h"
 #include "rendezvous/security/token_file.h"
+#include "rendezvous/server_address.h"
 #include "rendezvous/status_client.h"
 
 namespace ddprun::rdzv {
@@ -165,9 +165,9 @@ int run_status_command(const StatusCommandOptions& options, std::FILE* out, std:
     text = render_status_table(answer->report);
     if (answer->answered_by != asked) {
       // The replica asked does not lead; the table is the leader's.
-      text = fmt::format("(from the leader at {}; {} does not lead)\n", answer->answered_by,
-                         asked) +
-             text;
+      text =
+          fmt::format("(from the leader at {}; {} does not lead)\n", answer->answered_by, asked) +
+          text;
     }
   }
   std::fputs(text.c_str(), out);

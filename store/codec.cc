@@ -16,10 +16,10 @@ constexpr std::array kLegacyOps = {Op::kSet,       Op::kCompareSet, Op::kGet,   
                                    Op::kDeleteKey, Op::kAppend,     Op::kMultiGet, Op::kMultiSet,
                                    Op::kCancelWait};
 constexpr std::array kValidatedOps = {
-    Op::kValidate,   Op::kSet,     Op::kCompareSet, Op::kGet,      Op::kAdd,      Op::kCheck,
-    Op::kWait,       Op::kNumKeys, Op::kDeleteKey,  Op::kAppend,   Op::kMultiGet, Op::kMultiSet,
-    Op::kCancelWait, Op::kPing,    Op::kQueuePush,  Op::kQueuePop, Op::kQueueLen, Op::kListKeys,
-    Op::kBarrier};
+    Op::kValidate, Op::kSet,      Op::kCompareSet, Op::kGet,       Op::kAdd,
+    Op::kCheck,    Op::kWait,     Op::kNumKeys,    Op::kDeleteKey, Op::kAppend,
+    Op::kMultiGet, Op::kMultiSet, Op::kCancelWait, Op::kPing,      Op::kQueuePush,
+    Op::kQueuePop, Op::kQueueLen, Op::kListKeys,   Op::kBarrier};
 
 std::optional<Op> op_from_wire(uint8_t type, Dialect dialect) {
   if (dialect == Dialect::kLegacy && type < kLegacyOps.size()) return kLegacyOps[type];
@@ -197,10 +197,9 @@ void parse_arguments(Parser& p, Request& r) {
 
 const char* op_name(Op op) {
   static constexpr std::array<const char*, kOpCount> kNames = {
-      "validate",  "set",         "compare_set", "get",        "add",       "check",
-      "wait",      "num_keys",    "watch_key",   "delete_key", "append",    "multi_get",
-      "multi_set", "cancel_wait", "ping",        "queue_push", "queue_pop", "queue_len",
-      "list_keys", "barrier"};
+      "validate", "set",        "compare_set", "get",       "add",       "check",     "wait",
+      "num_keys", "watch_key",  "delete_key",  "append",    "multi_get", "multi_set", "cancel_wait",
+      "ping",     "queue_push", "queue_pop",   "queue_len", "list_keys", "barrier"};
   return kNames[static_cast<size_t>(op)];
 }
 

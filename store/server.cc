@@ -36,15 +36,13 @@ StoreServer::StoreServer(asio::io_context& io, StoreServerOptions options)
 StoreServer::~StoreServer() { close(); }
 
 Status StoreServer::listen(const std::string& address, uint16_t port) {
-  return listener_.listen(address, port, [this](Listener::Accepted a) {
-    return make_connection(std::move(a));
-  });
+  return listener_.listen(address, port,
+                          [this](Listener::Accepted a) { return make_connection(std::move(a)); });
 }
 
 Status StoreServer::adopt(UniqueFd bound_socket) {
-  return listener_.adopt(std::move(bound_socket), [this](Listener::Accepted a) {
-    return make_connection(std::move(a));
-  });
+  return listener_.adopt(std::move(bound_socket),
+                         [this](Listener::Accepted a) { return make_connection(std::move(a)); });
 }
 
 std::shared_ptr<ServedConnection> StoreServer::make_connection(Listener::Accepted accepted) {

@@ -38,9 +38,7 @@ class ServerCredentials {
   const Secret* token_for(const std::string& job_id) const;
   // The daemon-wide token (--token-file: every job without its own), which also guards status
   // queries; null when there is none.
-  const Secret* daemon_token() const {
-    return default_token_.empty() ? nullptr : &default_token_;
-  }
+  const Secret* daemon_token() const { return default_token_.empty() ? nullptr : &default_token_; }
   // TLS for every connection; null: plain TCP.
   const TlsContext& tls() const { return tls_; }
   bool has_tls() const { return tls_ != nullptr; }

@@ -143,11 +143,11 @@ TEST_F(AgentLifecycleTest, ObserversSeeEveryStepOfARestartedJob) {
   io_.poll();
   exit_all_from(2, ExitStatus::exited(0));
   EXPECT_EQ(observer.events,
-            (std::vector<std::string>{
-                "joining 0", "assigned restart_count=0", "started 2", "exited 1 code 3",
-                "exited 0 code 143", "group failed", "restart counted", "joining 1",
-                "assigned restart_count=1", "started 2 after a failure", "exited 0 code 0",
-                "exited 1 code 0", "group done", "finished 0"}));
+            (std::vector<std::string>{"joining 0", "assigned restart_count=0", "started 2",
+                                      "exited 1 code 3", "exited 0 code 143", "group failed",
+                                      "restart counted", "joining 1", "assigned restart_count=1",
+                                      "started 2 after a failure", "exited 0 code 0",
+                                      "exited 1 code 0", "group done", "finished 0"}));
 }
 
 TEST_F(AgentLifecycleTest, RestartsExhaustedEndWithTheRootCausesCode) {

@@ -42,9 +42,7 @@ double sample(const std::string& text, const std::string& series) {
 class AgentMetricsTest : public ::testing::Test {
  protected:
   ddprun::testing::TempDir temp_;  // tests/support
-  void SetUp() override {
-    log_dir_ = temp_.path();
-  }
+  void SetUp() override { log_dir_ = temp_.path(); }
 
   void start(int nproc, Coordinator& coordinator) {
     AgentOptions o;

@@ -60,9 +60,9 @@ class FakeRunLogFiles final : public RunLogFiles {
  public:
   Result<RunLogDir> create_run_dir(const LogOptions& logs, const std::string& run_id,
                                    int) override {
-    return RunLogDir((logs.log_dir.empty() ? "/nonexistent" : logs.log_dir) + "/" + run_id +
-                         "_fake",
-                     logs.log_dir.empty());
+    return RunLogDir(
+        (logs.log_dir.empty() ? "/nonexistent" : logs.log_dir) + "/" + run_id + "_fake",
+        logs.log_dir.empty());
   }
   Status prepare_attempt(const RunLogDir&, int attempt, int) override {
     prepared_attempts.push_back(attempt);

@@ -209,11 +209,11 @@ class FileTimerServerIntegration : public ::testing::Test {
   std::unique_ptr<LoopChild> start_worker(const char* signal_name, const char* after,
                                           const char* inside, const char* outside,
                                           int register_as) {
-    auto child = LoopChild::start(
-        io,
-        {ddprun::testing::test_python(), DDPRUN_SOURCE_DIR "/tests/agent/workers/file_timer_client.py",
-         server->path(), signal_name, after, inside, outside},
-        {{"PYTHONDONTWRITEBYTECODE", "1"}});
+    auto child = LoopChild::start(io,
+                                  {ddprun::testing::test_python(),
+                                   DDPRUN_SOURCE_DIR "/tests/agent/workers/file_timer_client.py",
+                                   server->path(), signal_name, after, inside, outside},
+                                  {{"PYTHONDONTWRITEBYTECODE", "1"}});
     if (child && register_as >= 0) {
       server->add_worker(child->pid(), register_as);  // as the agent does, right after spawn
       child->on_exit = [this, pid = child->pid()](const ExitStatus&) {

@@ -7,7 +7,7 @@ namespace {
 
 TEST(WorkerEnv, SetsExactlyTorchrunsVariablesOverTheBase) {
   EnvMap base{{"PATH", "/bin"}, {"RANK", "stale"}};
-  AttemptContext attempt{"trainer", "10.0.0.1", 29501, 2,    3,
+  AttemptContext attempt{"trainer", "10.0.0.1", 29501, 2,     3,
                          "job-7",   false,      true,  false, "SIGTERM,SIGUSR1"};
   WorkerPlacement p{1, 5, 2, 3, 2, 6, 5, 6};
   EnvMap env = build_worker_env(base, attempt, p, "/logs/err.json");

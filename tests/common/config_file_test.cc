@@ -15,9 +15,7 @@ namespace {
 class ConfigFileTest : public ::testing::Test {
  protected:
   ddprun::testing::TempDir temp_;  // tests/support
-  void SetUp() override {
-    dir_ = temp_.path();
-  }
+  void SetUp() override { dir_ = temp_.path(); }
   std::string file(const std::string& text) {
     const std::string path = dir_ + "/job.yaml";
     std::ofstream(path) << text;

@@ -142,8 +142,7 @@ TEST_F(FlagTableTest, OneCheckForEverySourceNamingWhereTheValueCameFrom) {
   EXPECT_EQ(s.message(), "--run_mode=medium: 'medium' is not one of: fast, slow");
   ::unsetenv("FTT_RUN_MODE");
   s = parse({}, "workers: 2\nport: 70000\n");
-  EXPECT_NE(s.message().find("tool.yaml:2:7: key 'port': 70000 is out of range"),
-            std::string::npos)
+  EXPECT_NE(s.message().find("tool.yaml:2:7: key 'port': 70000 is out of range"), std::string::npos)
       << s.message();
   ::setenv("FTT_LEGACY_GRACE", "soon", 1);
   s = parse({});
@@ -155,8 +154,7 @@ TEST_F(FlagTableTest, ListsAndMapsFromTheFileAreSpelledAsTheFlagReadsThem) {
   EXPECT_EQ(flags_.filters, "a,b,,c");
   EXPECT_EQ(flags_.options, "x=1,y=two");
   const Status s = parse({}, "options: {x: bad}\n");
-  EXPECT_NE(s.message().find("key 'options': 'x=bad' holds bad"), std::string::npos)
-      << s.message();
+  EXPECT_NE(s.message().find("key 'options': 'x=bad' holds bad"), std::string::npos) << s.message();
 }
 
 TEST_F(FlagTableTest, FileOnlyKeysAreHandedBackAndCommandLineOnlyFlagsRepeat) {

@@ -33,7 +33,9 @@ using testing::run_until;
 class HeldConnection final : public ServedConnection {
  public:
   HeldConnection(Listener::Accepted a, bool obliging)
-      : socket_(std::move(a.socket)), refusal_(a.refusal), ended_(std::move(a.ended)),
+      : socket_(std::move(a.socket)),
+        refusal_(a.refusal),
+        ended_(std::move(a.ended)),
         obliging_(obliging) {}
   void start() override { started = true; }
   void close_gracefully(const std::string& reason) override {

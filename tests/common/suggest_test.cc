@@ -11,8 +11,8 @@ const std::vector<std::string> kKeys = {"join_timeout", "last_call_timeout", "re
                                         "is_host"};
 
 TEST(SuggestTest, ANearMissNamesTheClosestKey) {
-  EXPECT_EQ(closest_match("join_timout", kKeys), "join_timeout");     // a deletion
-  EXPECT_EQ(closest_match("jion_timeout", kKeys), "join_timeout");    // a swap
+  EXPECT_EQ(closest_match("join_timout", kKeys), "join_timeout");             // a deletion
+  EXPECT_EQ(closest_match("jion_timeout", kKeys), "join_timeout");            // a swap
   EXPECT_EQ(closest_match("last-call-timeout", kKeys), "last_call_timeout");  // '-' is '_'
   EXPECT_EQ(did_you_mean("is_hots", kKeys), " (did you mean 'is_host'?)");
 }

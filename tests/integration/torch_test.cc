@@ -27,22 +27,21 @@ TEST_F(TorchAllReduceTest, GlooAllReducePlain) { expect_all_reduce({}); }
 
 // pytorch#125743, #128096: a store hosted by rank 0's worker dies with it. The agent's does not.
 TEST_F(TorchAllReduceTest, TheStoreOutlivesRankZero) {
-  const RunResult run =
-      run_ddprun({"--nproc_per_node", "2", worker("store_after_rank0.py")}, 80s);
+  const RunResult run = run_ddprun({"--nproc_per_node", "2", worker("store_after_rank0.py")}, 80s);
   ASSERT_TRUE(ExitedWith(run, 0));
   EXPECT_EQ(read_text_file(out("store_after_rank0")), "ok still here 5");
 }
 
 // A failed attempt restarts the whole group on a fresh store, and torch trains again.
 TEST_F(TorchAllReduceTest, ARestartedGroupAllReducesAgain) {
-  const RunResult run = run_ddprun(
-      {"--nproc_per_node", "2", "--max_restarts", "1", worker("torch_restart.py")}, 80s);
+  const RunResult run =
+      run_ddprun({"--nproc_per_node", "2", "--max_restarts", "1", worker("torch_restart.py")}, 80s);
   ASSERT_TRUE(ExitedWith(run, 0));
   for (int attempt = 0; attempt < 2; ++attempt) {
     for (int rank = 0; rank < 2; ++rank) {
-      EXPECT_EQ(read_text_file(out("allreduce_" + std::to_string(rank) + "_" +
-                                   std::to_string(attempt))),
-                "3.0 2")
+      EXPECT_EQ(
+          read_text_file(out("allreduce_" + std::to_string(rank) + "_" + std::to_string(attempt))),
+          "3.0 2")
           << "rank " << rank << ", attempt " << attempt;
     }
   }

@@ -25,9 +25,7 @@ class JobConfigTest : public ::testing::Test {
     ::unsetenv("PET_MAX_RESTARTS");
     dir_ = temp_.path();
   }
-  void TearDown() override {
-    ::unsetenv("PET_MAX_RESTARTS");
-  }
+  void TearDown() override { ::unsetenv("PET_MAX_RESTARTS"); }
   std::string file(const std::string& text) {
     const std::string path = dir_ + "/job.yaml";
     std::ofstream(path) << text;

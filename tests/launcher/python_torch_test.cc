@@ -16,9 +16,7 @@ namespace fs = std::filesystem;
 class PythonTorchTest : public ::testing::Test {
  protected:
   ddprun::testing::TempDir temp_;  // tests/support
-  void SetUp() override {
-    root_ = temp_.path();
-  }
+  void SetUp() override { root_ = temp_.path(); }
   void torch_at(const fs::path& site, const std::string& version) {
     fs::create_directories(site / "torch");
     std::ofstream(site / "torch/version.py")

@@ -28,11 +28,11 @@ namespace ddprun::metrics {
 namespace {
 
 using namespace std::chrono_literals;
+using ddprun::testing::DescriptorExhaustion;
 using ddprun::testing::http_get;
+using ddprun::testing::process_cpu_time;
 using ddprun::testing::raw_exchange;
 using ddprun::testing::status_of;
-using ddprun::testing::DescriptorExhaustion;
-using ddprun::testing::process_cpu_time;
 
 // An endpoint on its own io_context thread; the handlers read state the test sets.
 class EndpointThread {

@@ -60,9 +60,19 @@ class HostnameTest : public MultinodeTest {
     const std::string hosts_file = temp() / ("hosts_" + name);
     write_text_file(hosts_file, hosts);
     std::vector<std::string> command = {
-        "--net=" + netns_, "--",   "/usr/bin/unshare", "--uts", "--mount", "--", "/bin/sh", "-c",
+        "--net=" + netns_,
+        "--",
+        "/usr/bin/unshare",
+        "--uts",
+        "--mount",
+        "--",
+        "/bin/sh",
+        "-c",
         "hostname \"$1\" && mount --bind \"$2\" /etc/hosts && shift 2 && exec \"$@\"",
-        "sh",              name,   hosts_file,         executable};
+        "sh",
+        name,
+        hosts_file,
+        executable};
     command.insert(command.end(), args.begin(), args.end());
     return start_as_node(node, "/usr/bin/nsenter", command);
   }
@@ -95,14 +105,14 @@ class HostnameTest : public MultinodeTest {
     if (endpoint.empty()) return {};
     std::vector<std::unique_ptr<ChildProcess>> nodes;
     for (int node = 1; node <= 2; ++node) {
-      std::vector<std::string> args = {"--nnodes",      "2",        "--nproc_per_node", "2",
-                                       "--rdzv_backend", "c10d",     "--rdzv_endpoint",  endpoint,
-                                       "--rdzv_id",      "hostname", "--rdzv_conf",
-                                       RdzvTimeouts{}.conf()};
+      std::vector<std::string> args = {
+          "--nnodes",       "2",        "--nproc_per_node", "2",
+          "--rdzv_backend", "c10d",     "--rdzv_endpoint",  endpoint,
+          "--rdzv_id",      "hostname", "--rdzv_conf",      RdzvTimeouts{}.conf()};
       for (const auto& flag : extra(node)) args.push_back(flag);
       args.push_back(mn_worker("allreduce.py"));
-      nodes.push_back(start_on_host("node" + std::to_string(node), hosts_of(node),
-                                    ddprun_binary(), args, node));
+      nodes.push_back(start_on_host("node" + std::to_string(node), hosts_of(node), ddprun_binary(),
+                                    args, node));
       if (!nodes.back()) return {};
     }
     return finish_all(nodes, deadline_after(120s));

@@ -118,8 +118,9 @@ TEST_F(JobSnapshotTest, AFailedJobKeepsWhatItsNodesWereTold) {
   options_.max_restarts = 0;
   state_.emplace("job", options_, clock_.steady_now());
   for (const char* id : {"a", "b"}) {
-    ASSERT_TRUE(state_->join(NodeInfo{id, 2, {}, std::string("addr-") + id, 1000}, options_,
-                             clock_.steady_now())
+    ASSERT_TRUE(state_
+                    ->join(NodeInfo{id, 2, {}, std::string("addr-") + id, 1000}, options_,
+                           clock_.steady_now())
                     .ok());
   }
   ASSERT_TRUE(state_->report_failure("a", 0, R"({"rank":1})", 7, clock_.steady_now()).ok());
@@ -152,7 +153,8 @@ TEST_F(JobSnapshotTest, UnreadableOrNewerStateIsRefusedNamingTheJob) {
 // Format 1, as daemons before format 2 stored it (enums as integers): a failed job whose nodes
 // are a member, an idle node, a standby and a pending one. Still read, with the integers'
 // meaning of the time, whatever the enums' order is now.
-constexpr const char* kFormat1Snapshot = R"({"round":{"barrier":false,"expected_total":2,)"
+constexpr const char* kFormat1Snapshot =
+    R"({"round":{"barrier":false,"expected_total":2,)"
     R"("failure":{"exit_code":7,"message":"worker failed","reason":1,"report":"{}"},)"
     R"("min_reached":true,"next_join_seq":5,"nodes":{)"
     R"("a":{"expected":true,"group_rank":0,"join_seq":0,"local_world_size":2,)"
@@ -181,9 +183,9 @@ TEST_F(JobSnapshotTest, Format1StateIsStillReadWithItsIntegersMeaning) {
   EXPECT_EQ(std::get<JobFailed>(*told).reason, JobFailureReason::kRestartsExhausted);
   // Written again, it is format 2, by name.
   const std::string again = encode_job_snapshot(r, snap->tokens);
-  for (const char* name : {R"("state":"member")", R"("state":"idle")", R"("state":"standby")",
-                           R"("state":"pending")", R"("phase":"failed")",
-                           R"("reason":"restarts_exhausted")", R"("v":2)"}) {
+  for (const char* name :
+       {R"("state":"member")", R"("state":"idle")", R"("state":"standby")", R"("state":"pending")",
+        R"("phase":"failed")", R"("reason":"restarts_exhausted")", R"("v":2)"}) {
     EXPECT_NE(again.find(name), std::string::npos) << name << " not in " << again;
   }
 }
@@ -215,8 +217,7 @@ TEST_F(JobSnapshotTest, UnknownNamesAreRefusedNamingWhatAndTheKnownNames) {
   bytes.replace(bytes.find(R"("state":"member")"), 16, R"("state":3)");
   auto state = decode_job_snapshot("job-x", bytes, clock_.steady_now());
   ASSERT_FALSE(state.ok()) << "format 2 stores names, not integers";
-  EXPECT_NE(state.error_message().find("node 'a': state has an unknown value 3"),
-            std::string::npos)
+  EXPECT_NE(state.error_message().find("node 'a': state has an unknown value 3"), std::string::npos)
       << state.error_message();
 }
 

@@ -159,19 +159,19 @@ class Relay {
   }
   void pump(std::shared_ptr<tcp::socket> from, std::shared_ptr<tcp::socket> to, bool to_client) {
     auto buf = std::make_shared<std::array<char, 4096>>();
-    from->async_read_some(boost::asio::buffer(*buf), [this, from, to, buf, to_client](
-                                                         boost::system::error_code ec, size_t n) {
-      if (ec) return;
-      if (to_client && swallow_) {
-        swallowed_ += n;
-        return pump(from, to, to_client);
-      }
-      boost::asio::async_write(*to, boost::asio::buffer(*buf, n),
-                               [this, from, to, buf, to_client](boost::system::error_code ec2,
-                                                                size_t) {
-                                 if (!ec2) pump(from, to, to_client);
-                               });
-    });
+    from->async_read_some(boost::asio::buffer(*buf),
+                          [this, from, to, buf, to_client](boost::system::error_code ec, size_t n) {
+                            if (ec) return;
+                            if (to_client && swallow_) {
+                              swallowed_ += n;
+                              return pump(from, to, to_client);
+                            }
+                            boost::asio::async_write(*to, boost::asio::buffer(*buf, n),
+                                                     [this, from, to, buf, to_client](
+                                                         boost::system::error_code ec2, size_t) {
+                                                       if (!ec2) pump(from, to, to_client);
+                                                     });
+                          });
   }
   boost::asio::io_context& io_;
   tcp::acceptor acceptor_;
@@ -220,9 +220,8 @@ TEST_F(RobustnessTest, APushLostWithACutConnectionIsReplayedOnResume) {
 
   relay.swallow_from_server();
   b->client->report_worker_failure("{}", 3);
-  ASSERT_TRUE(run_until(io_, [&] {
-    return b->count<RestartRequested>() == 1 && relay.swallowed() > 0;
-  }));
+  ASSERT_TRUE(
+      run_until(io_, [&] { return b->count<RestartRequested>() == 1 && relay.swallowed() > 0; }));
   EXPECT_EQ(a->count<RestartRequested>(), 0u);  // it went into the void
   relay.cut();
   ASSERT_TRUE(run_until(io_, [&] { return a->count<RestartRequested>() == 1; }));
@@ -251,9 +250,8 @@ TEST_F(RobustnessTest, ARequestWhoseAnswerALostConnectionTookIsAnsweredOnceAfter
   relay.swallow_from_server();
   std::optional<Status> reported;
   a->client->report_worker_failure("{\"node\":\"a\"}", 3, [&](Status s) { reported = s; });
-  ASSERT_TRUE(run_until(io_, [&] {
-    return b->count<RestartRequested>() == 1 && relay.swallowed() > 0;
-  }));
+  ASSERT_TRUE(
+      run_until(io_, [&] { return b->count<RestartRequested>() == 1 && relay.swallowed() > 0; }));
   relay.cut();
   ASSERT_TRUE(run_until(io_, [&] { return reported && a->count<RestartRequested>() == 1; }));
   EXPECT_TRUE(reported->ok()) << reported->message();

@@ -154,8 +154,7 @@ TEST_F(SecurityTest, TlsServesClientsThatTrustItsCaAndRefusesTheRest) {
 
   auto plain = connect(server->port(), 4, client_credentials(token_conf(kToken, "p")));
   ASSERT_FALSE(plain->connected->ok());
-  EXPECT_TRUE(contains(plain->connected->message(), "requires TLS"))
-      << plain->connected->message();
+  EXPECT_TRUE(contains(plain->connected->message(), "requires TLS")) << plain->connected->message();
   EXPECT_FALSE(contains(plain->connected->message(), "attempts")) << plain->connected->message();
 
   run_round(*a, *b);
@@ -306,9 +305,8 @@ TEST_F(SecurityTest, AClientThatNeverReadsItsAnswersIsCutOff) {
     // Partial writes continue where they stopped: the stream of frames stays whole.
     size_t offset = 0, sent = 0;
     while (sent < (size_t{64} << 20) && !ec && !stop) {
-      const size_t n = socket.write_some(boost::asio::buffer(many.data() + offset,
-                                                             many.size() - offset),
-                                         ec);
+      const size_t n =
+          socket.write_some(boost::asio::buffer(many.data() + offset, many.size() - offset), ec);
       sent += n;
       offset = (offset + n) % many.size();
       if (ec == boost::asio::error::would_block) {

@@ -209,7 +209,8 @@ TEST(ServerShutdownTest, PeersThatHangUpDuringShutdownAreNotWaitedFor) {
   std::atomic<bool> shut_down{false};
   server.shutdown_async([&] { shut_down = true; });
   // Each client reads the server's goodbye and end of file, then drops its socket.
-  ASSERT_TRUE(run_until(io, [&] { return shut_down.load(); }, 10s));
+  ASSERT_TRUE(run_until(
+      io, [&] { return shut_down.load(); }, 10s));
   const ServerStats stats = server.stats();
   EXPECT_EQ(stats.totals.deadline_drops, 0u);
   EXPECT_EQ(stats.connections, 0u);

@@ -5,8 +5,8 @@
 // whose rank 0 exits while rank 1 still uses the store. Imports torch in each child (about a
 // second each); every wait is bounded, and the children die with the test.
 #include "tests/integration/process_harness.h"
-#include "tests/store/store_test_util.h"
 #include "tests/integration/test_python.h"
+#include "tests/store/store_test_util.h"
 
 namespace ddprun::store::testing {
 namespace {
@@ -82,10 +82,9 @@ TEST_F(TorchClientTest, PythonTcpStoreEveryQuery) {
   // every query type of the 2.x Python API was served.
   EXPECT_EQ(s.connections_legacy, 0u);
   EXPECT_EQ(s.connections_validated, 4u);
-  for (Op op : {Op::kSet, Op::kGet, Op::kAdd, Op::kCompareSet, Op::kCheck, Op::kWait,
-                Op::kNumKeys, Op::kDeleteKey, Op::kAppend, Op::kMultiGet, Op::kMultiSet,
-                Op::kCancelWait, Op::kQueuePush, Op::kQueuePop, Op::kQueueLen, Op::kListKeys,
-                Op::kBarrier}) {
+  for (Op op : {Op::kSet, Op::kGet, Op::kAdd, Op::kCompareSet, Op::kCheck, Op::kWait, Op::kNumKeys,
+                Op::kDeleteKey, Op::kAppend, Op::kMultiGet, Op::kMultiSet, Op::kCancelWait,
+                Op::kQueuePush, Op::kQueuePop, Op::kQueueLen, Op::kListKeys, Op::kBarrier}) {
     EXPECT_GT(s.ops(op), 0u) << op_name(op);
   }
   EXPECT_EQ(s.ops(Op::kListKeys), 2u);

@@ -47,8 +47,8 @@ TEST(DestroyTest, RankZeroReturnsOnlyAfterEveryRankArrivedWorkerHostedStore) {
   TempDir dir;
   RunOptions options;
   options.rank_zero_hosts_store = true;  // the path under test
-  auto results = run_ranks(SDK_TEST_WORKER, {"destroy", "dir=" + dir.path().string()}, 3,
-                           dir.path(), options);
+  auto results =
+      run_ranks(SDK_TEST_WORKER, {"destroy", "dir=" + dir.path().string()}, 3, dir.path(), options);
   for (const auto& r : results) ASSERT_TRUE(r.ok()) << all_output(results);
   EXPECT_NE(results[0].output.find("destroy ok (agent store: 0)"), std::string::npos);
 }

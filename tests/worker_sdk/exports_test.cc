@@ -3,6 +3,9 @@
 // handle), not in this test program, which links the internals it tests on its own.
 #include <dlfcn.h>
 
+#include <filesystem>
+#include <string>
+
 #include <gtest/gtest.h>
 
 namespace ddp_test {
@@ -13,9 +16,9 @@ TEST(SdkLibraryTest, ExportsThePublicApiAndHidesTheInternals) {
   ASSERT_NE(sdk, nullptr) << ::dlerror();
   // Public: ddp::nccl_available(), ddp::init_process_group(InitOptions const&),
   // ddp::heartbeat(long).
-  for (const char* symbol : {"_ZN3ddp14nccl_availableEv",
-                             "_ZN3ddp18init_process_groupERKNS_11InitOptionsE",
-                             "_ZN3ddp9heartbeatEl"}) {
+  for (const char* symbol :
+       {"_ZN3ddp14nccl_availableEv", "_ZN3ddp18init_process_groupERKNS_11InitOptionsE",
+        "_ZN3ddp9heartbeatEl"}) {
     EXPECT_NE(::dlsym(sdk, symbol), nullptr) << symbol << " is not exported";
   }
   // Internal: ddp::detail::write_error_file(char const*, char const*, char const*, long) and
@@ -25,6 +28,20 @@ TEST(SdkLibraryTest, ExportsThePublicApiAndHidesTheInternals) {
     EXPECT_EQ(::dlsym(sdk, symbol), nullptr) << symbol << " is exported";
   }
   ::dlclose(sdk);
+}
+
+// PyTorch's wheels define std::filesystem's functions too (pytorch#133437); torch 2.11's copies
+// crash. A program linking the SDK must bind them to libstdc++'s (worker_sdk/CMakeLists.txt,
+// DDPRUN_STDCXX_FIRST): the address this program uses is looked up in the library that holds
+// it.
+TEST(SdkLibraryTest, StdFilesystemBindsToLibstdcxxNotToLibTorch) {
+  using RemoveAll = std::uintmax_t (*)(const std::filesystem::path&, std::error_code&);
+  RemoveAll remove_all = &std::filesystem::remove_all;
+  Dl_info where{};
+  ASSERT_NE(::dladdr(reinterpret_cast<void*>(remove_all), &where), 0);
+  ASSERT_NE(where.dli_fname, nullptr);
+  EXPECT_NE(std::string(where.dli_fname).find("libstdc++"), std::string::npos)
+      << "std::filesystem::remove_all comes from " << where.dli_fname;
 }
 
 }  // namespace

@@ -81,17 +81,17 @@ TEST(InstallTest, AnOutsideProjectBuildsAgainstTheInstalledSdkAndRunsUnderDdprun
   const fs::path build = dir.path() / "build";
   // As a user of a LibTorch outside the default paths configures: its prefix too (TorchConfig
   // finds its Caffe2 part through CMAKE_PREFIX_PATH before its own directory).
-  std::vector<std::string> configure = {CMAKE_COMMAND_PATH,
-                                        "-S",
-                                        source.string(),
-                                        "-B",
-                                        build.string(),
-                                        "-G",
-                                        "Ninja",
-                                        "-DCMAKE_BUILD_TYPE=Release",
-                                        "-DCMAKE_CXX_COMPILER=" CXX_COMPILER_PATH,
-                                        "-DCMAKE_PREFIX_PATH=" + prefix.string() + ";" +
-                                            CONSUMER_TORCH_PREFIX};
+  std::vector<std::string> configure = {
+      CMAKE_COMMAND_PATH,
+      "-S",
+      source.string(),
+      "-B",
+      build.string(),
+      "-G",
+      "Ninja",
+      "-DCMAKE_BUILD_TYPE=Release",
+      "-DCMAKE_CXX_COMPILER=" CXX_COMPILER_PATH,
+      "-DCMAKE_PREFIX_PATH=" + prefix.string() + ";" + CONSUMER_TORCH_PREFIX};
   for (const auto& arg : split_on(CONSUMER_CMAKE_ARGS, '|')) configure.push_back(arg);
   step("configure", dir.path(), configure);
   step("build", dir.path(), {CMAKE_COMMAND_PATH, "--build", build.string()});

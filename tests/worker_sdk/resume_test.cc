@@ -67,8 +67,10 @@ void expect_exact_resume(const std::vector<std::string>& launcher) {
 // printed on SIGABRT, restarts the group from the newest snapshot, and the weights end equal
 // to an uninterrupted run's.
 TEST(ExactResumeTest, UnderDdprunAHungRankIsNamedWithItsStackAndTheRunEndsBitIdentical) {
-  const std::vector<std::string> launcher = {DDPRUN_BINARY, "--standalone", "--nproc_per_node",
-                                             "2", "--max_restarts", "1", "--hang_timeout", "2",
+  const std::vector<std::string> launcher = {DDPRUN_BINARY,      "--standalone",
+                                             "--nproc_per_node", "2",
+                                             "--max_restarts",   "1",
+                                             "--hang_timeout",   "2",
                                              "--no_python"};
   TempDir dir;
   std::string plain_output, hung_output;

@@ -60,9 +60,9 @@ Report describe(std::exception_ptr error, bool caught_here) {
                 e.backtrace(),
             e.kind() == ErrorKind::kPeerLost};
   } catch (const c10::Error& e) {
-    return {type_name(typeid(e)) + ": " + e.what_without_backtrace(),
-            "LibTorch backtrace where the error was raised:\n" +
-                detail::compat::error_backtrace(e)};
+    return {
+        type_name(typeid(e)) + ": " + e.what_without_backtrace(),
+        "LibTorch backtrace where the error was raised:\n" + detail::compat::error_backtrace(e)};
   } catch (const std::exception& e) {
     return {type_name(typeid(e)) + ": " + e.what(), here};
   } catch (...) {

@@ -31,8 +31,8 @@
 
 #include <torch/nn/module.h>
 
-#include "ddp/export.h"
 #include "ddp/ddp_options.h"
+#include "ddp/export.h"
 #include "ddp/process_group.h"
 
 namespace ddp {

@@ -20,11 +20,9 @@
 namespace ddp {
 
 // Returns root's object on every rank (other ranks' argument is ignored).
-DDP_API c10::IValue broadcast_object(ProcessGroup& group, const c10::IValue& object,
-                                     int root = 0);
+DDP_API c10::IValue broadcast_object(ProcessGroup& group, const c10::IValue& object, int root = 0);
 // Every rank's object, in rank order.
-DDP_API std::vector<c10::IValue> all_gather_object(ProcessGroup& group,
-                                                   const c10::IValue& object);
+DDP_API std::vector<c10::IValue> all_gather_object(ProcessGroup& group, const c10::IValue& object);
 // Every rank's object on root, in rank order; other ranks get an empty vector.
 DDP_API std::vector<c10::IValue> gather_object(ProcessGroup& group, const c10::IValue& object,
                                                int root = 0);

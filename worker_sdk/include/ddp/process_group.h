@@ -192,7 +192,7 @@ class DDP_API ProcessGroup {
 DDP_API std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options = {});
 // The same with an explicit environment (tests, embedding).
 DDP_API std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options,
-                                                        const LaunchEnv& env);
+                                                         const LaunchEnv& env);
 
 // The group made by init_process_group while it is alive and not destroyed, else nullptr.
 // The SDK holds it weakly: the program's shared_ptr keeps it alive.

@@ -69,9 +69,9 @@ DDP_API SyncBatchNorm convert_sync_batchnorm(const torch::nn::BatchNorm2d& bn,
                                              std::shared_ptr<ProcessGroup> group = nullptr);
 DDP_API SyncBatchNorm convert_sync_batchnorm(const torch::nn::BatchNorm3d& bn,
                                              std::shared_ptr<ProcessGroup> group = nullptr);
-DDP_API torch::nn::Sequential convert_sync_batchnorm(
-    const torch::nn::Sequential& model, std::shared_ptr<ProcessGroup> group = nullptr);
-DDP_API torch::nn::ModuleList convert_sync_batchnorm(
-    const torch::nn::ModuleList& model, std::shared_ptr<ProcessGroup> group = nullptr);
+DDP_API torch::nn::Sequential convert_sync_batchnorm(const torch::nn::Sequential& model,
+                                                     std::shared_ptr<ProcessGroup> group = nullptr);
+DDP_API torch::nn::ModuleList convert_sync_batchnorm(const torch::nn::ModuleList& model,
+                                                     std::shared_ptr<ProcessGroup> group = nullptr);
 
 }  // namespace ddp
