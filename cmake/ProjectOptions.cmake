@@ -11,6 +11,13 @@ endif()
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 11)
   add_compile_options(-fcoroutines)
 endif()
+# Clang has C++20 coroutines, but Boost.Asio before 1.80 looks for them only in libc++'s
+# <experimental/coroutine>: with libstdc++ (Debian's clang), say that <coroutine> is there.
+# Its awaitable.hpp then uses std::exchange without including <utility>: included first.
+if(CMAKE_CXX_COMPILER_ID MATCHES "Clang" AND Boost_VERSION VERSION_LESS 1.80)
+  add_compile_definitions(BOOST_ASIO_HAS_CO_AWAIT=1 BOOST_ASIO_HAS_STD_COROUTINE=1)
+  add_compile_options("SHELL:-include utility")
+endif()
 
 # ddprun_target_defaults(<target>): warnings on for the project's own libraries and programs.
 function(ddprun_target_defaults target)

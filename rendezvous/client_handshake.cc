@@ -85,7 +85,7 @@ asio::awaitable<Status> answer_challenge(Stream& stream, const AuthChallenge& ch
       !proofs_equal(expected, challenge.server_proof)) {
     // Tell the server, so that it logs the failure as one too, then give up.
     const ClientMessage refusal = AuthProofMsg{};  // named: GCC 12 mishandles temporaries here
-    co_await send(stream, refusal);
+    [[maybe_unused]] const Status told = co_await send(stream, refusal);  // best effort
     co_return Status::refused(
         fmt::format("authentication failed for {}: the server's proof does not match this node's "
                     "token; the server and this node hold different tokens (check {} here and the "

@@ -309,10 +309,11 @@ TEST_F(MetricsTest, StatusCommandShowsTheRunningJobAndFailsClearlyWithoutADaemon
   }
   const RunResult json = run_status(env_, {"--endpoint", endpoint_, "--json"});
   ASSERT_TRUE(ExitedWith(json, 0));
-  const auto report = nlohmann::json::parse(json.out, nullptr, false);
+  // Not const: operator[] on a missing key then gives null (a clean failure), not undefined.
+  auto report = nlohmann::json::parse(json.out, nullptr, false);
   ASSERT_FALSE(report.is_discarded()) << json.out;
   ASSERT_EQ(report["jobs"].size(), 1u) << json.out;
-  const auto& job = report["jobs"][0];
+  auto& job = report["jobs"][0];
   EXPECT_EQ(job["job_id"], "metrics-job");
   EXPECT_EQ(job["state"], "running");
   EXPECT_EQ(job["max_restarts"], 2);
@@ -405,11 +406,12 @@ class PrometheusServer {
     auto r = http_get("127.0.0.1", port_, "/api/v1/query?query=" + encoded, 2s);
     if (!r.ok() || r->status != 200) return values;
     const auto json = nlohmann::json::parse(r->body, nullptr, false);
-    if (json.is_discarded() || json["status"] != "success") return values;
-    for (const auto& series : json["data"]["result"]) {
-      const auto& instance = series["metric"]["instance"];  // absent after an aggregation
-      values[instance.is_string() ? instance.get<std::string>() : ""] =
-          std::stod(series["value"][1].get<std::string>());
+    // Read with value()/at(): a const json's operator[] on a missing key is undefined.
+    if (!json.is_object() || json.value("status", "") != "success") return values;
+    for (const auto& series : json.at("data").at("result")) {
+      // "instance" is absent after an aggregation.
+      const std::string instance = series.at("metric").value("instance", "");
+      values[instance] = std::stod(series.at("value").at(1).get<std::string>());
     }
     return values;
   }

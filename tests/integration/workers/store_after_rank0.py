@@ -36,3 +36,6 @@ store.set("after_rank0", "still here")
 value = store.get("after_rank0").decode()
 count = store.add("after_rank0_count", 5)
 write_marker("store_after_rank0", f"ok {value} {count}")
+# Torch 2.x can abort at interpreter exit ("terminate called without an active exception")
+# while it tears down a process group left alive; ended here, as every other worker does.
+dist.destroy_process_group()
