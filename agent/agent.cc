@@ -296,7 +296,7 @@ void Agent::after_group(const GroupResult& result) {
     }
     phase_ = Phase::kReporting;
     if (result.outcome == GroupResult::Outcome::kFailed) return handle_failure(result);
-    coordinator_.report_success([this](Status s) {
+    coordinator_.report_success([this](const Status& s) {
       if (phase_ != Phase::kReporting) return;
       if (!s) spdlog::error("{}", s.message());
       launcher_.workers_done();  // before the last work, which its exit then overlaps
@@ -327,7 +327,7 @@ void Agent::handle_failure(const GroupResult& result) {
       begin_round();
       return;
     }
-    std::fputs(shown.render().c_str(), stderr);
+    (void)std::fputs(shown.render().c_str(), stderr);
     finish(decision.exit_code);
   });
 }
@@ -411,6 +411,7 @@ std::vector<RankProgress> Agent::rank_progress() const {
 // This node's ranks' progress under their global ranks, named by this node.
 std::vector<RankProgress> Agent::global(const std::vector<LocalRankProgress>& local) const {
   std::vector<RankProgress> ranks;
+  ranks.reserve(local.size());
   const int offset = assignment_ ? assignment_->rank_offset : 0;
   for (const LocalRankProgress& p : local) {
     ranks.push_back(to_rank_progress(p, offset + p.local_rank, options_.hostname));
@@ -468,7 +469,7 @@ void Agent::interrupt(Interrupt what) {
 
 void Agent::end_with_job_failure(const CoordinatorEvent& event) {
   if (!event.report.failures.empty()) {
-    std::fputs(event.report.render().c_str(), stderr);
+    (void)std::fputs(event.report.render().c_str(), stderr);
   } else {
     spdlog::error("{}", event.reason);
   }

@@ -84,6 +84,7 @@ class Coordinator {
   virtual void share_progress(const std::vector<RankProgress>& ranks) {}
   // The latest progress every node shared in the current round (this node's too), or an error.
   // Only called when shares_progress().
+  // NOLINTNEXTLINE(performance-unnecessary-value-param): overrides keep `done`, by value.
   virtual void job_progress(std::function<void(Result<std::vector<RankProgress>>)> done) {}
   // Leaves the job; no callback fires afterwards.
   virtual void close() = 0;

@@ -117,7 +117,7 @@ void load_error_file(WorkerFailure& f) {
 }
 
 std::vector<std::string> read_last_lines(const std::string& path, std::size_t max_lines) {
-  constexpr std::streamoff kMaxBytes = 64 * 1024;
+  constexpr std::streamoff kMaxBytes = std::streamoff{64} * 1024;
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in || max_lines == 0) return {};
   const std::streamoff size = in.tellg();
@@ -130,7 +130,9 @@ std::vector<std::string> read_last_lines(const std::string& path, std::size_t ma
   std::string line;
   while (std::getline(stream, line)) lines.push_back(line);
   if (start > 0 && !lines.empty()) lines.erase(lines.begin());  // first line may be cut
-  if (lines.size() > max_lines) lines.erase(lines.begin(), lines.end() - max_lines);
+  if (lines.size() > max_lines) {
+    lines.erase(lines.begin(), lines.end() - static_cast<std::ptrdiff_t>(max_lines));
+  }
   return lines;
 }
 

@@ -20,7 +20,7 @@ namespace {
 [[noreturn]] void run_sentinel(int read_fd) {
   ::prctl(PR_SET_NAME, "ddprun-sentinel");  // how it shows in ps/top
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2})
-    ::signal(sig, SIG_IGN);
+    (void)::signal(sig, SIG_IGN);
   const int null_fd = ::open("/dev/null", O_RDWR);
   for (int fd = 0; fd <= 2; ++fd) ::dup2(null_fd, fd);
   // Only the pipe stays open: the sentinel must not keep any of the agent's files alive.

@@ -12,7 +12,7 @@ namespace ddprun::agent {
 class LineAssembler {
  public:
   // A line longer than this is emitted in pieces rather than buffered without bound.
-  static constexpr std::size_t kMaxLine = 64 * 1024;
+  static constexpr std::size_t kMaxLine = std::size_t{64} * 1024;
 
   // Appends `bytes`; returns the lines they complete, each with its trailing '\n'.
   std::vector<std::string> feed(std::string_view bytes);

@@ -13,7 +13,7 @@ namespace ddprun::agent {
 // Not thread-safe: the agent's loop writes and reads it.
 class LineTail {
  public:
-  explicit LineTail(std::size_t max_lines = 200, std::size_t max_bytes = 64 * 1024)
+  explicit LineTail(std::size_t max_lines = 200, std::size_t max_bytes = std::size_t{64} * 1024)
       : max_lines_(max_lines), max_bytes_(max_bytes) {}
   // One line, without or with its '\n'.
   void add(std::string line) {

@@ -71,6 +71,7 @@ std::vector<int> nvidia_gpu_nodes(const fs::path& pci) {
   }
   std::sort(gpus.begin(), gpus.end());
   std::vector<int> nodes;
+  nodes.reserve(gpus.size());
   for (const auto& [address, node] : gpus) nodes.push_back(node);
   return nodes;
 }
@@ -125,6 +126,7 @@ std::vector<std::set<int>> groups_of(const std::set<int>& cpus, const std::map<i
     by_key[it == key.end() ? cpu : it->second].insert(cpu);
   }
   std::vector<std::set<int>> out;
+  out.reserve(by_key.size());
   for (auto& [k, group] : by_key) out.push_back(std::move(group));
   return out;
 }

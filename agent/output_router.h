@@ -58,7 +58,7 @@ class OutputRouter {
     Duplicate duplicate;
     std::shared_ptr<LineTail> tail;
     LineAssembler lines;
-    std::vector<char> buffer = std::vector<char>(16 * 1024);
+    std::vector<char> buffer = std::vector<char>(std::size_t{16} * 1024);
     bool open = true;
   };
 

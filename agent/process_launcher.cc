@@ -89,7 +89,7 @@ void close_descriptors_except(int keep) {
   // agent's handlers runs here (they write to its signal pipe), then unblocked, since exec
   // keeps the mask (the agent blocks nothing it forwards, but a caller may have). Ignored
   // dispositions would survive exec: reset too.
-  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+  for (int sig = 1; sig < NSIG; ++sig) (void)::signal(sig, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);

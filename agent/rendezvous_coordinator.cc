@@ -56,7 +56,7 @@ void RendezvousCoordinator::join(const JoinOffer& offer,
     send_join(offer, std::move(done));
     return;
   }
-  client_.connect([this, offer, done = std::move(done)](Status s) mutable {
+  client_.connect([this, offer, done = std::move(done)](const Status& s) mutable {
     if (closed_) return;
     if (!s) {
       done(s.with_context("cannot reach the rendezvous server at " + options_.server));
@@ -93,14 +93,14 @@ void RendezvousCoordinator::report_failure(const FailureReport& report,
   pending_failure_ = std::move(done);
   client_.report_worker_failure(
       nlohmann::json(report).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-      report.exit_code(), [this, report](Status s) {
+      report.exit_code(), [this, report](const Status& s) {
         if (!s && !closed_) fail_job(s.message(), report, report.exit_code());
       });
 }
 
 void RendezvousCoordinator::report_success(std::function<void(Status)> done) {
   pending_success_ = std::move(done);
-  client_.report_success([this](Status s) {
+  client_.report_success([this](const Status& s) {
     if (s || closed_ || !pending_success_) return;
     std::exchange(pending_success_, nullptr)(s);
   });
@@ -167,6 +167,7 @@ void RendezvousCoordinator::fail_job(std::string reason, FailureReport report, i
 
 void RendezvousCoordinator::share_progress(const std::vector<RankProgress>& ranks) {
   std::vector<rdzv::RankProgressEntry> entries;
+  entries.reserve(ranks.size());
   for (const RankProgress& r : ranks) {
     entries.push_back({static_cast<uint32_t>(r.rank), static_cast<uint32_t>(r.local_rank),
                        r.last_step.value_or(-1), static_cast<uint64_t>(r.heartbeat_age.count()),

@@ -7,7 +7,7 @@ namespace ddprun::agent {
 AsioSignalSource::AsioSignalSource(boost::asio::io_context& io, const std::vector<int>& signals)
     : set_(io) {
   for (int signo : signals) set_.add(signo);
-  std::signal(SIGPIPE, SIG_IGN);
+  (void)std::signal(SIGPIPE, SIG_IGN);
 }
 
 void AsioSignalSource::watch(std::function<void(int signo)> on_signal) {

@@ -3,6 +3,8 @@
 #include <optional>
 #include <string>
 
+#include <fmt/format.h>
+
 extern char** environ;  // NOLINT: POSIX
 
 namespace ddprun::agent {
@@ -83,7 +85,7 @@ EnvMap build_worker_env(const EnvMap& base, const AttemptContext& attempt,
 std::vector<std::string> to_envp(const EnvMap& env) {
   std::vector<std::string> out;
   out.reserve(env.size());
-  for (const auto& [key, value] : env) out.push_back(key + "=" + value);
+  for (const auto& [key, value] : env) out.push_back(fmt::format("{}={}", key, value));
   return out;
 }
 

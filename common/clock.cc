@@ -14,7 +14,7 @@ std::string format_report_time(WallTime t) {
   std::tm local{};
   localtime_r(&seconds, &local);
   char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d_%H:%M:%S", &local);
+  if (std::strftime(buf, sizeof buf, "%Y-%m-%d_%H:%M:%S", &local) == 0) return "?";
   return buf;
 }
 

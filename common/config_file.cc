@@ -99,6 +99,7 @@ Status convert(const YAML::Node& node, const ConfigKey& key, ConfigValue& value)
 
 std::vector<std::string> names_of(const std::vector<ConfigKey>& schema) {
   std::vector<std::string> names;
+  names.reserve(schema.size());
   for (const auto& k : schema) names.push_back(k.name);
   return names;
 }

@@ -18,7 +18,8 @@ bool is_value_list(ConfigType type) {
 std::string flag_text(const FlagInfo& flag, const ConfigValue& value) {
   if (flag.type == ConfigType::kMap) {
     std::vector<std::string> items;
-    for (const auto& [key, v] : value.map) items.push_back(key + "=" + v);
+    items.reserve(value.map.size());
+    for (const auto& [key, v] : value.map) items.push_back(fmt::format("{}={}", key, v));
     return fmt::format("{}", fmt::join(items, ","));
   }
   if (flag.type != ConfigType::kList) return value.text;

@@ -162,6 +162,7 @@ class FlagTable {
  private:
   static std::vector<FlagInfo> infos(const std::vector<Flag<Flags>>& flags) {
     std::vector<FlagInfo> out;
+    out.reserve(flags.size());
     for (const auto& f : flags) out.push_back(f.info);
     return out;
   }

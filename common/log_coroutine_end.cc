@@ -4,7 +4,7 @@
 
 namespace ddprun {
 
-void LogCoroutineEnd::operator()(std::exception_ptr error) const {
+void LogCoroutineEnd::operator()(const std::exception_ptr& error) const {
   if (!error) return;
   try {
     std::rethrow_exception(error);

@@ -9,7 +9,7 @@ namespace ddprun {
 
 struct LogCoroutineEnd {
   const char* what;
-  void operator()(std::exception_ptr error) const;
+  void operator()(const std::exception_ptr& error) const;
 };
 
 }  // namespace ddprun

@@ -79,7 +79,8 @@ namespace detail {
 // value() of an error Result: a programming error, reported with the error in every build
 // type (an assert would vanish from Release builds and leave std::bad_variant_access).
 [[noreturn]] inline void value_of_error(const Status& error) {
-  std::fprintf(stderr, "fatal: Result::value() called on an error: %s\n", error.message().c_str());
+  (void)std::fprintf(stderr, "fatal: Result::value() called on an error: %s\n",
+                     error.message().c_str());
   std::abort();
 }
 }  // namespace detail
@@ -117,8 +118,8 @@ class [[nodiscard]] Result {
   // The error; an ok Status when this holds a value.
   Status status() const { return ok() ? Status() : std::get<Status>(state_); }
   const std::string& error_message() const {
-    static const std::string kEmpty;
-    return ok() ? kEmpty : std::get<Status>(state_).message();
+    static const std::string empty;
+    return ok() ? empty : std::get<Status>(state_).message();
   }
 
  private:

@@ -270,15 +270,16 @@ Status validate_values(const LauncherFlags& f, LaunchConfig& config) {
 }
 
 Status build_command(const LauncherFlags& f, std::vector<std::string> rest, LaunchConfig& config) {
-  if (!rest.empty() && rest.front() == "--")
+  if (!rest.empty() && rest.front() == "--") {
     rest.erase(rest.begin());
-  else if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {
+  } else if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {
     return Status::error(
         "unrecognized argument: " + rest.front() +
         " (run ddprun --help for the flags; put it after the script to pass it on)");
   }
-  if (rest.empty())
+  if (rest.empty()) {
     return Status::error("the entry point is missing: ddprun [options] <script> [args...]");
+  }
   if (f.no_python && f.module) {
     return Status::error(
         "don't use both the '--no_python' flag and the '--module' flag at the same time");

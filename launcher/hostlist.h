@@ -25,9 +25,9 @@
 namespace ddprun::launcher {
 
 struct HostlistLimits {
-  std::size_t max_input = 64 * 1024;  // bytes of hostlist text
-  std::size_t max_hosts = 65536;      // names after expansion (SLURM's largest clusters fit)
-  std::size_t max_name = 255;         // bytes of one host name (a DNS name's limit)
+  std::size_t max_input = std::size_t{64} * 1024;  // bytes of hostlist text
+  std::size_t max_hosts = 65536;  // names after expansion (SLURM's largest clusters fit)
+  std::size_t max_name = 255;     // bytes of one host name (a DNS name's limit)
 };
 
 // Expands `text`. Errors (kind kInvalidArgument) say what is wrong and at which byte offset:

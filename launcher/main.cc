@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   auto parsed =
       ddprun::launcher::parse_command_line(std::vector<std::string>(argv + 1, argv + argc));
   if (!parsed.config) {
-    std::fprintf(parsed.exit_code == 0 ? stdout : stderr, "%s\n", parsed.output.c_str());
+    (void)std::fprintf(parsed.exit_code == 0 ? stdout : stderr, "%s\n", parsed.output.c_str());
     return parsed.exit_code;
   }
   // The agent hosts the job's store: one connection per rank (see descriptor_limit.h).

@@ -200,6 +200,7 @@ std::vector<SlurmSetting> slurm_settings(const SlurmStep& step, const GivenSetti
 
 std::string describe_slurm(const SlurmStep& step, const std::vector<SlurmSetting>& taken) {
   std::vector<std::string> items;
+  items.reserve(taken.size());
   for (const auto& s : taken) items.push_back(fmt::format("--{} {} ({})", s.key, s.value, s.from));
   return fmt::format("SLURM job {} step {}, node {} of {}{}: {}", step.job_id, step.step_id,
                      step.node_id, step.nnodes,

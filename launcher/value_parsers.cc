@@ -10,6 +10,8 @@
 #include <optional>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "agent/exit_status.h"
 
 namespace ddprun::launcher {
@@ -100,7 +102,8 @@ Result<std::vector<int>> parse_rank_list(const std::string& flag, const std::str
   for (const auto& item : split(text, ',')) {
     auto rank = to_int(item);
     if (!rank || *rank < 0) {
-      return Status::error(flag + "=" + text + " is invalid: expected local ranks such as 0,1,2");
+      return Status::error(
+          fmt::format("{}={} is invalid: expected local ranks such as 0,1,2", flag, text));
     }
     ranks.push_back(*rank);
   }
@@ -112,7 +115,7 @@ Result<std::vector<int>> parse_signal_list(const std::string& text, const std::s
   for (const auto& name : split(text, ',')) {
     int signo = agent::signal_from_name(name);
     if (signo == 0 || signo == SIGKILL || signo == SIGSTOP || signo == SIGCHLD) {
-      return Status::error(flag + ": '" + name + "' is not a signal ddprun can handle");
+      return Status::error(fmt::format("{}: '{}' is not a signal ddprun can handle", flag, name));
     }
     signals.push_back(signo);
   }

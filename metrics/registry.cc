@@ -10,8 +10,8 @@ namespace {
 
 // A broken invariant of the caller's code: say which metric, then abort (see registry.h).
 [[noreturn]] void misuse(const std::string& metric, const std::string& what) {
-  std::fprintf(stderr, "metrics: %s: %s\n", metric.c_str(), what.c_str());
-  std::fflush(stderr);
+  (void)std::fprintf(stderr, "metrics: %s: %s\n", metric.c_str(), what.c_str());
+  (void)std::fflush(stderr);
   std::abort();
 }
 

@@ -212,7 +212,7 @@ void Channel::on_frame(ServerMessage&& message) {
   if (hooks_.on_message) guarded([&] { hooks_.on_message(std::move(message)); });
 }
 
-void Channel::request(ClientMessage message, uint32_t id, ReplyHandler on_reply,
+void Channel::request(const ClientMessage& message, uint32_t id, ReplyHandler on_reply,
                       Millis extra_time) {
   if (state_ == State::kClosed) return;
   if (state_ != State::kConnected && state_ != State::kReconnecting) {
@@ -343,7 +343,8 @@ void Channel::give_up(const std::string& why) {
   if (hooks_.on_lost) deliver([this, message] { hooks_.on_lost(message); });
 }
 
-void Channel::close(std::function<ClientMessage(uint32_t)> farewell, std::function<void()> done) {
+void Channel::close(const std::function<ClientMessage(uint32_t)>& farewell,
+                    std::function<void()> done) {
   auto finish = [self = shared_from_this(), done] {
     if (self->state_ == State::kClosed) return;
     self->abort();

@@ -123,7 +123,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // answer comes within request_timeout + `extra_time`. A connection lost before the answer
   // is not an error: the request is sent again after the reconnect. While reconnecting, the
   // request waits behind the resume request.
-  void request(ClientMessage message, uint32_t id, ReplyHandler on_reply,
+  void request(const ClientMessage& message, uint32_t id, ReplyHandler on_reply,
                Millis extra_time = Millis(0));
   // Sends a message that gets no reply (Progress). Dropped when not connected or reconnecting.
   void send(const ClientMessage& message);
@@ -131,7 +131,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   void expect_close() { quiet_ = true; }
   // Sends the request `farewell` builds (a Leave) when connected, then closes once it is
   // answered or after attempt_timeout, and calls `done`. Idempotent.
-  void close(std::function<ClientMessage(uint32_t id)> farewell, std::function<void()> done);
+  void close(const std::function<ClientMessage(uint32_t id)>& farewell, std::function<void()> done);
   // Closes at once; no callback runs afterwards.
   void abort();
 

@@ -115,6 +115,7 @@ std::string summarize(const std::vector<std::string>& errors) {
     it->second.second = i + 1;
   }
   std::vector<std::string> parts;
+  parts.reserve(order.size());
   for (const auto& m : order) {
     parts.push_back(fmt::format("{}x {} (last at attempt {})", seen[m].first, m, seen[m].second));
   }
@@ -161,7 +162,8 @@ asio::awaitable<Result<Connection>> connect_with_backoff(asio::any_io_executor e
       continue;
     }
     std::uniform_real_distribution<double> jitter(1.0 - o.jitter, 1.0 + o.jitter);
-    const auto wait = Millis(static_cast<int64_t>(backoff.count() * jitter(rng)));
+    const auto wait =
+        Millis(static_cast<int64_t>(static_cast<double>(backoff.count()) * jitter(rng)));
     if (now + wait >= deadline) {
       co_return Status::error(
           ErrorKind::kUnavailable,

@@ -191,7 +191,7 @@ int run(const DaemonFlags& flags) {
                  metrics->port());
   }
   std::printf("listening on %s:%u\n", flags.host.c_str(), static_cast<unsigned>(server.port()));
-  std::fflush(stdout);
+  (void)std::fflush(stdout);
   auto notifier = make_service_notifier();
   ServiceWatchdog watchdog(io, *notifier);
   PeriodicStatus status(io, *notifier, kStatusRefresh,
@@ -241,7 +241,7 @@ ddprun::Status apply_daemon_config(const std::string& path, CLI::App& app, Daemo
 }
 
 int usage_error(const std::string& message) {
-  std::fprintf(stderr, "ddp-rendezvous: error: %s\n", message.c_str());
+  (void)std::fprintf(stderr, "ddp-rendezvous: error: %s\n", message.c_str());
   return ddprun::kExitUsage;
 }
 

@@ -23,7 +23,7 @@ void DecisionJournal::record(const std::string& job_id, std::optional<std::strin
   }
   if (failed_) return;  // nothing more reaches a client once a decision could not be recorded
   store_->save(job_id, std::move(state),
-               [this, alive = alive_, job_id, deliver = std::move(deliver)](Status s) {
+               [this, alive = alive_, job_id, deliver = std::move(deliver)](const Status& s) {
                  if (!*alive || failed_) return;
                  if (!s) {
                    failed_ = true;

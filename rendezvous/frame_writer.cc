@@ -11,8 +11,8 @@ namespace ddprun::rdzv {
 
 namespace asio = boost::asio;
 
-FrameWriter::FrameWriter(asio::any_io_executor executor, size_t max_queued_bytes)
-    : max_queued_bytes_(max_queued_bytes), wake_(std::move(executor)) {}
+FrameWriter::FrameWriter(const asio::any_io_executor& executor, size_t max_queued_bytes)
+    : max_queued_bytes_(max_queued_bytes), wake_(executor) {}
 
 bool FrameWriter::enqueue(std::string frame) {
   if (frame.size() > max_queued_bytes_ - queued_bytes_) return false;

@@ -26,7 +26,7 @@ namespace ddprun::rdzv {
 class FrameWriter {
  public:
   // enqueue() refuses a frame that would leave more than `max_queued_bytes` unsent.
-  explicit FrameWriter(boost::asio::any_io_executor executor,
+  explicit FrameWriter(const boost::asio::any_io_executor& executor,
                        size_t max_queued_bytes = std::numeric_limits<size_t>::max());
 
   // Queues a whole frame behind the others. False, and nothing queued, when the queue would

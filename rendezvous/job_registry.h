@@ -49,7 +49,7 @@ class JobRegistry {
  public:
   // One job. Fields are the registry's; sessions only hold a reference while connected.
   struct Job {
-    explicit Job(boost::asio::any_io_executor ex, std::string job_id)
+    explicit Job(const boost::asio::any_io_executor& ex, std::string job_id)
         : id(std::move(job_id)), timer(ex) {}
     struct Link {
       Peer* peer = nullptr;  // the node's current connection; null while disconnected

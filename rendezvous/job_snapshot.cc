@@ -14,7 +14,7 @@ using json = nlohmann::json;
 // here, not derived from the enums, so that reordering or renaming an enumerator cannot change
 // what stored state means; a new enumerator needs a new entry (and its name only).
 template <class Enum>
-struct StoredName {
+struct StoredName {  // NOLINT(clang-analyzer-optin.performance.Padding): tables read in this order
   Enum value;
   const char* name;
   int v1;  // -1: not in format 1

@@ -18,10 +18,10 @@ std::string_view trim(std::string_view s) {
 }
 
 Result<bool> parse_bool(std::string_view v) {
-  static const std::set<std::string_view> kTrue{"1", "true", "True", "yes", "y"};
-  static const std::set<std::string_view> kFalse{"0", "false", "False", "no", "n"};
-  if (kTrue.count(v)) return true;
-  if (kFalse.count(v)) return false;
+  static const std::set<std::string_view> yes{"1", "true", "True", "yes", "y"};
+  static const std::set<std::string_view> no{"0", "false", "False", "no", "n"};
+  if (yes.count(v)) return true;
+  if (no.count(v)) return false;
   return Status::error(fmt::format("'{}' is not a boolean (use true or false)", v));
 }
 
@@ -116,39 +116,42 @@ Result<RendezvousConf> parse_rdzv_conf(std::string_view text) {
     Status bad;
     auto duration = [&](auto& field) {
       auto d = parse_duration(value);
-      if (d)
+      if (d) {
         field = *d;
-      else
+      } else {
         bad = d.status();
+      }
     };
     if (key == "join_timeout") {
       duration(conf.join_timeout);
       join_set = true;
     } else if (key == "timeout") {
       duration(legacy_timeout);
-    } else if (key == "last_call_timeout")
+    } else if (key == "last_call_timeout") {
       duration(conf.last_call_timeout);
-    else if (key == "close_timeout")
+    } else if (key == "close_timeout") {
       duration(conf.close_timeout);
-    else if (key == "heartbeat_timeout") {
+    } else if (key == "heartbeat_timeout") {
       duration(conf.heartbeat_timeout);
       heartbeat_set = true;
-    } else if (key == "keep_alive_interval")
+    } else if (key == "keep_alive_interval") {
       duration(conf.keep_alive_interval);
-    else if (key == "read_timeout")
+    } else if (key == "read_timeout") {
       duration(conf.read_timeout);
-    else if (key == "keep_alive_max_attempt") {
+    } else if (key == "keep_alive_max_attempt") {
       auto n = parse_int(value);
-      if (n)
+      if (n) {
         conf.keep_alive_max_attempt = *n;
-      else
+      } else {
         bad = n.status();
+      }
     } else if (key == "is_host") {
       auto b = parse_bool(value);
-      if (b)
+      if (b) {
         conf.is_host = *b;
-      else
+      } else {
         bad = b.status();
+      }
     } else if (key == "store_type") {
       if (value != "tcp" && value != "file") {
         bad =

@@ -85,7 +85,7 @@ void Replica::follow(const std::optional<std::string>& leader) {
 }
 
 void Replica::resign(std::function<void()> done) {
-  leadership_->resign([done = std::move(done)](Status revoked) {
+  leadership_->resign([done = std::move(done)](const Status& revoked) {
     if (!revoked) spdlog::warn("replica: revoking the lease failed: {}", revoked.message());
     if (done) done();
   });

@@ -188,7 +188,9 @@ asio::awaitable<void> Session::read_loop() {
   // even complete: the reactor reported the hang-up once, so the linger deadline would have
   // to end it. That was the one-second tail at the end of multi-node jobs, when the hosting
   // agent's server shut down as the other agents hung up.)
-  if (closing_ && !peer_gone) co_await drain();
+  if (closing_ && !peer_gone) {
+    co_await drain();
+  }
   finish();
 }
 

@@ -64,7 +64,7 @@ Result<StatusReport> ask(const StatusQueryOptions& options, Millis timeout,
       [&]() -> asio::awaitable<void> {
         result.emplace(co_await exchange(io.get_executor(), stream, options, redirect));
       },
-      [&](std::exception_ptr error) {
+      [&](const std::exception_ptr& error) {
         if (error) result = Status::error("the status query ended with an exception");
       });
   io.run_for(timeout);

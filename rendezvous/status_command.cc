@@ -91,7 +91,8 @@ nlohmann::json status_to_json(const StatusReport& report) {
            {"state", to_string(n.phase)},
            {"local_world_size", n.local_world_size},
            {"last_heartbeat_age_seconds",
-            n.last_heard_ms < 0 ? nlohmann::json() : nlohmann::json(n.last_heard_ms / 1000.0)}});
+            n.last_heard_ms < 0 ? nlohmann::json()
+                                : nlohmann::json(static_cast<double>(n.last_heard_ms) / 1000.0)}});
     }
     jobs.push_back({{"job_id", j.job_id},
                     {"state", to_string(j.phase)},
@@ -137,12 +138,13 @@ Result<ClientCredentials> load_credentials(const StatusCommandOptions& options) 
 int run_status_command(const StatusCommandOptions& options, std::FILE* out, std::FILE* err) {
   auto endpoint = parse_host_port(options.endpoint, kDefaultPort);
   if (!endpoint) {
-    std::fprintf(err, "ddp-rendezvous status: --endpoint %s\n", endpoint.error_message().c_str());
+    (void)std::fprintf(err, "ddp-rendezvous status: --endpoint %s\n",
+                       endpoint.error_message().c_str());
     return 2;
   }
   auto credentials = load_credentials(options);
   if (!credentials) {
-    std::fprintf(err, "ddp-rendezvous status: %s\n", credentials.error_message().c_str());
+    (void)std::fprintf(err, "ddp-rendezvous status: %s\n", credentials.error_message().c_str());
     return 2;
   }
   StatusQueryOptions query;
@@ -152,7 +154,7 @@ int run_status_command(const StatusCommandOptions& options, std::FILE* out, std:
   query.credentials = std::move(*credentials);
   auto answer = query_status(query);
   if (!answer) {
-    std::fprintf(err, "ddp-rendezvous status: %s\n", answer.error_message().c_str());
+    (void)std::fprintf(err, "ddp-rendezvous status: %s\n", answer.error_message().c_str());
     return 1;
   }
   const std::string asked = to_string(ServerAddress{query.host, query.port});
@@ -170,7 +172,7 @@ int run_status_command(const StatusCommandOptions& options, std::FILE* out, std:
           text;
     }
   }
-  std::fputs(text.c_str(), out);
+  (void)std::fputs(text.c_str(), out);
   return 0;
 }
 

@@ -39,7 +39,9 @@ asio::awaitable<void> Stream::read(asio::mutable_buffer buffer, boost::system::e
 
 asio::awaitable<size_t> Stream::read_some(asio::mutable_buffer buffer,
                                           boost::system::error_code& ec) {
-  if (tls_) co_return co_await tls_->read_some(buffer, ec);
+  if (tls_) {
+    co_return co_await tls_->read_some(buffer, ec);
+  }
   co_return co_await plain_->async_read_some(buffer, asio::redirect_error(asio::use_awaitable, ec));
 }
 

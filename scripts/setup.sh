@@ -7,8 +7,9 @@
 #   BUILD_TYPE=Release          CMake build type (RelWithDebInfo for debugging)
 #   BUILD_TARGETS="a b"         build only these targets (default: everything)
 #   DDPRUN_CMAKE_ARGS=...       extra CMake arguments
-#   WITH_FUZZ=1                 also install clang and its sanitizer/libFuzzer runtime (for
-#                               -DDDPRUN_FUZZ=ON builds; two packages, no recommends)
+#   WITH_CLANG=1                also install clang 14, its sanitizer/libFuzzer runtime and
+#                               clang-format/clang-tidy (the clang sanitizer build, the fuzz
+#                               targets, scripts/lint.sh; WITH_FUZZ=1 is the same)
 #   WITH_TORCH2=0               skip PyTorch 2.x (installed by default, see below)
 #
 # Two PyTorches: Debian's python3-torch 1.13 belongs to /usr/bin/python3 (and libtorch-dev is
@@ -28,7 +29,9 @@ PACKAGES=(
   prometheus
 )
 # libclang-rt-14-dev holds libFuzzer and the sanitizer runtimes; clang-14 only recommends it.
-[ "${WITH_FUZZ:-0}" = 1 ] && PACKAGES+=(clang-14 libclang-rt-14-dev)
+if [ "${WITH_CLANG:-0}" = 1 ] || [ "${WITH_FUZZ:-0}" = 1 ]; then
+  PACKAGES+=(clang-14 libclang-rt-14-dev clang-format-14 clang-tidy-14)
+fi
 
 missing=()
 for package in "${PACKAGES[@]}"; do

@@ -44,7 +44,7 @@ class Connection final : public ServedConnection,
   // `on_end` runs once, when the connection has ended.
   Connection(boost::asio::ip::tcp::socket socket, std::shared_ptr<SharedState> state,
              std::function<void()> on_end);
-  ~Connection();
+  ~Connection() override;
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 

@@ -29,7 +29,7 @@
 namespace ddprun::store {
 
 namespace detail {
-class Connection;
+class Connection;  // NOLINT(bugprone-forward-declaration-namespace): store/connection.h
 struct SharedState;
 }  // namespace detail
 

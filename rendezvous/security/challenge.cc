@@ -15,7 +15,7 @@ namespace {
 const SecurityProvider& provider() {
   auto loaded = security_provider();
   if (!loaded) {
-    std::fprintf(stderr, "ddprun: %s\n", loaded.error_message().c_str());
+    (void)std::fprintf(stderr, "ddprun: %s\n", loaded.error_message().c_str());
     std::abort();
   }
   return **loaded;

@@ -94,7 +94,8 @@ Result<Secret> load_token_file(const std::string& path) {
   // A token is used for proofs, which need the OpenSSL module: find out now, where the error
   // can name what is missing, not in the middle of a handshake.
   if (auto module = security_provider(); !module) return module.status();
-  return Secret(std::vector<uint8_t>(b.begin() + begin, b.begin() + end));
+  return Secret(std::vector<uint8_t>(b.begin() + static_cast<std::ptrdiff_t>(begin),
+                                     b.begin() + static_cast<std::ptrdiff_t>(end)));
 }
 
 }  // namespace ddprun::rdzv

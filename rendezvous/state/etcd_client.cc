@@ -23,7 +23,7 @@ using tcp = asio::ip::tcp;
 using nlohmann::json;
 
 // Our coroutines do not throw by design; should one (bad_alloc), it is logged, not lost.
-void log_end(std::exception_ptr error) {
+void log_end(const std::exception_ptr& error) {
   if (!error) return;
   try {
     std::rethrow_exception(error);
@@ -77,11 +77,11 @@ EtcdClient::EtcdClient(asio::io_context& io, EtcdClientOptions options)
   assert(!options_.endpoints.empty() && "EtcdClient needs at least one endpoint");
 }
 
-void EtcdClient::call(std::string path, json body, Callback<json> done) {
+void EtcdClient::call(const std::string& path, const json& body, Callback<json> done) {
   auto self = shared_from_this();
   asio::co_spawn(
       io_,
-      [self, path = std::move(path), body = body.dump(),
+      [self, path = std::string(path), body = body.dump(),
        done = std::move(done)]() mutable -> asio::awaitable<void> {
         done(co_await self->call_members(std::move(path), std::move(body)));
       },
@@ -182,30 +182,31 @@ asio::awaitable<EtcdClient::Answer> EtcdClient::attempt(size_t member, const std
 }
 
 template <class T, class Parse>
-void EtcdClient::call_parsed(std::string path, json body, Parse parse, Callback<T> done) {
-  call(std::move(path), std::move(body), [parse, done = std::move(done)](Result<json> answer) {
+void EtcdClient::call_parsed(const std::string& path, const json& body, Parse parse,
+                             Callback<T> done) {
+  call(path, body, [parse, done = std::move(done)](Result<json> answer) {
     if (!answer) return done(answer.status());
     done(parse(*answer));
   });
 }
 
-void EtcdClient::range(etcd::RangeRequest request, Callback<etcd::RangeResponse> done) {
+void EtcdClient::range(const etcd::RangeRequest& request, Callback<etcd::RangeResponse> done) {
   call_parsed<etcd::RangeResponse>("/v3/kv/range", etcd::to_json(request), etcd::parse_range,
                                    std::move(done));
 }
 
-void EtcdClient::put(etcd::PutRequest request, Callback<etcd::PutResponse> done) {
+void EtcdClient::put(const etcd::PutRequest& request, Callback<etcd::PutResponse> done) {
   call_parsed<etcd::PutResponse>("/v3/kv/put", etcd::to_json(request), etcd::parse_put,
                                  std::move(done));
 }
 
-void EtcdClient::delete_range(etcd::DeleteRangeRequest request,
+void EtcdClient::delete_range(const etcd::DeleteRangeRequest& request,
                               Callback<etcd::DeleteRangeResponse> done) {
   call_parsed<etcd::DeleteRangeResponse>("/v3/kv/deleterange", etcd::to_json(request),
                                          etcd::parse_delete_range, std::move(done));
 }
 
-void EtcdClient::txn(etcd::TxnRequest request, Callback<etcd::TxnResponse> done) {
+void EtcdClient::txn(const etcd::TxnRequest& request, Callback<etcd::TxnResponse> done) {
   call_parsed<etcd::TxnResponse>("/v3/kv/txn", etcd::to_json(request), etcd::parse_txn,
                                  std::move(done));
 }
@@ -223,7 +224,7 @@ void EtcdClient::lease_keepalive(int64_t lease_id, Callback<int64_t> done) {
 
 void EtcdClient::lease_revoke(int64_t lease_id, std::function<void(Status)> done) {
   call("/v3/lease/revoke", json{{"ID", std::to_string(lease_id)}},
-       [done = std::move(done)](Result<json> answer) {
+       [done = std::move(done)](const Result<json>& answer) {
          if (!answer && answer.status().is_not_found()) return done(Status());
          done(answer.status());
        });

@@ -51,10 +51,11 @@ class EtcdClient : public std::enable_shared_from_this<EtcdClient> {
 
   EtcdClient(boost::asio::io_context& io, EtcdClientOptions options);
 
-  void range(etcd::RangeRequest request, Callback<etcd::RangeResponse> done);
-  void put(etcd::PutRequest request, Callback<etcd::PutResponse> done);
-  void delete_range(etcd::DeleteRangeRequest request, Callback<etcd::DeleteRangeResponse> done);
-  void txn(etcd::TxnRequest request, Callback<etcd::TxnResponse> done);
+  void range(const etcd::RangeRequest& request, Callback<etcd::RangeResponse> done);
+  void put(const etcd::PutRequest& request, Callback<etcd::PutResponse> done);
+  void delete_range(const etcd::DeleteRangeRequest& request,
+                    Callback<etcd::DeleteRangeResponse> done);
+  void txn(const etcd::TxnRequest& request, Callback<etcd::TxnResponse> done);
   // TTL in whole seconds (etcd's unit; it raises values below its minimum, 2 s by default).
   void lease_grant(int64_t ttl_seconds, Callback<etcd::LeaseGrantResponse> done);
   // The lease's remaining TTL in seconds after the refresh; 0 when the lease is gone.
@@ -69,7 +70,7 @@ class EtcdClient : public std::enable_shared_from_this<EtcdClient> {
 
   // Runs `path` with `body` on the members as described above; the answer's JSON on HTTP 200.
   // Public for the calls this header does not wrap (e.g. /v3/maintenance/status).
-  void call(std::string path, nlohmann::json body, Callback<nlohmann::json> done);
+  void call(const std::string& path, const nlohmann::json& body, Callback<nlohmann::json> done);
 
  private:
   struct Answer;
@@ -77,7 +78,8 @@ class EtcdClient : public std::enable_shared_from_this<EtcdClient> {
   boost::asio::awaitable<Answer> attempt(size_t member, const std::string& path,
                                          const std::string& body);
   template <class T, class Parse>
-  void call_parsed(std::string path, nlohmann::json body, Parse parse, Callback<T> done);
+  void call_parsed(const std::string& path, const nlohmann::json& body, Parse parse,
+                   Callback<T> done);
 
   boost::asio::io_context& io_;
   const EtcdClientOptions options_;

@@ -39,9 +39,9 @@ Result<std::string> bytes_field(const json& object, const char* name) {
 }
 
 const json& object_field(const json& object, const char* name) {
-  static const json kEmpty = json::object();
+  static const json empty = json::object();
   auto it = object.find(name);
-  return it != object.end() && it->is_object() ? *it : kEmpty;
+  return it != object.end() && it->is_object() ? *it : empty;
 }
 
 Status require_object(const json& body, const char* what) {

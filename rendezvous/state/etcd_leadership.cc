@@ -69,7 +69,7 @@ void EtcdLeadership::campaign() {
         txn.compare.push_back({keys_.leader(), etcd::Compare::Target::kCreateRevision, 0, {}});
         txn.success.push_back(etcd::PutRequest{keys_.leader(), options_.advertised_address, lease});
         txn.failure.push_back(etcd::RangeRequest{keys_.leader(), {}, 0, 0});
-        client_->txn(std::move(txn), guard([this, lease, ttl](Result<etcd::TxnResponse> answer) {
+        client_->txn(txn, guard([this, lease, ttl](Result<etcd::TxnResponse> answer) {
                        on_campaign_answer(lease, ttl, std::move(answer));
                      }));
       }));
@@ -79,7 +79,7 @@ void EtcdLeadership::on_campaign_answer(int64_t lease, int64_t ttl,
                                         Result<etcd::TxnResponse> answer) {
   if (!answer) {
     spdlog::warn("leader election: campaign failed: {}", answer.error_message());
-    client_->lease_revoke(lease, [](Status) {});  // best effort; it expires anyway
+    client_->lease_revoke(lease, [](const Status&) {});  // best effort; it expires anyway
     return follow(leader_);
   }
   if (answer->succeeded) return become_leader(lease, answer->revision, ttl);
@@ -91,7 +91,7 @@ void EtcdLeadership::on_campaign_answer(int64_t lease, int64_t ttl,
     // lost, and the client retried it on another member.
     return become_leader(lease, range->kvs.front().create_revision, ttl);
   }
-  client_->lease_revoke(lease, [](Status) {});
+  client_->lease_revoke(lease, [](const Status&) {});
   std::optional<std::string> leader;
   if (range && !range->kvs.empty()) leader = range->kvs.front().value;
   follow(std::move(leader));
@@ -154,11 +154,11 @@ void EtcdLeadership::refresh() {
       }));
 }
 
-void EtcdLeadership::lose(Status why) {
+void EtcdLeadership::lose(const Status& why) {
   state_ = State::kFollowing;
   ++epoch_;
   expiry_timer_.cancel();
-  client_->lease_revoke(term_.lease, [](Status) {});  // best effort: it may be gone already
+  client_->lease_revoke(term_.lease, [](const Status&) {});  // best effort: it may be gone already
   leader_.reset();
   after(options_.poll_interval, &EtcdLeadership::poll);
   spdlog::warn("leader election: this replica ({}) no longer leads: {}",

@@ -105,7 +105,7 @@ class EtcdLeadership {
   void follow(std::optional<std::string> leader);
   void poll();
   void refresh();
-  void lose(Status why);
+  void lose(const Status& why);
   void arm_expiry();
   void set_leader(std::optional<std::string> leader);
   void after(Millis delay, void (EtcdLeadership::*step)());

@@ -73,14 +73,14 @@ void EtcdStateStore::send(const std::string& job_id) {
   etcd::RequestOp op = q.next ? etcd::RequestOp(etcd::PutRequest{key, std::move(*q.next), 0})
                               : etcd::RequestOp(etcd::DeleteRangeRequest{key, {}});
   q.next.reset();
-  auto on_done = [this, alive = alive_, job_id](Status s) {
+  auto on_done = [this, alive = alive_, job_id](const Status& s) {
     if (*alive) finish(job_id, s);
   };
   if (!fence_) {
     if (auto* put = std::get_if<etcd::PutRequest>(&op)) {
-      client_->put(std::move(*put), [on_done](auto r) { on_done(r.status()); });
+      client_->put(*put, [on_done](auto r) { on_done(r.status()); });
     } else {
-      client_->delete_range(std::get<etcd::DeleteRangeRequest>(std::move(op)),
+      client_->delete_range(std::get<etcd::DeleteRangeRequest>(op),
                             [on_done](auto r) { on_done(r.status()); });
     }
     return;
@@ -89,7 +89,7 @@ void EtcdStateStore::send(const std::string& job_id) {
   txn.compare.push_back(
       {fence_->leader_key, etcd::Compare::Target::kCreateRevision, fence_->create_revision, {}});
   txn.success.push_back(std::move(op));
-  client_->txn(std::move(txn), [on_done, fence = *fence_](Result<etcd::TxnResponse> r) {
+  client_->txn(txn, [on_done, fence = *fence_](Result<etcd::TxnResponse> r) {
     if (r && !r->succeeded) {
       return on_done(Status::refused(fmt::format(
           "this replica no longer leads: {} is not the key it created at revision {}; another "
