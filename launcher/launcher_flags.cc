@@ -2,6 +2,7 @@
 
 #include "agent/numa_binding.h"
 #include "launcher/value_parsers.h"
+#include "metrics/endpoint_flags.h"
 #include "rendezvous/rdzv_conf.h"
 
 namespace ddprun::launcher {
@@ -201,17 +202,8 @@ const FlagTable<LauncherFlags>& launcher_flag_table() {
             .default_text = "300",
             .check = kSeconds},
            &F::exit_barrier_timeout},
-          {{.name = "metrics_port",
-            .type = T::kInteger,
-            .help = "Serve /metrics (Prometheus) and /healthz on this port; 0 picks a free one "
-                    "(logged); default: off",
-            .check = kPort},
-           &F::metrics_port},
-          {{.name = "metrics_addr",
-            .help = "Address of the metrics endpoint; anything but loopback exposes job "
-                    "information to the network",
-            .default_text = "127.0.0.1"},
-           &F::metrics_addr},
+          {metrics::metrics_port_flag(), &F::metrics_port},
+          {metrics::metrics_addr_flag(), &F::metrics_addr},
           // The config file's own keys: the entry point and the workers' extra environment.
           {{.name = "training_script", .scope = FlagScope::kFileOnly}},
           {{.name = "training_script_args", .type = T::kList, .scope = FlagScope::kFileOnly}},

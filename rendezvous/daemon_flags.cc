@@ -1,5 +1,6 @@
 #include "rendezvous/daemon_flags.h"
 
+#include "metrics/endpoint_flags.h"
 #include "rendezvous/rdzv_conf.h"
 
 namespace ddprun::rdzv {
@@ -34,17 +35,8 @@ std::vector<Flag<DaemonFlags>> daemon_flags() {
         .default_text = "2",
         .check = is_duration},
        &F::shutdown_grace},
-      {{.name = "metrics_port",
-        .type = T::kInteger,
-        .help = "Serve /metrics (Prometheus) and /healthz on this port; 0 picks a free one "
-                "(logged); default: off",
-        .check = in_range(0, 65535)},
-       &F::metrics_port},
-      {{.name = "metrics_addr",
-        .help = "Address of the metrics endpoint; anything but loopback exposes job "
-                "information to the network",
-        .default_text = "127.0.0.1"},
-       &F::metrics_addr},
+      {metrics::metrics_port_flag(), &F::metrics_port},
+      {metrics::metrics_addr_flag(), &F::metrics_addr},
   };
   for (Flag<DaemonSecurityFlags>& flag : security_flags()) {
     flags.push_back(Flag<DaemonFlags>::inside(std::move(flag), &F::security));
