@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds (GCC), and runs the whole test suite (what CI runs). Then: the
-# worker SDK against LibTorch 2.x; everything but the LibTorch parts once more with clang 14,
-# AddressSanitizer and UBSan, and their in-process tests there; the style checks
-# (scripts/lint.sh: clang-format, clang-tidy); the fuzz targets for a few seconds each.
+# worker SDK against LibTorch 2.x; the in-process tests once more under AddressSanitizer and
+# UBSan; the programs built with clang 14 and the style checks (scripts/lint.sh: clang-format,
+# clang-tidy); the fuzz targets (clang) for a few seconds each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,21 +17,27 @@ if [ "${DDPRUN_SKIP_TORCH2_SDK:-0}" != 1 ]; then
 fi
 
 if [ "${DDPRUN_SKIP_SANITIZERS:-0}" != 1 ]; then
-  echo "== clang sanitizer build (everything but the LibTorch parts) =="
-  # The one clang pass over the tree: clang 14 with AddressSanitizer and UBSan, unoptimised
-  # (quicker to compile, and the sanitizers see every access); its compile database is also
-  # what clang-tidy reads below.
-  WITH_CLANG=1 WITH_TORCH2=0 BUILD_DIR=build-asan BUILD_TYPE=Debug \
-    DDPRUN_CMAKE_ARGS="-DCMAKE_CXX_COMPILER=clang++-14 -DDDPRUN_WITH_TORCH=OFF -DDDPRUN_BUILD_BENCH=OFF -DDDPRUN_SANITIZE=ON" \
+  echo "== sanitizer build (launcher, agent, rendezvous, store, metrics) =="
+  # Unoptimised: quicker to compile, and the sanitizers see every access.
+  BUILD_DIR=build-asan BUILD_TYPE=Debug \
+    DDPRUN_CMAKE_ARGS="-DDDPRUN_WITH_TORCH=OFF -DDDPRUN_BUILD_BENCH=OFF -DDDPRUN_SANITIZE=ON" \
+    BUILD_TARGETS="agent_unit_tests agent_hang_tests launcher_unit_tests rendezvous_unit_test rendezvous_server_test ddp-rendezvous store_unit_test store_server_test metrics_unit_test metrics_endpoint_test" \
     scripts/setup.sh
   # Everything that runs in-process (units, in-process servers); tests that start real
   # processes with torch are left to the first pass.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -j2 --timeout 300 \
     -L "unit|rendezvous|store|metrics" -LE "integration"
+fi
 
-  echo "== style: clang-format (the tree) and clang-tidy (product code) =="
-  scripts/lint.sh build-asan
+if [ "${DDPRUN_SKIP_LINT:-0}" != 1 ]; then
+  echo "== clang 14: the programs, then clang-format (the tree) and clang-tidy (product code) =="
+  # The programs built with clang (the whole tree builds with it too; tests are left to the
+  # GCC passes), and the compile database clang-tidy reads.
+  WITH_CLANG=1 BUILD_DIR=build-clang BUILD_TYPE=Debug \
+    DDPRUN_CMAKE_ARGS="-DCMAKE_CXX_COMPILER=clang++-14 -DDDPRUN_WITH_TORCH=OFF -DDDPRUN_BUILD_BENCH=OFF" \
+    BUILD_TARGETS="ddprun ddp-rendezvous" scripts/setup.sh
+  scripts/lint.sh build-clang
 fi
 
 # The libFuzzer targets (fuzz/, docs/reliability.md), each for DDPRUN_FUZZ_SECONDS (5) over its
