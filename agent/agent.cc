@@ -1,5 +1,6 @@
 #include "agent/agent.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 
@@ -15,6 +16,12 @@ constexpr Millis kOutputDrainTimeout{2000};
 constexpr std::size_t kStderrTailLines = 20;
 // A hung worker's stack dump (every thread's) is longer than an ordinary error's tail.
 constexpr std::size_t kHungStackLines = 120;
+// After a hang verdict in a multi-node job: how long to wait for the other nodes' verdicts
+// before stopping this node's workers anyway (their ranks may still be heartbeating), and for
+// their stacks before naming culprits without them. The second covers a node stopping its
+// workers (SIGABRT, the stack printed) and draining their output (kOutputDrainTimeout).
+constexpr Millis kHangAgreementTimeout{2000};
+constexpr Millis kHangStacksTimeout{5000};
 
 StdioTarget stdio_target(const StreamRoute& route, const std::string& file) {
   if (route.via_agent()) return {StdioTarget::Kind::kPipe, ""};
@@ -37,7 +44,8 @@ Agent::Agent(AgentOptions options, boost::asio::io_context& io, AgentParts parts
       drain_timer_(parts.drain_timer),
       signals_(parts.signals),
       base_env_(current_environment()),
-      output_(io) {
+      output_(io),
+      hang_investigation_(io, parts.coordinator) {
   progress_watch_.set_events({[this](const HangVerdict& v) { on_hang(v); },
                               [](const TimerExpiry& e) {
                                 spdlog::warn(
@@ -45,7 +53,8 @@ Agent::Agent(AgentOptions options, boost::asio::io_context& io, AgentParts parts
                                     e.scope_id, e.pid, signal_name(e.signal));
                               },
                               [this](const std::vector<LocalRankProgress>& p) {
-                                if (coordinator_.shares_progress())
+                                // Not while a hang is investigated: that shares its own.
+                                if (coordinator_.shares_progress() && hang_ranks_.empty())
                                   coordinator_.share_progress(global(p));
                               }});
   signals_.watch([this](int signo) { on_signal(signo); });
@@ -140,6 +149,8 @@ void Agent::start_workers(const RoundAssignment& assignment) {
     finish(1);
     return;
   }
+  hang_investigation_.cancel();
+  hang_ranks_.clear();
   auto launches = make_launches(assignment);
   spdlog::debug("starting {} workers: attempt {}, restart count {}, master {}:{}", launches.size(),
                 attempt_, assignment.restart_count, assignment.master_addr, assignment.master_port);
@@ -308,6 +319,11 @@ void Agent::after_group(const GroupResult& result) {
 
 void Agent::handle_failure(const GroupResult& result) {
   FailureReport report = build_report(result);
+  if (!hang_ranks_.empty()) return settle_hang(std::move(report));
+  send_report(std::move(report));
+}
+
+void Agent::send_report(FailureReport report) {
   coordinator_.report_failure(report, [this, report](Coordinator::FailureDecision decision) {
     if (phase_ != Phase::kReporting) return;
     // The job's report (identical on every node) when the coordinator has one, else ours.
@@ -338,24 +354,21 @@ FailureReport Agent::build_report(const GroupResult& result) const {
   report.failures = result.failures;
   const int attempt = attempt_ - 1;  // the attempt that just ended
   for (WorkerFailure& f : report.failures) {
-    const std::string hang_message = f.hung ? f.error_message : "";
     load_error_file(f);
-    auto tail = stderr_tails_.find(f.local_rank);
-    if (tail != stderr_tails_.end()) {
-      f.stderr_tail = tail->second->last(f.hung ? kHungStackLines : kStderrTailLines);
-    } else if (plan_stream(options_.logs, f.local_rank, kStderr).to_file) {
-      f.stderr_tail = log_files_.last_lines(log_dir_->stderr_log(attempt, f.local_rank),
-                                            f.hung ? kHungStackLines : kStderrTailLines);
-    }
-    if (f.hung) {
-      // The hang is the cause; the stack it printed on SIGABRT shows where it was.
-      f.error_message = hang_message;
-      if (!f.error_file_written && !f.stderr_tail.empty()) {
-        f.traceback = "(the stack the worker printed when it was stopped: see its stderr below)";
-      }
-    }
+    f.stderr_tail = stderr_lines(f.local_rank, attempt, f.hung ? kHungStackLines : kStderrTailLines);
   }
   return report;
+}
+
+// The last `count` lines the worker of `local_rank` wrote to stderr in `attempt`, when they were
+// captured (in memory, or in its log file); empty otherwise.
+std::vector<std::string> Agent::stderr_lines(int local_rank, int attempt, std::size_t count) const {
+  auto tail = stderr_tails_.find(local_rank);
+  if (tail != stderr_tails_.end()) return tail->second->last(count);
+  if (plan_stream(options_.logs, local_rank, kStderr).to_file) {
+    return log_files_.last_lines(log_dir_->stderr_log(attempt, local_rank), count);
+  }
+  return {};
 }
 
 void Agent::on_signal(int signo) {
@@ -419,48 +432,102 @@ std::vector<RankProgress> Agent::global(const std::vector<LocalRankProgress>& lo
   return ranks;
 }
 
-// Ranks stopped making progress. In a multi-node job the rank that stopped first may be on
-// another node (ours may only wait for it in a collective): ask for every node's progress,
-// then name the culprits across the job.
+// Ranks stopped making progress. Which one stopped first shows in what each was doing, and
+// only their stacks say that: every worker of the job is stopped with SIGABRT (Python prints
+// every thread's stack, SDK programs theirs), and the culprits are named once the stacks are
+// read (settle_hang). In a multi-node job the nodes first wait for each other's verdicts, so
+// that no rank dies of a lost peer before its own node has seen the hang.
 void Agent::on_hang(const HangVerdict& verdict) {
-  if (phase_ != Phase::kSupervising || !assignment_) return;
-  std::vector<RankProgress> local = global(progress_watch_.progress());
-  if (!coordinator_.shares_progress()) return fail_hung(local, local);
-  coordinator_.share_progress(local);
+  if (phase_ != Phase::kSupervising || !assignment_ || !hang_ranks_.empty()) return;
+  hang_ranks_ = global(progress_watch_.progress());
+  for (RankProgress& r : hang_ranks_) r.activity = RankActivity::kStopping;
+  std::string silent;
+  for (const LocalRankProgress& p : verdict.hung) {
+    silent += (silent.empty() ? "" : ", ") + std::to_string(assignment_->rank_offset + p.local_rank);
+  }
+  spdlog::warn(
+      "hang detected: rank(s) {} made no progress for {} s; stopping the workers with SIGABRT to "
+      "see where each one is",
+      silent, format_hang_seconds(verdict.hung.front().silent_for));
+  if (!coordinator_.shares_progress() || assignment_->world_size <= options_.nproc_per_node) {
+    return stop_hung();
+  }
   const int round = assignment_->round;
-  coordinator_.job_progress([this, local, round](Result<std::vector<RankProgress>> job) {
-    if (phase_ != Phase::kSupervising || !assignment_ || assignment_->round != round) return;
-    if (!job)
-      spdlog::warn("hang detection: no progress from the other nodes: {}", job.error_message());
-    // Our own ranks as we see them now; the others' as they last shared them.
-    std::vector<RankProgress> all = local;
-    const int first = assignment_->rank_offset;
-    const int last = first + options_.nproc_per_node;
-    for (const RankProgress& r : job.ok() ? *job : std::vector<RankProgress>{}) {
-      if (r.rank < first || r.rank >= last) all.push_back(r);
-    }
-    fail_hung(all, local);
-  });
+  hang_investigation_.await_verdicts(
+      hang_ranks_, assignment_->world_size, kHangAgreementTimeout,
+      [this, round](const std::vector<RankProgress>&) {
+        if (phase_ == Phase::kSupervising && assignment_ && assignment_->round == round) {
+          stop_hung();
+        }
+      });
 }
 
-// Fails the group naming the culprits among `ranks`: local ones with their stacks (SIGABRT
-// makes every worker print it), others by their node and rank.
-void Agent::fail_hung(const std::vector<RankProgress>& ranks,
-                      const std::vector<RankProgress>& local) {
-  CulpritFinding finding = find_hang_culprits(ranks);
-  if (finding.culprits.empty()) finding.culprits = local;  // nothing stands out: ours hung
+void Agent::stop_hung() {
   std::vector<WorkerFailure> failures;
-  for (const RankProgress& culprit : finding.culprits) {
+  for (const RankProgress& r : hang_ranks_) {
     WorkerFailure f;
-    f.rank = culprit.rank;
-    f.local_rank = culprit.local_rank;
-    f.hostname = culprit.node;
-    f.error_message = format_hang_root_cause(culprit);
+    f.rank = r.rank;
+    f.local_rank = r.local_rank;
+    f.hostname = r.node;
     f.hung = true;
-    spdlog::error("{}", f.error_message);
     failures.push_back(std::move(f));
   }
   group_->fail_running(failures, SIGABRT);
+}
+
+// The workers of a hung attempt have exited: read what each was doing from its stack, learn
+// the other nodes' (multi-node), then name the culprits.
+void Agent::settle_hang(FailureReport report) {
+  const int attempt = attempt_ - 1;
+  std::vector<RankProgress> local = hang_ranks_;
+  for (RankProgress& r : local) {
+    const ActivityFinding finding = read_activity(stderr_lines(r.local_rank, attempt, kHungStackLines));
+    r.activity = finding.activity;
+    r.where = finding.where;
+  }
+  if (!coordinator_.shares_progress() || !assignment_ ||
+      assignment_->world_size <= options_.nproc_per_node) {
+    return report_hang(std::move(report), local);
+  }
+  const int round = assignment_->round;
+  hang_investigation_.await_stacks(
+      local, assignment_->world_size, kHangStacksTimeout,
+      [this, round, report = std::move(report)](const std::vector<RankProgress>& job) {
+        if (phase_ == Phase::kReporting && assignment_ && assignment_->round == round) {
+          report_hang(report, job);
+        }
+      });
+}
+
+// Names the culprits among every rank of the job (`job`): this node's with their stacks, the
+// others' by node and rank, as the report's failures.
+void Agent::report_hang(FailureReport report, const std::vector<RankProgress>& job) {
+  const CulpritFinding finding = find_hang_culprits(job);
+  std::vector<WorkerFailure> failures;
+  for (const RankProgress& culprit : finding.culprits) {
+    WorkerFailure f;
+    auto local = std::find_if(report.failures.begin(), report.failures.end(),
+                              [&](const WorkerFailure& w) { return w.rank == culprit.rank; });
+    if (local != report.failures.end()) {
+      f = *local;
+    } else {
+      f.rank = culprit.rank;
+      f.local_rank = culprit.local_rank;
+      f.hostname = culprit.node;
+      f.exit = ExitStatus::killed(SIGABRT);
+      f.time = format_report_time(clock_.wall_now());
+    }
+    f.hung = true;
+    f.error_message = format_hang_root_cause(culprit, finding);
+    if (!f.error_file_written && !f.stderr_tail.empty()) {
+      f.traceback = "(the stack the worker printed when it was stopped: see its stderr below)";
+    }
+    spdlog::error("{}", f.error_message);
+    failures.push_back(std::move(f));
+  }
+  if (!failures.empty()) report.failures = std::move(failures);
+  hang_ranks_.clear();
+  send_report(std::move(report));
 }
 
 void Agent::interrupt(Interrupt what) {
@@ -485,6 +552,7 @@ void Agent::finish(int exit_code) {
   }
   phase_ = Phase::kDone;
   exit_code_ = exit_code;
+  hang_investigation_.cancel();
   launcher_.workers_done();
   notify([&](AgentObserver& o) { o.on_job_finished(exit_code); });
   coordinator_.close();

@@ -18,6 +18,7 @@
 #include "agent/agent_parts.h"
 #include "agent/log_layout.h"
 #include "agent/options.h"
+#include "agent/hang_investigation.h"
 #include "agent/output_router.h"
 #include "agent/worker_env.h"
 #include "agent/worker_group.h"
@@ -99,11 +100,15 @@ class Agent final : private WorkerGroupObserver {
   void on_group_finished(const GroupResult& result) override;
   void after_group(const GroupResult& result);
   void handle_failure(const GroupResult& result);
+  void send_report(FailureReport report);
   FailureReport build_report(const GroupResult& result) const;
   void on_signal(int signo);
   void on_coordinator_event(const CoordinatorEvent& event);
   void on_hang(const HangVerdict& verdict);
-  void fail_hung(const std::vector<RankProgress>& ranks, const std::vector<RankProgress>& local);
+  void stop_hung();
+  void settle_hang(FailureReport report);
+  void report_hang(FailureReport report, const std::vector<RankProgress>& job);
+  std::vector<std::string> stderr_lines(int local_rank, int attempt, std::size_t count) const;
   std::vector<RankProgress> global(const std::vector<LocalRankProgress>& local) const;
   void interrupt(Interrupt what);
   void end_with_job_failure(const CoordinatorEvent& event);
@@ -137,6 +142,10 @@ class Agent final : private WorkerGroupObserver {
   SteadyTime join_started_;
   // The first worker failure of the current attempt, until a restarted group runs.
   std::optional<SteadyTime> failed_at_;
+  // This attempt's ranks as they stood at its hang verdict (global ranks); empty when no
+  // verdict. The attempt's failure is then settled as a hang (settle_hang).
+  std::vector<RankProgress> hang_ranks_;
+  HangInvestigation hang_investigation_;
 };
 
 }  // namespace ddprun::agent

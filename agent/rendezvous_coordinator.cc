@@ -171,7 +171,7 @@ void RendezvousCoordinator::share_progress(const std::vector<RankProgress>& rank
   for (const RankProgress& r : ranks) {
     entries.push_back({static_cast<uint32_t>(r.rank), static_cast<uint32_t>(r.local_rank),
                        r.last_step.value_or(-1), static_cast<uint64_t>(r.heartbeat_age.count()),
-                       r.heartbeat_seen});
+                       r.heartbeat_seen, static_cast<uint8_t>(r.activity), r.where});
   }
   client_.share_progress(std::move(entries));
 }
@@ -192,6 +192,8 @@ void RendezvousCoordinator::job_progress(
             if (e.step >= 0) r.last_step = e.step;
             r.heartbeat_age = Millis(static_cast<int64_t>(e.heartbeat_age_ms));
             r.heartbeat_seen = e.heartbeat_seen;
+            r.activity = static_cast<RankActivity>(e.activity);  // the codec checked the range
+            r.where = e.where;
             ranks.push_back(std::move(r));
           }
         }

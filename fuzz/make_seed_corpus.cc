@@ -75,7 +75,9 @@ const std::string kNonce(32, '\x5a');
 const std::string kProof(32, '\xc3');
 
 std::vector<rdzv::RankProgressEntry> sample_ranks() {
-  return {{4, 0, 120, 250, true}, {5, 1, -1, 61'000, false}};
+  return {{4, 0, 120, 250, true, 2, "load at data.py:88"},
+          {5, 1, -1, 61'000, false, 0, ""},
+          {6, 2, 120, 300, true, 1, "barrier at distributed_c10d.py:3152"}};
 }
 
 void rendezvous_client_seeds() {

@@ -10,6 +10,9 @@ namespace ddprun::rdzv {
 namespace {
 
 constexpr uint64_t kMaxTimeoutMs = 10ull * 365 * 24 * 3600 * 1000;
+// RankProgressEntry: the largest activity value and the longest frame description.
+constexpr uint8_t kMaxActivity = 4;  // agent::kMaxRankActivity
+constexpr size_t kMaxWhereBytes = 256;
 
 // Frame type bytes; client types are below 0x80, server types at or above.
 enum Type : uint8_t {
@@ -75,7 +78,7 @@ void put(ByteWriter& w, const ReportSuccessMsg& m) {
 void put(ByteWriter& w, const LeaveMsg& m) { w.u8(kLeave), w.u32(m.request_id); }
 void put(ByteWriter& w, const RankProgressEntry& e) {
   w.u32(e.rank), w.u32(e.local_rank), w.i64(e.step), w.u64(e.heartbeat_age_ms);
-  w.u8(e.heartbeat_seen ? 1 : 0);
+  w.u8(e.heartbeat_seen ? 1 : 0), w.u8(e.activity), w.str(e.where);
 }
 void put_entries(ByteWriter& w, const std::vector<RankProgressEntry>& entries) {
   w.u32(static_cast<uint32_t>(entries.size()));
@@ -194,14 +197,16 @@ bool get(ByteReader& r, const CodecLimits&, LeaveMsg& m) { return r.u32(m.reques
 bool get(ByteReader& r, const CodecLimits&, RankProgressEntry& e) {
   uint8_t seen = 0;
   const bool good = r.u32(e.rank) && r.u32(e.local_rank) && r.i64(e.step) &&
-                    r.u64(e.heartbeat_age_ms) && r.u8(seen);
+                    r.u64(e.heartbeat_age_ms) && r.u8(seen) && r.u8(e.activity) &&
+                    r.str(e.where, kMaxWhereBytes);
   e.heartbeat_seen = seen == 1;
-  return good && seen <= 1 && e.step >= -1;
+  return good && seen <= 1 && e.step >= -1 && e.activity <= kMaxActivity;
 }
 bool get_entries(ByteReader& r, const CodecLimits& l, std::vector<RankProgressEntry>& out) {
   uint32_t count = 0;
-  // 25 bytes per entry: the count must fit in what is left before anything is allocated.
-  if (!r.u32(count) || count > l.max_progress_entries || !r.count_fits(count, 25)) return false;
+  // At least 30 bytes per entry: the count must fit in what is left before anything is
+  // allocated.
+  if (!r.u32(count) || count > l.max_progress_entries || !r.count_fits(count, 30)) return false;
   out.resize(count);
   for (auto& e : out) {
     if (!get(r, l, e)) return false;

@@ -17,7 +17,7 @@
 namespace ddprun::rdzv {
 
 inline constexpr uint32_t kProtocolMagic = 0x44445052;  // "DDPR"
-inline constexpr uint16_t kProtocolVersion = 4;
+inline constexpr uint16_t kProtocolVersion = 5;
 
 // Why the members must stop their workers and join the next round.
 enum class RestartReason : uint8_t {
@@ -86,6 +86,11 @@ struct RankProgressEntry {
   int64_t step = -1;              // last step it reported; -1: none yet
   uint64_t heartbeat_age_ms = 0;  // since its last heartbeat (or its start), when sent
   bool heartbeat_seen = false;    // it has sent a heartbeat at all
+  // After a hang: what it was doing when stopped (agent::RankActivity: 0 not known, 1 waiting in
+  // a collective, 2 elsewhere, 3 being stopped, 4 unreadable), and the frame that showed it
+  // (at most 256 bytes).
+  uint8_t activity = 0;
+  std::string where;
   bool operator==(const RankProgressEntry&) const = default;
 };
 // A node's ranks' progress in `round`; no reply. Sent when it changes (rate-limited) and when

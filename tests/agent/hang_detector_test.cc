@@ -181,7 +181,20 @@ TEST(HangDetector, EveryRankPastItsDeadlineIsInTheVerdict) {
 
 RankProgress rank(int r, std::string node, int local, std::optional<std::int64_t> step, Millis age,
                   bool seen = true) {
-  return RankProgress{r, std::move(node), local, step, age, seen};
+  RankProgress p;
+  p.rank = r;
+  p.node = std::move(node);
+  p.local_rank = local;
+  p.last_step = step;
+  p.heartbeat_age = age;
+  p.heartbeat_seen = seen;
+  return p;
+}
+
+RankProgress doing(RankProgress p, RankActivity activity, std::string where = "") {
+  p.activity = activity;
+  p.where = std::move(where);
+  return p;
 }
 
 std::vector<int> global_ranks(const CulpritFinding& f) {
@@ -189,6 +202,9 @@ std::vector<int> global_ranks(const CulpritFinding& f) {
   for (const auto& c : f.culprits) out.push_back(c.rank);
   return out;
 }
+
+constexpr RankActivity kWaiting = RankActivity::kInCollective;
+constexpr RankActivity kBusy = RankActivity::kElsewhere;
 
 TEST(HangCulprits, TheRankBehindIsNamedNotThoseWaitingForIt) {
   // Rank 2 stopped before step 1235's collective; the others wait inside it, silent as well,
@@ -202,36 +218,79 @@ TEST(HangCulprits, TheRankBehindIsNamedNotThoseWaitingForIt) {
   EXPECT_EQ(f.culprits[0].node, "b");
 }
 
-TEST(HangCulprits, AtTheSameStepTheOldestHeartbeatDecides) {
-  const std::vector<RankProgress> ranks{rank(0, "a", 0, 1234, milliseconds(300'200)),
-                                        rank(1, "a", 1, 1234, milliseconds(300'900)),
-                                        rank(2, "b", 0, 1234, milliseconds(300'100))};
+// The bug of issue 22: rank 1 sleeps inside step 7, rank 0 waits in barrier; both reported step
+// 7 within microseconds, and rank 0's heartbeat happened to be the older one.
+TEST(HangCulprits, AtTheSameStepTheRankNotInACollectiveIsNamedWhateverTheHeartbeatAges) {
+  const std::vector<RankProgress> ranks{
+      doing(rank(0, "a", 0, 7, milliseconds(4'001)), kWaiting, "barrier at distributed_c10d.py:3152"),
+      doing(rank(1, "a", 1, 7, milliseconds(4'000)), kBusy, "train_step at train.py:40")};
   CulpritFinding f = find_hang_culprits(ranks);
-  EXPECT_EQ(f.basis, CulpritFinding::Basis::kOldestHeartbeat);
+  EXPECT_EQ(f.basis, CulpritFinding::Basis::kNotInCollective);
   EXPECT_EQ(global_ranks(f), (std::vector<int>{1}));
-  // With a tolerance, near-ties stopped "together".
-  EXPECT_EQ(global_ranks(find_hang_culprits(ranks, milliseconds(750))), (std::vector<int>{0, 1}));
+  EXPECT_EQ(format_hang_root_cause(f.culprits[0], f),
+            "rank 1 (node a, local_rank 1) hung: no progress for 4 s after step 7, in train_step "
+            "at train.py:40");
 }
 
-TEST(HangCulprits, SeveralRanksBehindAreNamedNarrowedByAge) {
+TEST(HangCulprits, AcrossNodesTheOnlyRankNotWaitingIsNamed) {
+  const std::vector<RankProgress> ranks{
+      doing(rank(0, "a", 0, 3, seconds(5)), kWaiting), doing(rank(1, "a", 1, 3, seconds(6)), kWaiting),
+      doing(rank(2, "b", 0, 3, seconds(7)), kWaiting), doing(rank(3, "b", 1, 3, seconds(4)), kBusy)};
+  EXPECT_EQ(global_ranks(find_hang_culprits(ranks)), (std::vector<int>{3}));
+}
+
+TEST(HangCulprits, ARankWithoutAStackIsNamedWhenEveryOtherOneWasWaiting) {
+  const std::vector<RankProgress> ranks{doing(rank(0, "a", 0, 3, seconds(5)), kWaiting),
+                                        doing(rank(1, "a", 1, 3, seconds(5)), kWaiting),
+                                        doing(rank(2, "b", 0, 3, seconds(5)), RankActivity::kUnreadable)};
+  CulpritFinding f = find_hang_culprits(ranks);
+  EXPECT_EQ(f.basis, CulpritFinding::Basis::kNotSeenWaiting);
+  EXPECT_EQ(global_ranks(f), (std::vector<int>{2}));
+}
+
+TEST(HangCulprits, WhenNothingTellsTheRanksApartEveryOneIsNamedAndTheReportSaysSo) {
+  const std::vector<RankProgress> all_waiting{doing(rank(0, "a", 0, 3, seconds(5)), kWaiting),
+                                              doing(rank(1, "a", 1, 3, seconds(9)), kWaiting)};
+  CulpritFinding f = find_hang_culprits(all_waiting);
+  EXPECT_EQ(f.basis, CulpritFinding::Basis::kUndetermined);
+  EXPECT_EQ(global_ranks(f), (std::vector<int>{0, 1}));  // not the older heartbeat alone
+  EXPECT_EQ(format_hang_root_cause(f.culprits[0], f),
+            "rank 0 (node a, local_rank 0) hung: no progress for 5 s after step 3; which rank "
+            "stopped first cannot be told: every rank at step 3 was waiting in a collective");
+  const std::vector<RankProgress> all_busy{doing(rank(0, "a", 0, 3, seconds(5)), kBusy),
+                                           doing(rank(1, "a", 1, 3, seconds(5)), kBusy)};
+  EXPECT_EQ(find_hang_culprits(all_busy).undetermined_because,
+            "no rank at step 3 was waiting in a collective");
+  // Programs that print no stack and only touch their file: nothing to go by.
+  const std::vector<RankProgress> touch_only{rank(0, "a", 0, std::nullopt, seconds(31)),
+                                             rank(1, "a", 1, std::nullopt, seconds(95))};
+  f = find_hang_culprits(touch_only);
+  EXPECT_EQ(f.basis, CulpritFinding::Basis::kUndetermined);
+  EXPECT_EQ(f.undetermined_because, "no rank without a step showed where it was (no stack)");
+}
+
+TEST(HangCulprits, SeveralRanksBehindAreNamedNarrowedToThoseNotWaiting) {
   const std::vector<RankProgress> ranks{
       rank(5, "b", 1, 10, seconds(40)), rank(1, "a", 1, 10, seconds(40)),
       rank(0, "a", 0, 10, seconds(20)), rank(4, "b", 0, 11, seconds(50))};
   CulpritFinding f = find_hang_culprits(ranks);
   EXPECT_EQ(f.basis, CulpritFinding::Basis::kLowestStep);
-  EXPECT_EQ(global_ranks(f), (std::vector<int>{1, 5}));  // by global rank
+  EXPECT_EQ(global_ranks(f), (std::vector<int>{0, 1, 5}));  // by global rank
+  std::vector<RankProgress> seen = ranks;
+  seen[0] = doing(seen[0], kWaiting);
+  seen[1] = doing(seen[1], kBusy, "load at data.py:88");
+  seen[2] = doing(seen[2], kWaiting);
+  f = find_hang_culprits(seen);
+  EXPECT_EQ(global_ranks(f), (std::vector<int>{1}));
+  EXPECT_EQ(format_hang_root_cause(f.culprits[0], f),
+            "rank 1 (node a, local_rank 1) hung: no progress for 40 s after step 10, in load at "
+            "data.py:88");
 }
 
 TEST(HangCulprits, NoStepAtAllCountsAsFurthestBehind) {
   const std::vector<RankProgress> ranks{rank(0, "a", 0, 0, seconds(600)),
                                         rank(1, "a", 1, std::nullopt, seconds(600), false)};
   EXPECT_EQ(global_ranks(find_hang_culprits(ranks)), (std::vector<int>{1}));
-  // Programs that only touch their file: no steps anywhere, the oldest heartbeat decides.
-  const std::vector<RankProgress> touch_only{rank(0, "a", 0, std::nullopt, seconds(31)),
-                                             rank(1, "a", 1, std::nullopt, seconds(95))};
-  CulpritFinding f = find_hang_culprits(touch_only);
-  EXPECT_EQ(f.basis, CulpritFinding::Basis::kOldestHeartbeat);
-  EXPECT_EQ(global_ranks(f), (std::vector<int>{1}));
 }
 
 TEST(HangCulprits, NothingToNameWithoutRanks) {

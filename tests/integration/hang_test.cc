@@ -1,6 +1,7 @@
 // Hang detection with real processes: a Python worker that stops heartbeating is found within
 // --hang_timeout, named as the root cause with its stack, and the group restarts; torch's own
 // FileTimerClient gets its stuck worker killed with the signal it asked for.
+#include <algorithm>
 #include <csignal>
 
 #include "tests/integration/ddprun_fixture.h"
@@ -45,6 +46,37 @@ TEST_F(HangTest, WhenRestartsRunOutAHangExitsWith134) {
   EXPECT_NE(run.err.find("rank 0 (node "), std::string::npos) << run.err;
   EXPECT_NE(run.err.find("hung: no progress"), std::string::npos) << run.err;
 }
+
+// Issue 22: a real torch job in which rank 1 sleeps inside a step while rank 0 waits for it in
+// barrier() or in DDP's all_reduce during backward(). Before, both ranks reported the same step
+// microseconds apart and the older heartbeat (often rank 0's) was blamed. Now every rank's stack
+// decides: rank 1 alone is named, with the frame it was in, whether it stopped before or after
+// its step's heartbeat.
+class TorchHangTest : public DdprunTest,
+                      public ::testing::WithParamInterface<std::pair<std::string, std::string>> {};
+
+TEST_P(TorchHangTest, TheRankThatDidNotArriveIsNamedNotTheOneWaiting) {
+  const auto [when, wait] = GetParam();
+  const RunResult run = run_ddprun({"--standalone", "--nproc_per_node", "2", "--hang_timeout", "2",
+                                    worker("torch_hang.py"), "1", "3", when, wait},
+                                   90s);
+  ASSERT_TRUE(ExitedWith(run, 128 + SIGABRT)) << run.err;
+  const std::string root = run.err.substr(std::min(run.err.size(), run.err.find("Root Cause")));
+  EXPECT_NE(root.find("local_rank 1) hung: no progress for"), std::string::npos) << run.err;
+  EXPECT_NE(root.find(std::string("after step ") + (when == "after" ? "3" : "2")),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(root.find("in stuck_in_step at torch_hang.py:"), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("local_rank 0) hung"), std::string::npos) << "rank 0 only waited\n"
+                                                                   << run.err;
+  EXPECT_EQ(run.err.find("cannot be told"), std::string::npos) << run.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    HungBeforeOrAfterItsHeartbeat, TorchHangTest,
+    ::testing::Values(std::make_pair("after", "barrier"), std::make_pair("after", "backward"),
+                      std::make_pair("before", "barrier"), std::make_pair("before", "backward")),
+    [](const auto& info) { return info.param.first + "_" + info.param.second; });
 
 class FileTimerTest : public DdprunTest,
                       public ::testing::WithParamInterface<std::pair<const char*, int>> {};

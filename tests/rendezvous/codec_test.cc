@@ -22,7 +22,8 @@ std::vector<ClientMessage> sample_client_messages() {
           ReportFailureMsg{4, 2, "{\"json\":1}", -9},
           ReportSuccessMsg{5, 2},
           LeaveMsg{6},
-          ProgressMsg{3, {{0, 0, 12, 250, true}, {1, 1, -1, 900, false}}},
+          ProgressMsg{3,
+                      {{0, 0, 12, 250, true, 2, "step at train.py:40"}, {1, 1, -1, 900, false}}},
           ProgressQueryMsg{8},
           StatusQuery{},
           StatusQuery{kProtocolMagic, kProtocolVersion, std::string(32, 'n')},
@@ -156,7 +157,7 @@ TEST(CodecTest, JoinValuesTravelWhole) {
 
 TEST(CodecTest, JobProgressRoundTripsAndRefusesGarbage) {
   const std::vector<NodeProgress> nodes = {
-      {"node-a", "10.0.0.1", 0, {{0, 0, 7, 10, true}, {1, 1, 6, 1500, true}}},
+      {"node-a", "10.0.0.1", 0, {{0, 0, 7, 10, true, 1, "barrier"}, {1, 1, 6, 1500, true}}},
       {"node-b", "10.0.0.2", 1, {{2, 0, -1, 30000, false}}}};
   const std::string payload = encode_job_progress(nodes);
   auto back = decode_job_progress(payload, CodecLimits{});
@@ -169,6 +170,20 @@ TEST(CodecTest, JobProgressRoundTripsAndRefusesGarbage) {
   few.max_progress_entries = 1;
   EXPECT_FALSE(decode_job_progress(payload, few).ok());
   EXPECT_FALSE(decode_job_progress(payload + "x", CodecLimits{}).ok());
+}
+
+TEST(CodecTest, RankProgressRefusesAnUnknownActivityAndALongFrame) {
+  const RankProgressEntry good{0, 0, 7, 10, true, 2, "load at data.py:88"};
+  ASSERT_TRUE(decode_client_frame(encode_frame(ClientMessage(ProgressMsg{1, {good}})), {}).ok());
+  RankProgressEntry unknown_activity = good;
+  unknown_activity.activity = 5;
+  EXPECT_FALSE(
+      decode_client_frame(encode_frame(ClientMessage(ProgressMsg{1, {unknown_activity}})), {})
+          .ok());
+  RankProgressEntry long_where = good;
+  long_where.where.assign(257, 'x');
+  EXPECT_FALSE(
+      decode_client_frame(encode_frame(ClientMessage(ProgressMsg{1, {long_where}})), {}).ok());
 }
 
 TEST(CodecTest, MalformedFramesHaveTheMalformedKind) {

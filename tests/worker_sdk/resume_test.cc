@@ -98,6 +98,26 @@ TEST(ExactResumeTest, UnderDdprunAHungRankIsNamedWithItsStackAndTheRunEndsBitIde
   }
 }
 
+// Issue 22: the hung rank reports the same step as the rank waiting for it, after it, so the
+// heartbeats cannot tell them apart; the SDK's "waiting in a collective" line on SIGABRT does.
+TEST(ExactResumeTest, UnderDdprunARankHungAfterItsHeartbeatIsNamedNotTheOneWaiting) {
+  const std::vector<std::string> launcher = {DDPRUN_BINARY,      "--standalone",
+                                             "--nproc_per_node", "2",
+                                             "--max_restarts",   "1",
+                                             "--hang_timeout",   "2",
+                                             "--no_python"};
+  TempDir dir;
+  std::string output;
+  run_job(launcher, dir.path() / "hung", {"hang_rank=1", "hang_at=10", "hang_beat=1"}, &output);
+  EXPECT_NE(output.find("local_rank 1) hung: no progress for 2 s after step 11"),
+            std::string::npos)
+      << output;
+  EXPECT_EQ(output.find("local_rank 0) hung"), std::string::npos) << "rank 0 only waited\n"
+                                                                 << output;
+  EXPECT_NE(output.find("*** ddp: waiting in a collective (all_reduce)"), std::string::npos)
+      << output;
+}
+
 TEST(ExactResumeTest, UnderDdprunKilledWorkerEndsBitIdentical) {
   expect_exact_resume({DDPRUN_BINARY, "--standalone", "--nproc_per_node", "2", "--max_restarts",
                        "1", "--no_python"});

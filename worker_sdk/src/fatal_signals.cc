@@ -6,6 +6,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -23,6 +24,10 @@ constexpr std::size_t kErrorFilePathMax = 4096;
 
 // Written before the handlers are installed (under g_install_mutex), read by the handler.
 char g_error_file[kErrorFilePathMax];
+// CollectiveScope: how many are open, and the outermost one's operation (written before the
+// count goes up from 0, so a handler that sees a count sees a name; a torn name is harmless).
+std::atomic<int> g_collective_depth{0};
+char g_collective_name[64];
 std::atomic<bool> g_handled[NSIG];
 std::atomic<int> g_reporting_thread{0};  // tid of the thread writing the report, 0 if none
 std::mutex g_install_mutex;
@@ -142,6 +147,13 @@ void on_fatal_signal(int signo, siginfo_t* info, void* context) {
   write_str(STDERR_FILENO, "\n*** ");
   write_str(STDERR_FILENO, g_message);
   write_str(STDERR_FILENO, "\n");
+  if (g_collective_depth.load() > 0) {
+    write_str(STDERR_FILENO, "*** ddp: waiting in a collective (");
+    write_str(STDERR_FILENO, g_collective_name);
+    write_str(STDERR_FILENO, ")\n");
+  } else {
+    write_str(STDERR_FILENO, "*** ddp: not in a collective\n");
+  }
   report_stack(context);
   if (g_error_file[0] != '\0') {
     // The report's first line is the message; the stack follows it, because a launcher shows
@@ -203,6 +215,17 @@ std::vector<int> install_fatal_signal_handlers(const FatalSignalConfig& config) 
   }
   return handled;
 }
+
+CollectiveScope::CollectiveScope(const std::string& operation) noexcept {
+  if (g_collective_depth.load() == 0) {
+    const std::size_t n = std::min(operation.size(), sizeof g_collective_name - 1);
+    operation.copy(g_collective_name, n);
+    g_collective_name[n] = '\0';
+  }
+  g_collective_depth.fetch_add(1);
+}
+
+CollectiveScope::~CollectiveScope() { g_collective_depth.fetch_sub(1); }
 
 void uninstall_fatal_signal_handlers() {
   std::lock_guard<std::mutex> lock(g_install_mutex);

@@ -38,6 +38,20 @@ std::vector<int> default_fatal_signals();
 // async-signal-safe; call it from the main thread before training starts.
 std::vector<int> install_fatal_signal_handlers(const FatalSignalConfig& config);
 
+// Marks the calling code as inside a collective (or barrier) named `operation` while it lives,
+// so that a fatal signal's report says so first: "*** ddp: waiting in a collective (barrier)",
+// else "*** ddp: not in a collective". A launcher that stops hung ranks reads that line to tell
+// the rank that stopped first from the ranks that wait for it (ddprun's rank_activity.h).
+// Scopes nest (the outermost names the operation); any thread. Cheap: two atomic operations
+// and a short copy.
+class CollectiveScope {
+ public:
+  explicit CollectiveScope(const std::string& operation) noexcept;
+  ~CollectiveScope();
+  CollectiveScope(const CollectiveScope&) = delete;
+  CollectiveScope& operator=(const CollectiveScope&) = delete;
+};
+
 // Restores SIG_DFL for every signal installed here (tests; programs that hand the signals to
 // another handler).
 void uninstall_fatal_signal_handlers();

@@ -11,6 +11,7 @@
 #include "ddp/error.h"
 #include "ddp/process_group.h"
 #include "detail/torch_compat.h"
+#include "fatal_signals.h"
 #include "shm_all_reduce.h"
 
 namespace ddp::detail {
@@ -70,6 +71,7 @@ ErrorKind kind_of(const std::string& backend_message);
 // Runs one backend call, turning any failure into a ddp::Error naming rank and operation.
 template <class F>
 auto guarded(int rank, const std::string& operation, F&& f) -> decltype(f()) {
+  const CollectiveScope in_collective(operation);  // a hang report shows where this rank waits
   try {
     return f();
   } catch (const Error&) {

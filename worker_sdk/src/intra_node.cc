@@ -80,6 +80,7 @@ bool intra_node_all_reduce(ProcessGroup& group, at::Tensor& t) {
   }
   if (!s.shm) return false;
   backend_for(s, "all_reduce", bytes_of(t));  // counts it; throws if destroyed
+  const CollectiveScope in_collective("all_reduce");  // waits for the node's other ranks
   const auto outcome = s.shm->all_reduce_sum(
       t.data_ptr(), static_cast<std::size_t>(t.numel()),
       t.scalar_type() == at::kFloat ? ShmElement::kFloat32 : ShmElement::kFloat64,

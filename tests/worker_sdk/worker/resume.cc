@@ -39,6 +39,9 @@ int resume(Group g, const Args& args) {
   const int kill_at = std::stoi(arg(args, "kill_at", "-1"));
   const int hang_rank = std::stoi(arg(args, "hang_rank", "-1"));
   const int hang_at = std::stoi(arg(args, "hang_at", "-1"));
+  // hang_beat=1: the hung rank first reports the next step, as the ranks waiting for it do, so
+  // that only its stack tells it apart.
+  const bool hang_beat = arg(args, "hang_beat", "0") == "1";
   const int r = g->rank();
   torch::set_num_threads(1);  // bit-exact results need the same reduction order every run
   torch::manual_seed(7 + r);
@@ -78,6 +81,7 @@ int resume(Group g, const Args& args) {
       if (g->launch_env().restart_count == 0 && r == hang_rank && global == hang_at) {
         std::cout << "rank " << r << " stops making progress after global step " << global
                   << std::endl;
+        if (hang_beat) ddp::heartbeat(global + 1);
         stuck_before_collective();
       }
     }

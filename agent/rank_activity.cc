@@ -1,0 +1,150 @@
+#include "agent/rank_activity.h"
+
+#include <optional>
+#include <string_view>
+
+namespace ddprun::agent {
+namespace {
+
+constexpr std::string_view kSdkWaiting = "*** ddp: waiting in a collective (";
+constexpr std::string_view kSdkNotWaiting = "*** ddp: not in a collective";
+constexpr std::string_view kFaulthandlerStart = "Fatal Python error:";
+constexpr std::string_view kTracebackStart = "Traceback (most recent call last):";
+
+struct Frame {
+  std::string path;
+  std::string line;
+  std::string function;
+};
+
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// `  File "<path>", line <n> in <func>` (faulthandler) or `  File "<path>", line <n>, in <func>`
+// (a traceback).
+std::optional<Frame> parse_frame(std::string_view text) {
+  constexpr std::string_view kFile = "  File \"";
+  if (!starts_with(text, kFile)) return std::nullopt;
+  text.remove_prefix(kFile.size());
+  const auto quote = text.find("\", line ");
+  if (quote == std::string_view::npos) return std::nullopt;
+  Frame frame;
+  frame.path = std::string(text.substr(0, quote));
+  text.remove_prefix(quote + 8);
+  const auto digits_end = text.find_first_not_of("0123456789");
+  if (digits_end == 0 || digits_end == std::string_view::npos) return std::nullopt;
+  frame.line = std::string(text.substr(0, digits_end));
+  text.remove_prefix(digits_end);
+  if (starts_with(text, ",")) text.remove_prefix(1);
+  if (!starts_with(text, " in ")) return std::nullopt;
+  text.remove_prefix(4);
+  while (!text.empty() && (text.back() == '\r' || text.back() == ' ')) text.remove_suffix(1);
+  frame.function = std::string(text);
+  return frame;
+}
+
+bool is_collective_frame(const Frame& f) {
+  const std::string_view path = f.path;
+  if (path.find("/torch/distributed/") != std::string_view::npos) {
+    return path.find("/torch/distributed/elastic/") == std::string_view::npos;
+  }
+  if (ends_with(path, "/torch/nn/parallel/distributed.py")) return true;
+  const bool autograd = path.find("/torch/autograd/") != std::string_view::npos ||
+                        ends_with(path, "/torch/_tensor.py");
+  return autograd && f.function.find("backward") != std::string::npos;
+}
+
+std::string describe(const Frame& f) {
+  const auto slash = f.path.rfind('/');
+  const std::string base = slash == std::string::npos ? f.path : f.path.substr(slash + 1);
+  return f.function + " at " + base + ":" + f.line;
+}
+
+ActivityFinding from_frame(const std::optional<Frame>& innermost) {
+  if (!innermost) return {};
+  return {is_collective_frame(*innermost) ? RankActivity::kInCollective : RankActivity::kElsewhere,
+          describe(*innermost)};
+}
+
+// faulthandler lists each thread's frames innermost first, newest thread first: the main
+// thread's block comes last.
+ActivityFinding read_faulthandler(const std::vector<std::string>& lines, std::size_t from) {
+  std::optional<Frame> block_top;
+  std::optional<Frame> last_block_top;
+  bool in_block = false;
+  for (std::size_t i = from + 1; i < lines.size(); ++i) {
+    const std::string_view line = lines[i];
+    if (starts_with(line, "Extension modules:")) break;
+    if ((starts_with(line, "Thread 0x") || starts_with(line, "Current thread 0x")) &&
+        line.find("(most recent call first):") != std::string_view::npos) {
+      in_block = true;
+      block_top.reset();
+      continue;
+    }
+    if (!in_block) continue;
+    if (auto frame = parse_frame(line)) {
+      if (!block_top) {
+        block_top = frame;
+        last_block_top = frame;
+      }
+    } else if (!starts_with(line, "  ")) {
+      in_block = false;  // a blank line ends the block
+    }
+  }
+  return from_frame(last_block_top);
+}
+
+// A traceback lists frames outermost first: the innermost is the last before the exception.
+ActivityFinding read_traceback(const std::vector<std::string>& lines, std::size_t from) {
+  std::optional<Frame> innermost;
+  for (std::size_t i = from + 1; i < lines.size(); ++i) {
+    if (auto frame = parse_frame(lines[i])) {
+      innermost = frame;
+    } else if (!starts_with(lines[i], " ")) {
+      break;  // the exception's line
+    }
+  }
+  return from_frame(innermost);
+}
+
+}  // namespace
+
+const char* activity_name(RankActivity activity) {
+  switch (activity) {
+    case RankActivity::kInCollective:
+      return "in a collective";
+    case RankActivity::kElsewhere:
+      return "elsewhere";
+    case RankActivity::kStopping:
+      return "stopping";
+    case RankActivity::kUnreadable:
+      return "unreadable";
+    case RankActivity::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+ActivityFinding read_activity(const std::vector<std::string>& lines) {
+  for (std::size_t i = lines.size(); i-- > 0;) {
+    const std::string_view line = lines[i];
+    if (starts_with(line, kSdkWaiting)) {
+      std::string_view name = line.substr(kSdkWaiting.size());
+      if (const auto close = name.find(')'); close != std::string_view::npos) {
+        name = name.substr(0, close);
+      }
+      return {RankActivity::kInCollective, std::string(name)};
+    }
+    if (starts_with(line, kSdkNotWaiting)) return {RankActivity::kElsewhere, ""};
+    if (starts_with(line, kFaulthandlerStart)) return read_faulthandler(lines, i);
+    if (starts_with(line, kTracebackStart)) return read_traceback(lines, i);
+  }
+  return {};
+}
+
+}  // namespace ddprun::agent
