@@ -311,7 +311,6 @@ void Agent::after_group(const GroupResult& result) {
       if (phase_ != Phase::kReporting) return;
       if (!s) spdlog::error("{}", s.message());
       launcher_.workers_done();  // before the last work, which its exit then overlaps
-      if (s) log_files_.remove_if_temporary(*log_dir_);
       finish(s ? 0 : 1);
     });
   });
@@ -560,6 +559,12 @@ void Agent::finish(int exit_code) {
   shutdown_timer_.cancel();
   drain_timer_.cancel();
   output_.close_all();
+  if (log_dir_) {
+    // Nothing of the run stays in memory; what a user needs stays on disk, and is named.
+    if (auto kept = log_files_.finish_run(*log_dir_)) {
+      spdlog::info("the run's log and error files are kept in {}", *kept);
+    }
+  }
   io_.stop();
 }
 

@@ -16,9 +16,9 @@
 
 #include "agent/agent_observer.h"
 #include "agent/agent_parts.h"
+#include "agent/hang_investigation.h"
 #include "agent/log_layout.h"
 #include "agent/options.h"
-#include "agent/hang_investigation.h"
 #include "agent/output_router.h"
 #include "agent/worker_env.h"
 #include "agent/worker_group.h"

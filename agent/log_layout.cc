@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <system_error>
 
+#include <spdlog/spdlog.h>
+
 namespace ddprun::agent {
 namespace fs = std::filesystem;
 
@@ -60,6 +62,9 @@ Result<RunLogDir> RunLogDir::create(const std::string& base, const std::string& 
     return Status::error("cannot create log directory in " + parent + ": " + std::strerror(errno));
   }
   dir.path_ = templ;
+  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+  dir.in_memory_ =
+      dir.temporary_ && (parent == "/dev/shm" || (runtime && *runtime && parent == runtime));
   return dir;
 }
 
@@ -98,6 +103,61 @@ void RunLogDir::remove_if_temporary() const {
   if (!temporary_ || path_.empty()) return;
   std::error_code ec;
   fs::remove_all(path_, ec);  // best effort: a leftover temp dir is harmless
+}
+
+std::string disk_temporary_parent(const std::function<const char*(const char*)>& env) {
+  if (const char* tmp = env("TMPDIR"); tmp && *tmp) return tmp;
+  return "/tmp";
+}
+
+namespace {
+
+// A log or error file with content: what a user may need after the run. Heartbeat files (the
+// attempt's progress/ directory) are the agent's own.
+bool holds_user_files(const fs::path& dir) {
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_directory(ec) && it->path().filename() == "progress") {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_regular_file(ec) && it->file_size(ec) > 0 && !ec) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<std::string> RunLogDir::finish(const std::string& disk_parent) const {
+  if (!temporary_ || path_.empty()) return std::nullopt;
+  std::error_code ec;
+  if (!holds_user_files(path_)) {
+    fs::remove_all(path_, ec);
+    return std::nullopt;
+  }
+  if (!in_memory_) return path_;
+  // Out of memory, file by file (another file system: no rename); progress/ stays behind.
+  const fs::path target = fs::path(disk_parent) / fs::path(path_).filename();
+  fs::create_directories(target, ec);
+  for (fs::recursive_directory_iterator it(path_, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path to = target / fs::relative(it->path(), path_, ec);
+    if (it->is_directory(ec)) {
+      if (it->path().filename() == "progress") {
+        it.disable_recursion_pending();
+      } else {
+        fs::create_directories(to, ec);
+      }
+    } else if (it->is_regular_file(ec)) {
+      fs::copy_file(it->path(), to, fs::copy_options::overwrite_existing, ec);
+    }
+  }
+  if (ec) {
+    spdlog::warn("could not move the run's files from {} to {}: {}; they stay where they are",
+                 path_, target.string(), ec.message());
+    return path_;
+  }
+  fs::remove_all(path_, ec);
+  return target.string();
 }
 
 StreamRoute plan_stream(const LogOptions& logs, int local_rank, StdStreams stream) {

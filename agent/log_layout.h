@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "agent/options.h"
@@ -53,11 +54,23 @@ class RunLogDir {
   Status prepare_attempt(int attempt, int local_world_size) const;
   // Deletes the directory when it was made temporary (nothing when the user chose --log_dir).
   void remove_if_temporary() const;
+  // At the end of the run, whatever its outcome: a temporary directory is deleted unless it
+  // holds something a user needs (a log file or an error file with content; heartbeat files
+  // never count). One that is kept and lies in memory ($XDG_RUNTIME_DIR, /dev/shm) moves under
+  // `disk_parent`. Returns where it was kept; nullopt when it was deleted, or when it is the
+  // user's own --log_dir (left as it is). A failed move keeps it where it is (and says so).
+  std::optional<std::string> finish(const std::string& disk_parent) const;
+  bool temporary() const { return temporary_; }
+  bool in_memory() const { return in_memory_; }
 
  private:
   std::string path_;
   bool temporary_ = false;
+  bool in_memory_ = false;  // temporary, under $XDG_RUNTIME_DIR or /dev/shm
 };
+
+// Where a kept temporary directory moves out of memory: $TMPDIR when set, else /tmp.
+std::string disk_temporary_parent(const std::function<const char*(const char*)>& env = std::getenv);
 
 // How one stream of one worker is routed.
 struct StreamRoute {

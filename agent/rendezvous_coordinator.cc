@@ -59,7 +59,8 @@ void RendezvousCoordinator::join(const JoinOffer& offer,
   client_.connect([this, offer, done = std::move(done)](const Status& s) mutable {
     if (closed_) return;
     if (!s) {
-      done(s.with_context("cannot reach the rendezvous server at " + options_.server));
+      // The client's error names the server and says what happened (unreachable, refused).
+      done(s);
       return;
     }
     connected_ = true;

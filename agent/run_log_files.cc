@@ -32,6 +32,8 @@ std::vector<std::string> DiskRunLogFiles::last_lines(const std::string& path,
   return read_last_lines(path, max_lines);
 }
 
-void DiskRunLogFiles::remove_if_temporary(const RunLogDir& dir) { dir.remove_if_temporary(); }
+std::optional<std::string> DiskRunLogFiles::finish_run(const RunLogDir& dir) {
+  return dir.finish(disk_temporary_parent());
+}
 
 }  // namespace ddprun::agent

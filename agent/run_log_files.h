@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,9 @@ class RunLogFiles {
   virtual Result<std::shared_ptr<UniqueFd>> open_log(const std::string& path) = 0;
   // The last `max_lines` lines of `path` (empty when it cannot be read).
   virtual std::vector<std::string> last_lines(const std::string& path, std::size_t max_lines) = 0;
-  // Deletes the run's directory when it was made temporary.
-  virtual void remove_if_temporary(const RunLogDir& dir) = 0;
+  // At the end of the run (RunLogDir::finish): a temporary directory is deleted unless it holds
+  // logs or error files, and then moved out of memory. Returns where it was kept.
+  virtual std::optional<std::string> finish_run(const RunLogDir& dir) = 0;
 };
 
 class DiskRunLogFiles final : public RunLogFiles {
@@ -39,7 +41,7 @@ class DiskRunLogFiles final : public RunLogFiles {
   Status prepare_attempt(const RunLogDir& dir, int attempt, int local_world_size) override;
   Result<std::shared_ptr<UniqueFd>> open_log(const std::string& path) override;
   std::vector<std::string> last_lines(const std::string& path, std::size_t max_lines) override;
-  void remove_if_temporary(const RunLogDir& dir) override;
+  std::optional<std::string> finish_run(const RunLogDir& dir) override;
 };
 
 }  // namespace ddprun::agent

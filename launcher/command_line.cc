@@ -201,6 +201,14 @@ Status validate_values(const LauncherFlags& f, LaunchConfig& config) {
   if (!tee) return tee.status();
   auto filter = parse_rank_list("--local_ranks_filter", f.local_ranks_filter);
   if (!filter) return filter.status();
+  for (int rank : *filter) {
+    if (rank >= *nproc) {
+      return Status::invalid_argument(fmt::format(
+          "--local_ranks_filter {}: there is no local rank {} with --nproc_per_node {} (local "
+          "ranks are 0 to {})",
+          f.local_ranks_filter, rank, *nproc, *nproc - 1));
+    }
+  }
   auto signals = parse_signal_list(f.signals_to_handle);
   if (!signals) return signals.status();
   auto forwarded = parse_signal_list(f.signals_to_forward, "--signals_to_forward");
@@ -234,8 +242,16 @@ Status validate_values(const LauncherFlags& f, LaunchConfig& config) {
   a.logs.duplicate_stderr_filters = comma_separated_list(f.duplicate_stderr_filters);
   a.virtual_local_rank = f.virtual_local_rank;
   a.hang.hang_timeout = Millis(static_cast<long long>(f.hang_timeout * 1000));
-  a.hang.first_heartbeat_timeout = std::max(
-      a.hang.hang_timeout, Millis(static_cast<long long>(f.first_heartbeat_timeout * 1000)));
+  a.hang.first_heartbeat_timeout = Millis(static_cast<long long>(f.first_heartbeat_timeout * 1000));
+  if (a.hang.hang_timeout > Millis(0) && a.hang.first_heartbeat_timeout > Millis(0) &&
+      a.hang.first_heartbeat_timeout < a.hang.hang_timeout) {
+    // A rank's first step is never held to less than any later one (hang_detector.h).
+    config.warnings.push_back(
+        fmt::format("--first_heartbeat_timeout {} is below --hang_timeout {}: a rank gets {} s "
+                    "for its first heartbeat too",
+                    f.first_heartbeat_timeout, f.hang_timeout, f.hang_timeout));
+    a.hang.first_heartbeat_timeout = a.hang.hang_timeout;
+  }
   // torchrun's switch for torch's FileTimerClient (torch.distributed.elastic.timer).
   const char* file_timer = std::getenv("TORCHELASTIC_ENABLE_FILE_TIMER");
   a.hang.file_timer = file_timer && std::string(file_timer) == "1";

@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <random>
 #include <set>
 
@@ -18,6 +19,7 @@
 #include "agent/worker_env.h"
 #include "common/exit_codes.h"
 #include "launcher/agent_watchers.h"
+#include "launcher/entry_point_check.h"
 #include "launcher/master_address.h"
 #include "launcher/metrics_service.h"
 #include "launcher/python_torch.h"
@@ -235,6 +237,12 @@ int run_job(const LaunchConfig& input) {
   for (const auto& warning : input.warnings) spdlog::warn("{}", warning);
   for (const auto& note : input.notes) spdlog::info("{}", note);
   LaunchConfig config = input;
+  std::error_code cwd_error;
+  const std::string cwd = std::filesystem::current_path(cwd_error).string();
+  if (Status entry = check_entry_point(config.agent.command, cwd); !entry) {
+    spdlog::error("{}", entry.message());
+    return exit_code_for(entry);
+  }
   // torch 1.x reads only the old name of the NCCL async error handling variable: which torch
   // the workers' Python imports is read from its files (python_torch.h), once, here.
   if (config.agent.command.python) {

@@ -7,6 +7,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -14,6 +15,7 @@
 #include <boost/asio/write.hpp>
 
 #include "rendezvous/client_handshake.h"
+#include "rendezvous/connect_progress.h"
 #include "rendezvous/frame_io.h"
 
 namespace ddprun::rdzv {
@@ -130,6 +132,7 @@ asio::awaitable<Result<Connection>> connect_with_backoff(asio::any_io_executor e
   const auto start = clock.steady_now();
   const auto deadline = start + o.deadline;
   const bool several = o.servers.size() > 1;
+  ConnectProgress progress(to_string(o.servers), start, deadline);
   std::vector<std::string> errors;
   Millis backoff = o.initial_backoff;
   asio::steady_timer sleep(ex);
@@ -153,10 +156,13 @@ asio::awaitable<Result<Connection>> connect_with_backoff(asio::any_io_executor e
                          : stream.error_message());
     if (permanent) {
       // Said once, not as an attempt count: retrying a refusal cannot help.
-      co_return Status::refused(
-          fmt::format("rendezvous server at {}: {}", to_string(server), stream.error_message()));
+      co_return Status::refused(fmt::format("the rendezvous server at {} refused this node: {}",
+                                            to_string(server), stream.error_message()));
     }
     const auto now = clock.steady_now();
+    if (auto line = progress.failed(now, errors.back()); line && o.report_waiting) {
+      spdlog::warn("{}", *line);
+    }
     if (redirect && !redirect->host.empty() && !redirected && now < deadline) {
       leader = ServerAddress{redirect->host, redirect->port};  // at once: no backoff
       continue;
@@ -167,8 +173,9 @@ asio::awaitable<Result<Connection>> connect_with_backoff(asio::any_io_executor e
     if (now + wait >= deadline) {
       co_return Status::error(
           ErrorKind::kUnavailable,
-          fmt::format("could not reach the rendezvous server at {} within {} ms ({} attempts): {}",
-                      to_string(o.servers), std::chrono::duration_cast<Millis>(now - start).count(),
+          fmt::format("could not reach the rendezvous server at {} within {} s ({} attempts): {}",
+                      to_string(o.servers),
+                      fmt::format("{:.1f}", static_cast<double>((now - start) / Millis(1)) / 1000.0),
                       errors.size(), summarize(errors)));
     }
     sleep.expires_after(wait);

@@ -55,6 +55,9 @@ struct ConnectOptions {
   Millis election_backoff{250};
   double jitter = 0.5;
   CodecLimits limits;
+  // Log what it is waiting for (connect_progress.h) as a warning: when the first attempt fails,
+  // then at a growing interval. Default on.
+  bool report_waiting = true;
   // Token and TLS; null = neither (plain TCP, no token).
   std::shared_ptr<const ClientCredentials> credentials;
 };

@@ -76,7 +76,10 @@ class FakeRunLogFiles final : public RunLogFiles {
     auto it = file_lines.find(path);
     return it == file_lines.end() ? std::vector<std::string>{} : it->second;
   }
-  void remove_if_temporary(const RunLogDir&) override { removed = true; }
+  std::optional<std::string> finish_run(const RunLogDir&) override {
+    removed = true;
+    return std::nullopt;
+  }
 
   std::vector<int> prepared_attempts;
   std::vector<std::string> opened;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <memory>
 
 #include "agent/line_assembler.h"
@@ -92,6 +93,80 @@ TEST(RunLogDir, ATemporaryOneGoesUnderItsParentAndIsRemoved) {
   dir->remove_if_temporary();
   EXPECT_TRUE(std::filesystem::is_empty(parent));
   std::filesystem::remove_all(parent);
+}
+
+// Issue 22: failed runs left ddprun_* directories in /dev/shm, most of them empty or holding
+// only heartbeat files. At the end of a run, whatever its outcome, a temporary directory goes
+// unless it holds a log or an error file; one that is kept leaves memory for the disk.
+class RunLogDirFinish : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::filesystem::remove_all(root_);
+    std::filesystem::create_directories(memory_);
+    std::filesystem::create_directories(disk_);
+    const char* old = std::getenv("XDG_RUNTIME_DIR");
+    if (old) saved_ = old;
+    ::setenv("XDG_RUNTIME_DIR", memory_.c_str(), 1);
+  }
+  void TearDown() override {
+    if (saved_) {
+      ::setenv("XDG_RUNTIME_DIR", saved_->c_str(), 1);
+    } else {
+      ::unsetenv("XDG_RUNTIME_DIR");
+    }
+    std::filesystem::remove_all(root_);
+  }
+  RunLogDir in_memory() {
+    auto dir = RunLogDir::create("", "job", [&] { return memory_.string(); });
+    EXPECT_TRUE(dir) << dir.error_message();
+    EXPECT_TRUE(dir->in_memory());
+    EXPECT_TRUE(dir->prepare_attempt(0, 2));
+    std::filesystem::create_directories(dir->attempt_dir(0) + "/progress");
+    std::ofstream(dir->attempt_dir(0) + "/progress/0");  // empty heartbeat files
+    std::ofstream(dir->attempt_dir(0) + "/progress/1") << "12\n";
+    return *dir;
+  }
+
+  std::filesystem::path root_ = std::filesystem::temp_directory_path() /
+                                ("ddprun_finish_test_" + std::to_string(::getpid()));
+  std::filesystem::path memory_ = root_ / "runtime";
+  std::filesystem::path disk_ = root_ / "tmp";
+  std::optional<std::string> saved_;
+};
+
+TEST_F(RunLogDirFinish, NothingAUserNeedsMeansNothingIsLeft) {
+  const RunLogDir dir = in_memory();
+  EXPECT_EQ(dir.finish(disk_.string()), std::nullopt);
+  EXPECT_TRUE(std::filesystem::is_empty(memory_));
+  EXPECT_TRUE(std::filesystem::is_empty(disk_));
+}
+
+TEST_F(RunLogDirFinish, AnErrorFileMovesToDiskAndIsNamed) {
+  const RunLogDir dir = in_memory();
+  std::ofstream(dir.error_file(0, 1)) << R"({"message": "boom"})";
+  const auto kept = dir.finish(disk_.string());
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(std::filesystem::path(*kept).parent_path(), disk_);
+  EXPECT_TRUE(std::filesystem::is_empty(memory_)) << "left in memory";
+  std::ifstream moved(*kept + "/attempt_0/1/error.json");
+  std::string text((std::istreambuf_iterator<char>(moved)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, R"({"message": "boom"})");
+  EXPECT_FALSE(std::filesystem::exists(*kept + "/attempt_0/progress")) << "heartbeats moved too";
+}
+
+TEST_F(RunLogDirFinish, OnDiskAKeptDirectoryStaysAndTheUsersOwnIsNeverTouched) {
+  auto on_disk = RunLogDir::create("", "job", [&] { return disk_.string(); });
+  ASSERT_TRUE(on_disk);
+  EXPECT_FALSE(on_disk->in_memory());
+  ASSERT_TRUE(on_disk->prepare_attempt(0, 1));
+  std::ofstream(on_disk->stdout_log(0, 0)) << "the filtered-out rank's output\n";
+  EXPECT_EQ(on_disk->finish(disk_.string()), on_disk->path());
+  EXPECT_TRUE(std::filesystem::exists(on_disk->stdout_log(0, 0)));
+  auto users = RunLogDir::create((root_ / "mine").string(), "job");
+  ASSERT_TRUE(users);
+  ASSERT_TRUE(users->prepare_attempt(0, 1));
+  EXPECT_EQ(users->finish(disk_.string()), std::nullopt);
+  EXPECT_TRUE(std::filesystem::exists(users->worker_dir(0, 0)));
 }
 
 TEST(RunLogDir, AnAttemptThatCannotBeCreatedSaysWhere) {

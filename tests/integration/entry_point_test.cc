@@ -89,5 +89,42 @@ TEST_F(EntryPointTest, NoPythonExitCodeIsPassedThrough) {
   EXPECT_NE(run.err.find("/bin/sh FAILED"), std::string::npos) << run.err;
 }
 
+// Issue 22: a mistyped script used to start every worker, fail in Python and spend all of
+// --max_restarts on it, exiting 2 as if the command line were wrong. It is now refused before
+// any worker starts, with the path, the directory and the file the user most likely meant.
+TEST_F(EntryPointTest, AScriptThatDoesNotExistIsRefusedBeforeAnyWorkerStarts) {
+  write_text_file(temp().path() + "/train.py", "print('never run')\n");
+  const RunResult run =
+      run_ddprun({"--nproc_per_node", "2", "--max_restarts", "3", "trian.py", "--lr", "1"});
+  ASSERT_TRUE(ExitedWith(run, 2)) << run.err;
+  EXPECT_NE(run.err.find("the script 'trian.py' does not exist (in " + temp().path() +
+                         ") (did you mean 'train.py'?); no worker was started"),
+            std::string::npos)
+      << run.err;
+  EXPECT_EQ(run.err.find("FAILED"), std::string::npos) << "a worker ran\n" << run.err;
+  EXPECT_EQ(run.err.find("restarting"), std::string::npos) << run.err;
+}
+
+TEST_F(EntryPointTest, AnAbsoluteScriptPathThatDoesNotExistIsRefusedNamingIt) {
+  const RunResult run = run_ddprun({"--nproc_per_node", "1", temp().path() + "/missing/run.py"});
+  ASSERT_TRUE(ExitedWith(run, 2)) << run.err;
+  EXPECT_NE(run.err.find("the script '" + temp().path() + "/missing/run.py' does not exist"),
+            std::string::npos)
+      << run.err;
+}
+
+TEST_F(EntryPointTest, ADirectoryWithoutMainIsRefusedAndOneWithMainRuns) {
+  const std::string dir = temp().path() + "/app";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  RunResult run = run_ddprun({"--nproc_per_node", "1", "app"});
+  ASSERT_TRUE(ExitedWith(run, 2)) << run.err;
+  EXPECT_NE(run.err.find("the entry point 'app' is a directory without a __main__.py"),
+            std::string::npos)
+      << run.err;
+  write_text_file(dir + "/__main__.py", "import sys\nsys.exit(0)\n");
+  run = run_ddprun({"--nproc_per_node", "1", "app"});
+  EXPECT_TRUE(ExitedWith(run, 0)) << run.err;
+}
+
 }  // namespace
 }  // namespace ddprun::testing

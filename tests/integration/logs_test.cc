@@ -1,13 +1,21 @@
 // Worker output routing: --redirects (all ranks and a per-rank map), --tee (prefixed console
 // lines, unprefixed files), --local_ranks_filter, and the --log_dir layout
 // <log_dir>/<run_id>_<random>/attempt_<N>/<local_rank>/{stdout.log,stderr.log,error.json}.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 
 #include "tests/integration/ddprun_fixture.h"
 
 namespace ddprun::testing {
 namespace {
+
+using namespace std::chrono_literals;
 
 bool has(const std::string& text, const std::string& needle) {
   return text.find(needle) != std::string::npos;
@@ -185,6 +193,88 @@ TEST_F(LogsTest, WithoutTmpdirARunWithoutLogFilesUsesTheRuntimeDir) {
   EXPECT_TRUE(has(run.out, "errfile0 " + runtime.string() + "/ddprun_none_")) << run.out;
   EXPECT_TRUE(has(run.out, "errfile1 " + runtime.string() + "/ddprun_none_")) << run.out;
   EXPECT_TRUE(std::filesystem::is_empty(runtime)) << "the run's directory was left behind";
+}
+
+// A port on 127.0.0.1 that refuses connections for as long as it lives: bound, never listening.
+class RefusingPort {
+ public:
+  RefusingPort() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      ADD_FAILURE() << "cannot bind a port on 127.0.0.1";
+      return;
+    }
+    port_ = ntohs(addr.sin_port);
+  }
+  ~RefusingPort() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_;
+  int port_ = 0;
+};
+
+// Issue 22: every failed run left a ddprun_* directory in /dev/shm (or $XDG_RUNTIME_DIR), most
+// of them empty or holding empty heartbeat files. Whatever ends a run, nothing stays in memory.
+class NothingLeftInMemoryTest : public DdprunTest {
+ protected:
+  void SetUp() override {
+    runtime_ = std::filesystem::path(temp().path()) / "runtime";
+    std::filesystem::create_directories(runtime_);
+    env_.erase("TMPDIR");
+    env_["XDG_RUNTIME_DIR"] = runtime_.string();
+  }
+  void expect_nothing_left() {
+    EXPECT_TRUE(std::filesystem::is_empty(runtime_)) << "the run's directory was left in memory";
+  }
+  std::filesystem::path runtime_;
+};
+
+TEST_F(NothingLeftInMemoryTest, AfterAWorkerFailure) {
+  const RunResult run =
+      run_ddprun({"--nproc_per_node", "2", "--no_python", "/bin/sh", "-c", "exit 3"});
+  ASSERT_TRUE(ExitedWith(run, 3)) << run.err;
+  expect_nothing_left();
+}
+
+// Also issue 22: waiting for an unreachable rendezvous said nothing until it gave up, and then
+// said "cannot reach" twice over.
+TEST_F(NothingLeftInMemoryTest, AfterARendezvousThatCannotBeReachedWhichItSaysOnce) {
+  RefusingPort refusing;
+  const RunResult run = run_ddprun(
+      {"--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", refusing.endpoint(),
+       "--rdzv_conf", "is_host=0,join_timeout=2", "--no_python", "/bin/true"});
+  ASSERT_TRUE(ExitedWith(run, 1)) << run.err;
+  EXPECT_NE(run.err.find("waiting for the rendezvous server at " + refusing.endpoint() +
+                         ": connect: Connection refused; retrying for up to 2 s"),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("rendezvous failed: could not reach the rendezvous server at " +
+                         refusing.endpoint() + " within "),
+            std::string::npos)
+      << run.err;
+  EXPECT_EQ(run.err.find("cannot reach"), std::string::npos) << run.err;
+  expect_nothing_left();
+}
+
+TEST_F(NothingLeftInMemoryTest, AfterSigtermWhileJoining) {
+  RefusingPort refusing;
+  auto ddprun = start_ddprun({"--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint",
+                              refusing.endpoint(), "--rdzv_conf", "is_host=0,join_timeout=60",
+                              "--no_python", "/bin/true"});
+  ASSERT_NE(ddprun, nullptr);
+  ASSERT_TRUE(ddprun->wait_for_stderr("waiting for the rendezvous server", deadline_after(30s)))
+      << ddprun->stderr_text();
+  ddprun->send_signal(SIGTERM);
+  const RunResult run = finish(*ddprun, deadline_after(30s));
+  ASSERT_TRUE(ExitedWith(run, 128 + SIGTERM)) << run.err;
+  expect_nothing_left();
 }
 
 }  // namespace

@@ -135,13 +135,38 @@ TEST_F(CommandLineTest, OmpNumThreadsIsSetWithAWarningOnlyWhenUnsetAndSeveralWor
 }
 
 TEST_F(CommandLineTest, RedirectsTeeAndFilter) {
-  auto c = parse_ok({"-r", "3", "-t", "0:1,1:2", "--local_ranks_filter", "0,1", "t.py"});
+  auto c = parse_ok({"--nproc_per_node", "2", "-r", "3", "-t", "0:1,1:2", "--local_ranks_filter",
+                     "0,1", "t.py"});
   EXPECT_EQ(c.agent.logs.redirects.for_rank(5), 3);
   EXPECT_EQ(c.agent.logs.tee.for_rank(0), 1);
   EXPECT_EQ(c.agent.logs.tee.for_rank(1), 2);
   EXPECT_EQ(c.agent.logs.tee.for_rank(2), 0);
   EXPECT_EQ(c.agent.logs.console_ranks, (std::vector<int>{0, 1}));
   EXPECT_EQ(parse_ok({"--redirects=2", "t.py"}).agent.logs.redirects.all, 2);
+}
+
+// Issue 22: a filter naming a rank that does not exist showed nothing, silently.
+TEST_F(CommandLineTest, ALocalRanksFilterOutsideTheNodesRanksIsRefused) {
+  EXPECT_EQ(parse_error({"--nproc_per_node", "2", "--local_ranks_filter", "5", "t.py"}),
+            "ddprun: error: --local_ranks_filter 5: there is no local rank 5 with "
+            "--nproc_per_node 2 (local ranks are 0 to 1)");
+  EXPECT_EQ(parse_ok({"--nproc_per_node", "2", "--local_ranks_filter", "1", "t.py"})
+                .agent.logs.console_ranks,
+            (std::vector<int>{1}));
+}
+
+// Issue 22: a first-heartbeat limit below the hang timeout was raised without a word.
+TEST_F(CommandLineTest, AFirstHeartbeatTimeoutBelowTheHangTimeoutIsRaisedWithAWarning) {
+  auto c = parse_ok({"--hang_timeout", "5", "--first_heartbeat_timeout", "3", "t.py"});
+  EXPECT_EQ(c.agent.hang.first_heartbeat_timeout, Millis(5000));
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_EQ(c.warnings[0],
+            "--first_heartbeat_timeout 3 is below --hang_timeout 5: a rank gets 5 s for its first "
+            "heartbeat too");
+  // 0 means no limit on the first heartbeat, as documented, and is kept.
+  auto unlimited = parse_ok({"--hang_timeout", "5", "--first_heartbeat_timeout", "0", "t.py"});
+  EXPECT_EQ(unlimited.agent.hang.first_heartbeat_timeout, Millis(0));
+  EXPECT_TRUE(unlimited.warnings.empty());
 }
 
 TEST_F(CommandLineTest, UsageErrorsNameTheProblem) {

@@ -5,6 +5,7 @@
 // with 2 and 4 nodes, and over the static backend (--node_rank, a shared --master_port). And a
 // node lost mid-training (SIGKILL of its agent): the survivor trains on in the smaller world.
 #include <csignal>
+#include <regex>
 #include <set>
 
 #include "tests/multinode/multinode_fixture.h"
@@ -127,6 +128,54 @@ TEST_F(TorchTest, KilledNodeMakesTheSurvivorTrainOnInTheSmallerWorld) {
   }
   EXPECT_TRUE(markers("allreduce_n2_w2_").empty());
 }
+
+// Issue 22 across nodes: global rank 3 (the second local rank of the node that joined second)
+// sleeps inside a step while the three others wait for it in a collective, every rank having
+// reported the same step (WHEN=after) or rank 3 one step behind (before). The nodes agree on
+// the verdict before stopping their workers, share every rank's stack through the rendezvous,
+// and both name rank 3 alone, on the same node, with its frame.
+class TorchHangAcrossNodesTest
+    : public MultinodeTest,
+      public ::testing::WithParamInterface<std::pair<std::string, std::string>> {};
+
+TEST_P(TorchHangAcrossNodesTest, EveryNodeNamesTheRankThatDidNotArrive) {
+  const auto& [when, wait] = GetParam();
+  const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  std::vector<std::unique_ptr<ChildProcess>> nodes;
+  for (int n = 1; n <= 2; ++n) {
+    NodeSpec spec;
+    spec.node = n;
+    spec.nnodes = "2";
+    spec.nproc_per_node = kNproc;
+    spec.endpoint = endpoint;
+    spec.extra = {"--hang_timeout", "2"};
+    spec.entry = {std::string(DDPRUN_TEST_SOURCE_DIR) + "/tests/integration/workers/torch_hang.py",
+                  "3", "3", when, wait};
+    nodes.push_back(start_node(spec));
+    ASSERT_NE(nodes.back(), nullptr);
+  }
+  const auto runs = finish_all(nodes, deadline_after(120s));
+  ASSERT_EQ(runs.size(), 2u);
+  const std::regex culprit(R"(rank 3 \(node (127\.0\.0\.[12]), local_rank 1\) hung: no progress)");
+  std::set<std::string> named;
+  for (const RunResult& run : runs) {
+    ASSERT_TRUE(ExitedWith(run, 128 + SIGABRT)) << run.err;
+    const std::string cause = root_cause_section(run.err);
+    std::smatch match;
+    ASSERT_TRUE(std::regex_search(cause, match, culprit)) << run.err;
+    named.insert(match[1]);
+    EXPECT_NE(cause.find("in stuck_in_step at torch_hang.py:"), std::string::npos) << run.err;
+    for (const char* waiting : {"rank 0 (node", "rank 1 (node", "rank 2 (node"}) {
+      EXPECT_EQ(cause.find(waiting), std::string::npos) << waiting << " only waited\n" << run.err;
+    }
+  }
+  EXPECT_EQ(named.size(), 1u) << "the nodes named different culprits";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    HungBeforeOrAfterItsHeartbeat, TorchHangAcrossNodesTest,
+    ::testing::Values(std::make_pair("after", "barrier"), std::make_pair("before", "backward")),
+    [](const auto& info) { return info.param.first + "_" + info.param.second; });
 
 }  // namespace
 }  // namespace ddprun::testing
