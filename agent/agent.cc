@@ -325,8 +325,10 @@ void Agent::handle_failure(const GroupResult& result) {
 void Agent::send_report(FailureReport report) {
   coordinator_.report_failure(report, [this, report](Coordinator::FailureDecision decision) {
     if (phase_ != Phase::kReporting) return;
-    // The job's report (identical on every node) when the coordinator has one, else ours.
-    const FailureReport& shown = decision.report.failures.empty() ? report : decision.report;
+    // The job's report (identical on every node) when the coordinator has one, else ours;
+    // with the coordinator's cause, when the job ended outside the workers (rendezvous lost).
+    FailureReport shown = decision.report.failures.empty() ? report : decision.report;
+    if (!decision.report.cause.empty()) shown.cause = decision.report.cause;
     if (decision.restart) {
       notify([&](AgentObserver& o) { o.on_restart(decision.counted); });
       const auto& root = shown.root_cause();
@@ -534,7 +536,7 @@ void Agent::interrupt(Interrupt what) {
 }
 
 void Agent::end_with_job_failure(const CoordinatorEvent& event) {
-  if (!event.report.failures.empty()) {
+  if (!event.report.failures.empty() || !event.report.cause.empty()) {
     (void)std::fputs(event.report.render().c_str(), stderr);
   } else {
     spdlog::error("{}", event.reason);

@@ -66,10 +66,14 @@ std::string FailureReport::render() const {
   std::size_t width = title.size();
   std::string root_text;
   std::vector<std::string> others;
+  if (!cause.empty()) {
+    root_text = "  cause     : " + indent_continuation(cause);
+    width = std::max(width, widest_line(root_text));
+  }
   for (std::size_t i = 0; i < failures.size(); ++i) {
     std::string text = format_failure(i, failures[i]);
     width = std::max(width, widest_line(text));
-    (i == 0 ? root_text : others.emplace_back()) = std::move(text);
+    (i == 0 && cause.empty() ? root_text : others.emplace_back()) = std::move(text);
   }
   width = std::min(width, kMaxReportWidth);
   const std::string border(width, '='), section(width, '-');
@@ -172,11 +176,13 @@ void from_json(const nlohmann::json& j, WorkerFailure& f) {
 
 void to_json(nlohmann::json& j, const FailureReport& r) {
   j = {{"entrypoint", r.entrypoint}, {"failures", r.failures}};
+  if (!r.cause.empty()) j["cause"] = r.cause;
 }
 
 void from_json(const nlohmann::json& j, FailureReport& r) {
   r.entrypoint = j.value("entrypoint", std::string());
   r.failures = j.value("failures", std::vector<WorkerFailure>{});
+  r.cause = j.value("cause", std::string());
 }
 
 }  // namespace ddprun::agent

@@ -35,6 +35,9 @@ struct WorkerFailure {
 struct FailureReport {
   std::string entrypoint;               // e.g. "train.py"
   std::vector<WorkerFailure> failures;  // in the order observed; front() is the root cause
+  // A cause outside the workers (the node hosting the rendezvous was lost): when set it is the
+  // root cause, printed as such, and every worker failure is listed as a consequence.
+  std::string cause;
 
   const WorkerFailure& root_cause() const { return failures.front(); }
   // What ddprun exits with: the root cause's exit code, or 128 + signal.

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/exit_codes.h"
+
 namespace ddprun::agent {
 namespace {
 
@@ -40,7 +42,7 @@ FailureReport parse_report(const std::string& json_text) {
 
 RendezvousCoordinator::RendezvousCoordinator(RendezvousCoordinatorOptions options,
                                              rdzv::RendezvousClient& client)
-    : options_(std::move(options)), client_(client) {
+    : options_(std::move(options)), client_(client), current_server_(options_.server) {
   client_.set_event_handler([this](const rdzv::RendezvousEvent& e) { on_event(e); });
 }
 
@@ -79,12 +81,25 @@ void RendezvousCoordinator::send_join(const JoinOffer& offer,
   request.node.master_addr = offer.master_addr;
   request.node.master_port = static_cast<uint16_t>(offer.master_port);
   request.job = options_.job;
-  client_.join(std::move(request), [this, done = std::move(done)](Result<rdzv::RoundAssignment> a) {
+  request.standby_port = options_.standby_port;
+  request.restarts_used = restart_count_;
+  client_.join(std::move(request), [this, offer, done = std::move(done)](
+                                       Result<rdzv::RoundAssignment> a) mutable {
     if (closed_) return;
     if (!a) {
+      // The server was lost while this node waited for a round: join at the successor.
+      if (a.status().kind() == ErrorKind::kUnavailable && fail_over(a.error_message())) {
+        return join(offer, std::move(done));
+      }
       done(a.status());
       return;
     }
+    successor_.reset();
+    if (!a->successor_host.empty() && a->successor_port != 0) {
+      successor_ = rdzv::ServerAddress{a->successor_host, a->successor_port};
+    }
+    last_group_world_size_ = static_cast<int>(a->group_world_size);
+    restart_count_ = a->restart_count;
     done(to_assignment(*a, options_.job.agent_store));
   });
 }
@@ -95,7 +110,13 @@ void RendezvousCoordinator::report_failure(const FailureReport& report,
   client_.report_worker_failure(
       nlohmann::json(report).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
       report.exit_code(), [this, report](const Status& s) {
-        if (!s && !closed_) fail_job(s.message(), report, report.exit_code());
+        if (s || closed_) return;
+        if (!client_.connected()) {
+          // Unanswered because the server is gone: the job may go on at the successor.
+          if (!fail_over(s.message())) end_with_lost_server(s.message());
+          return;
+        }
+        fail_job(s.message(), report, report.exit_code());
       });
 }
 
@@ -116,8 +137,58 @@ void RendezvousCoordinator::on_event(const rdzv::RendezvousEvent& event) {
   } else if (std::holds_alternative<rdzv::JobSucceeded>(event)) {
     if (pending_success_) std::exchange(pending_success_, nullptr)(Status());
   } else if (const auto* lost = std::get_if<rdzv::ConnectionLost>(&event)) {
-    fail_job(lost->message, {}, 1);  // "lost the rendezvous server at <host:port>: <why>"
+    // "lost the rendezvous server at <host:port>: <why>"
+    if (!fail_over(lost->message)) end_with_lost_server(lost->message);
   }
+}
+
+// The server is gone for good (the client's reconnects failed for heartbeat_timeout). When
+// the last round named a successor and enough nodes may survive, the rendezvous moves there
+// and the job goes on as after any lost member: a pending failure report is answered as a
+// restart that consumed nothing, running workers are stopped to join the next round.
+bool RendezvousCoordinator::fail_over(const std::string& why) {
+  if (!successor_) return false;
+  if (last_group_world_size_ - 1 < static_cast<int>(options_.job.min_nodes)) {
+    spdlog::error(
+        "{}; the rendezvous could move to {}, but the last round had {} node(s), so at most {} "
+        "remain, fewer than the job's minimum of {}",
+        why, rdzv::to_string(*successor_), last_group_world_size_, last_group_world_size_ - 1,
+        options_.job.min_nodes);
+    successor_.reset();
+    return false;
+  }
+  const rdzv::ServerAddress to = *std::exchange(successor_, std::nullopt);
+  spdlog::warn(
+      "{}; the node hosting the rendezvous is lost: the rendezvous moves to {} (the successor "
+      "the last round named) and the job goes on without that node",
+      why, rdzv::to_string(to));
+  current_server_ = rdzv::to_string(to);
+  client_.move_to(to);
+  connected_ = false;
+  if (pending_failure_) {
+    FailureDecision decision;
+    decision.restart = true;
+    decision.counted = false;  // a lost member, not this node's failure, ended the round
+    std::exchange(pending_failure_, nullptr)(decision);
+    return true;
+  }
+  pending_success_ = nullptr;
+  CoordinatorEvent e;
+  e.kind = CoordinatorEvent::Kind::kRejoin;
+  e.reason = "rendezvous: the node hosting it was lost; stopping workers to join the next round "
+             "at " + rdzv::to_string(to);
+  if (handler_) handler_(e);
+  return true;
+}
+
+// The server is gone and the job cannot go on: the report's root cause says so, and what to do.
+void RendezvousCoordinator::end_with_lost_server(const std::string& why) {
+  FailureReport report;
+  report.cause = "the rendezvous server at " + current_server_ + " was lost (" + why +
+                 "); the job cannot go on without it. For a job that survives the loss of any "
+                 "node, run ddp-rendezvous (with replicas) as the endpoint, or give --nnodes a "
+                 "minimum the other nodes can meet";
+  fail_job(report.cause, report, kExitRendezvousLost);
 }
 
 void RendezvousCoordinator::on_restart(const rdzv::RestartRequested& restart) {

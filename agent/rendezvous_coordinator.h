@@ -20,6 +20,9 @@ struct RendezvousCoordinatorOptions {
   std::string node_id;  // unique within the job, e.g. "<host>:<pid>:<random>"
   std::optional<int> node_rank_hint;
   std::string server;  // "host:port", for error messages
+  // This node's standby rendezvous server (JoinMsg::standby_port): where the rendezvous moves
+  // if this node becomes the successor of a lost host. 0: none.
+  uint16_t standby_port = 0;
 };
 
 // Not thread-safe: use on the client's io_context thread. Callbacks run on that thread, never
@@ -46,6 +49,8 @@ class RendezvousCoordinator final : public Coordinator {
   void on_restart(const rdzv::RestartRequested& restart);
   void send_join(const JoinOffer& offer, std::function<void(Result<RoundAssignment>)> done);
   void fail_job(std::string reason, FailureReport report, int exit_code);
+  bool fail_over(const std::string& why);
+  void end_with_lost_server(const std::string& why);
 
   const RendezvousCoordinatorOptions options_;
   rdzv::RendezvousClient& client_;
@@ -55,6 +60,12 @@ class RendezvousCoordinator final : public Coordinator {
   // At most one of these waits at a time: the outcome of a report comes as a pushed event.
   std::function<void(FailureDecision)> pending_failure_;
   std::function<void(Status)> pending_success_;
+  // From the last round: where the rendezvous moves if its server is lost, how many nodes the
+  // round had and the job's restarts so far (carried to the successor).
+  std::optional<rdzv::ServerAddress> successor_;
+  int last_group_world_size_ = 0;
+  uint32_t restart_count_ = 0;
+  std::string current_server_;  // for messages: options_.server, then the successor
 };
 
 }  // namespace ddprun::agent

@@ -5,6 +5,9 @@
 //      does not resolve; a fix of the command line or the file is needed
 //   1  anything else that stopped it: a port in use, a resource that cannot be reached, a failure
 //   3  (ddp-rendezvous) its durable state could not be saved; a replacement should take over
+//  75  (ddprun) the job's rendezvous was lost mid-job and the job could not go on (the node
+//      hosting it died with no successor, or too few nodes remain); EX_TEMPFAIL of sysexits.h:
+//      not a worker's failure, and the job may succeed when started again
 //
 // Decided by the error's kind, never by its text: kInvalidArgument is the user's input.
 #pragma once
@@ -16,6 +19,7 @@ namespace ddprun {
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitStateLost = 3;
+inline constexpr int kExitRendezvousLost = 75;
 
 // The exit code for `error` when the program cannot start or go on (2 or 1, above).
 inline int exit_code_for(const Status& error) {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -117,8 +118,11 @@ rdzv::ClientOptions client_options(const RendezvousSettings& r, uint16_t server_
   return o;
 }
 
-// The hosted server's options: the agent's own token and TLS files guard it.
-Result<rdzv::ServerOptions> hosted_server_options(const RendezvousSettings& r) {
+// The hosted server's options: the agent's own token and TLS files guard it. `node_id`: the
+// agent's own, so that its rounds name a successor (protocol.md, "When the hosting node is
+// lost").
+Result<rdzv::ServerOptions> hosted_server_options(const RendezvousSettings& r,
+                                                  const std::string& node_id) {
   rdzv::ServerOptions options;
   const rdzv::ServerCredentialFiles files = rdzv::embedded_server_files(r.conf);
   if (!r.conf.tls_ca_file.empty() && files.tls.cert_file.empty()) {
@@ -129,14 +133,42 @@ Result<rdzv::ServerOptions> hosted_server_options(const RendezvousSettings& r) {
   auto credentials = rdzv::load_server_credentials(files);
   if (!credentials) return credentials.status().with_context("--rdzv_conf");
   options.credentials = std::move(*credentials);
+  options.host_node_id = node_id;
   return options;
 }
 
+// A non-hosting c10d node's idle rendezvous server, on the address it offers the job, ready to
+// take the rendezvous over should the hosting node be lost. None with --standalone (one node),
+// with ddp-rendezvous replicas (they fail over among themselves), or when this node cannot
+// serve what the host serves (TLS without a certificate of its own): then it says so once.
+void start_standby(std::optional<rdzv::RendezvousServer>& standby, boost::asio::io_context& io,
+                   const RendezvousSettings& r, const std::string& address,
+                   const std::string& node_id) {
+  if (r.standalone || !r.more_endpoints.empty()) return;
+  auto options = hosted_server_options(r, node_id);
+  if (!options) {
+    spdlog::info("this node cannot take over the rendezvous should its host be lost: {}",
+                 options.error_message());
+    return;
+  }
+  standby.emplace(io, std::move(*options));
+  if (Status listening = standby->listen(address, 0); !listening) {
+    spdlog::info("this node cannot take over the rendezvous should its host be lost: {}",
+                 listening.message());
+    standby.reset();
+    return;
+  }
+  spdlog::debug("standby rendezvous server on {}:{}", address, standby->port());
+}
+
 agent::RendezvousCoordinatorOptions coordinator_options(const LaunchConfig& config,
-                                                        uint16_t server_port) {
+                                                        uint16_t server_port,
+                                                        const std::string& node_id,
+                                                        uint16_t standby_port) {
   agent::RendezvousCoordinatorOptions o;
   o.job = config.job;
-  o.node_id = make_node_id(config.agent.hostname);
+  o.node_id = node_id;
+  o.standby_port = standby_port;
   o.node_rank_hint = config.rendezvous.node_rank;
   std::vector<rdzv::ServerAddress> servers{{config.rendezvous.endpoint_host, server_port}};
   servers.insert(servers.end(), config.rendezvous.more_endpoints.begin(),
@@ -178,10 +210,12 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
     spdlog::error("{}", credentials.error_message());
     return 2;
   }
+  const agent::AgentOptions options = agent_options(config);
+  const std::string node_id = make_node_id(config.agent.hostname);
   std::optional<rdzv::RendezvousServer> server;
   uint16_t port = r.endpoint_port;
   if (may_host(r)) {
-    auto hosted = hosted_server_options(r);
+    auto hosted = hosted_server_options(r, node_id);
     if (!hosted) {
       spdlog::error("{}", hosted.error_message());
       return 2;
@@ -198,15 +232,17 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
       server.reset();  // not this host, or another agent here hosts it: be a client
     }
   }
+  std::optional<rdzv::RendezvousServer> standby;
+  if (!server) start_standby(standby, io, r, options.master_addr, node_id);
   agent::PosixProcessLauncher launcher(io);
   AgentWatchers watchers(io, launcher, config);
   rdzv::TcpRendezvousClient client(
       io, client_options(r, port,
                          std::make_shared<const rdzv::ClientCredentials>(std::move(*credentials))));
-  agent::RendezvousCoordinator coordinator(coordinator_options(config, port), client);
+  agent::RendezvousCoordinator coordinator(
+      coordinator_options(config, port, node_id, standby ? standby->port() : 0), client);
   int exit_code = 0;
   {
-    const agent::AgentOptions options = agent_options(config);
     agent::SystemAgentParts parts(io, options, SystemClock::instance());
     agent::Agent node_agent(options, io, parts.with(launcher, coordinator));
     auto metrics = MetricsService::start(io, config.metrics, node_agent, config.agent.run_id,
@@ -218,11 +254,13 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
     watchers.attach(node_agent);
     exit_code = node_agent.run();
   }
-  // Leave cleanly and let a hosted server deliver its last decisions before it goes.
+  // Leave cleanly and let a hosted server (or a standby that took over) deliver its last
+  // decisions before it goes.
   io.restart();
   coordinator.close_gracefully([&] {
-    if (server) {
-      server->shutdown([&io] { io.stop(); });
+    rdzv::RendezvousServer* serving = server ? &*server : standby ? &*standby : nullptr;
+    if (serving) {
+      serving->shutdown([&io] { io.stop(); });
     } else {
       io.stop();
     }

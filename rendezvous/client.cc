@@ -62,7 +62,14 @@ void TcpRendezvousClient::State::on_message(ServerMessage&& message) {
 
 TcpRendezvousClient::TcpRendezvousClient(boost::asio::io_context& io, ClientOptions options,
                                          const Clock& clock)
-    : state_(std::make_shared<State>()) {
+    : io_(io), options_(std::move(options)), clock_(clock) {
+  open_channel();
+}
+
+void TcpRendezvousClient::open_channel() {
+  auto handler = state_ ? std::move(state_->handler) : nullptr;
+  state_ = std::make_shared<State>();
+  state_->handler = std::move(handler);
   Channel::Hooks hooks;
   std::weak_ptr<State> weak = state_;
   hooks.on_message = [weak](ServerMessage&& m) {
@@ -81,8 +88,16 @@ TcpRendezvousClient::TcpRendezvousClient(boost::asio::io_context& io, ClientOpti
     s->finish_join(Status::unavailable(why));
     s->emit(ConnectionLost{why});
   };
-  channel_ = Channel::create(io, std::move(options), std::move(hooks), clock);
+  channel_ = Channel::create(io_, options_, std::move(hooks), clock_);
   state_->channel = channel_.get();
+}
+
+void TcpRendezvousClient::move_to(const ServerAddress& server) {
+  channel_->abort();  // no callback of the old channel runs afterwards
+  options_.host = server.host;
+  options_.port = server.port;
+  options_.more_servers.clear();
+  open_channel();
 }
 
 TcpRendezvousClient::~TcpRendezvousClient() { channel_->abort(); }
@@ -104,7 +119,9 @@ void TcpRendezvousClient::join(JoinRequest request,
   const uint32_t id = channel_->next_request_id();
   state_->node_id = request.node.node_id;
   state_->join_done = std::move(done);
-  channel_->request(JoinMsg{id, std::move(request.node), request.job}, id,
+  channel_->request(JoinMsg{id, std::move(request.node), request.job, request.standby_port,
+                            request.restarts_used},
+                    id,
                     [state = state_](const Reply& r) {
                       if (r.ok) {
                         state->token = static_cast<uint64_t>(r.integer);

@@ -47,6 +47,8 @@ namespace ddprun::rdzv {
 struct JoinRequest {
   NodeInfo node;
   JobOptions job;
+  uint16_t standby_port = 0;   // JoinMsg::standby_port
+  uint32_t restarts_used = 0;  // JoinMsg::restarts_used
 };
 
 // The outcome of a round for this node (see messages.h): round, group_rank,
@@ -89,6 +91,10 @@ class RendezvousClient {
   // disconnects. `done` runs once the server acknowledged or after attempt_timeout.
   virtual void close(std::function<void()> done = {}) = 0;
   virtual bool connected() const = 0;
+  // The server was lost for good: from now on the client talks to `server` (the successor a
+  // RoundAssigned named), as a new client would. Pending calls are dropped without callbacks;
+  // connect() and join() start over there.
+  virtual void move_to(const ServerAddress& server) = 0;
 };
 
 class TcpRendezvousClient final : public RendezvousClient {
@@ -112,11 +118,17 @@ class TcpRendezvousClient final : public RendezvousClient {
   void job_progress(std::function<void(Result<std::vector<NodeProgress>>)> done) override;
   void close(std::function<void()> done = {}) override;
   bool connected() const override;
+  void move_to(const ServerAddress& server) override;
   // The last assignment received, if any.
   const std::optional<RoundAssignment>& assignment() const;
 
  private:
   struct State;  // what the channel's hooks reach; outlives this object while they may run
+  void open_channel();
+
+  boost::asio::io_context& io_;
+  ClientOptions options_;
+  const Clock& clock_;
   std::shared_ptr<State> state_;
   std::shared_ptr<Channel> channel_;
 };

@@ -63,6 +63,7 @@ void put(ByteWriter& w, const Hello& m) {
 }
 void put(ByteWriter& w, const JoinMsg& m) {
   w.u8(kJoin), w.u32(m.request_id), put(w, m.node), put(w, m.job);
+  w.u16(m.standby_port), w.u32(m.restarts_used);
 }
 void put(ByteWriter& w, const ResumeMsg& m) {
   w.u8(kResume), w.u32(m.request_id), w.str(m.node_id), w.u64(m.token), w.u64(m.pushes_received);
@@ -104,6 +105,7 @@ void put(ByteWriter& w, const RoundAssigned& m) {
   w.u8(kRoundAssigned), w.str(m.job_id), w.u64(m.round), w.u32(m.group_rank);
   w.u32(m.group_world_size), w.u32(m.local_world_size), w.u32(m.rank_offset), w.u32(m.world_size);
   w.str(m.master_addr), w.u16(m.master_port), w.u32(m.restart_count), w.u32(m.max_restarts);
+  w.str(m.successor_host), w.u16(m.successor_port);
 }
 void put(ByteWriter& w, const RestartRequested& m) {
   w.u8(kRestartRequested), w.u64(m.round), w.u8(static_cast<uint8_t>(m.reason));
@@ -179,7 +181,8 @@ bool get(ByteReader& r, const CodecLimits&, JobOptions& o) {
   return true;
 }
 bool get(ByteReader& r, const CodecLimits& l, JoinMsg& m) {
-  return r.u32(m.request_id) && get(r, l, m.node) && get(r, l, m.job);
+  return r.u32(m.request_id) && get(r, l, m.node) && get(r, l, m.job) && r.u16(m.standby_port) &&
+         r.u32(m.restarts_used);
 }
 bool get(ByteReader& r, const CodecLimits& l, ResumeMsg& m) {
   return r.u32(m.request_id) && r.str(m.node_id, l.max_string_bytes) && r.u64(m.token) &&
@@ -232,7 +235,8 @@ bool get(ByteReader& r, const CodecLimits& l, RoundAssigned& m) {
   return r.str(m.job_id, l.max_string_bytes) && r.u64(m.round) && r.u32(m.group_rank) &&
          r.u32(m.group_world_size) && r.u32(m.local_world_size) && r.u32(m.rank_offset) &&
          r.u32(m.world_size) && r.str(m.master_addr, l.max_string_bytes) && r.u16(m.master_port) &&
-         r.u32(m.restart_count) && r.u32(m.max_restarts);
+         r.u32(m.restart_count) && r.u32(m.max_restarts) &&
+         r.str(m.successor_host, l.max_string_bytes) && r.u16(m.successor_port);
 }
 bool get(ByteReader& r, const CodecLimits& l, RestartRequested& m) {
   uint8_t reason = 0;

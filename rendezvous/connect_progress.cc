@@ -25,7 +25,7 @@ std::optional<std::string> ConnectProgress::failed(SteadyTime now, const std::st
   std::string line;
   if (attempts_ == 1) {
     line = fmt::format(
-        "waiting for the rendezvous server at {}: {}; retrying for up to {} s (the join timeout)",
+        "waiting for the rendezvous server at {}: {}; retrying for up to {} s",
         endpoint_, error, whole_seconds(left));
   } else {
     line = fmt::format(

@@ -85,6 +85,8 @@ void JobRegistry::join(Job& job, Peer& peer, const JoinMsg& msg, std::string& no
   if (Status valid = validate(msg.job); !valid) return fail(valid.message());
   const SteadyTime now = clock_.steady_now();
   if (!job.round) job.round.emplace(job.id, msg.job, now);
+  // A job that moved here after its host was lost goes on counting its restarts.
+  job.round->adopt_restart_count(msg.restarts_used);
   auto decisions = job.round->join(msg.node, msg.job, now);
   if (!decisions) {
     if (job.round->empty()) job.round.reset();  // a bad first join must not fix the options
@@ -93,6 +95,8 @@ void JobRegistry::join(Job& job, Peer& peer, const JoinMsg& msg, std::string& no
   job.round->reattach(joining);  // a join retried after a lost reply ends any grace
   auto& l = job.links[joining];
   l.peer = &peer;
+  l.standby_host = msg.node.master_addr;
+  l.standby_port = msg.standby_port;
   if (l.token == 0) l.token = token_rng_() | 1;  // never 0: 0 means "no token"
   node_id = joining;
   Reply ok;
@@ -246,6 +250,7 @@ void JobRegistry::query_progress(Job& job, Peer& peer, const ProgressQueryMsg& m
 
 void JobRegistry::commit(Job& job, Peer* reply_to, const std::string& reply_node,
                          std::optional<Reply> reply, Decisions decisions, bool prune_links) {
+  if (!host_node_id_.empty()) name_successor(job, decisions);
   if (reply) {
     // Kept now, not once recorded: a copy of the request arriving meanwhile is answered again
     // (after the record), not done again.
@@ -312,6 +317,30 @@ Status JobRegistry::restore(state::StateStore& store, DecisionJournal::FailureHa
   }
   journal_.attach(&store, std::move(on_failure));
   return Status();
+}
+
+// Every RoundAssigned of a closing round names the same successor: the standby server of the
+// member with the lowest group rank other than the node hosting this server.
+void JobRegistry::name_successor(const Job& job, Decisions& decisions) const {
+  const RoundAssigned* chosen = nullptr;
+  const Job::Link* chosen_link = nullptr;
+  for (const Outgoing& out : decisions) {
+    const auto* a = std::get_if<RoundAssigned>(&out.push);
+    if (!a || out.node_id == host_node_id_) continue;
+    auto link = job.links.find(out.node_id);
+    if (link == job.links.end() || link->second.standby_port == 0) continue;
+    if (!chosen || a->group_rank < chosen->group_rank) {
+      chosen = a;
+      chosen_link = &link->second;
+    }
+  }
+  if (!chosen_link) return;
+  for (Outgoing& out : decisions) {
+    if (auto* a = std::get_if<RoundAssigned>(&out.push)) {
+      a->successor_host = chosen_link->standby_host;
+      a->successor_port = chosen_link->standby_port;
+    }
+  }
 }
 
 void JobRegistry::dispatch(Job& job, const Decisions& decisions) {

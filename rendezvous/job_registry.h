@@ -59,6 +59,10 @@ class JobRegistry {
       std::vector<RankProgressEntry> progress;
       uint64_t progress_round = 0;
       SteadyTime progress_at{};
+      // The node's standby rendezvous server (JoinMsg::standby_port on its master_addr); port
+      // 0: none.
+      std::string standby_host;
+      uint16_t standby_port = 0;
     };
     const std::string id;
     std::optional<RoundState> round;  // created by the first join (it fixes the options)
@@ -86,6 +90,11 @@ class JobRegistry {
   JobRegistry(boost::asio::any_io_executor executor, const Clock& clock,
               std::shared_ptr<ServerCounters> counters = nullptr);
   ~JobRegistry();
+
+  // This registry's server is hosted by the agent of node `node_id`: every RoundAssigned names
+  // a successor (the standby of the member with the lowest group rank other than that node).
+  // Empty (the default, ddp-rendezvous): no successor is named.
+  void set_host_node(std::string node_id) { host_node_id_ = std::move(node_id); }
 
   // A connection said Hello for `job_id`; the job is created on first use.
   Job& open_connection(const std::string& job_id);
@@ -141,6 +150,7 @@ class JobRegistry {
   void take_over(Job::Link& link, Peer& peer, const std::string& node_id);
   std::optional<std::string> snapshot(const Job& job) const;
   void dispatch(Job& job, const Decisions& decisions);
+  void name_successor(const Job& job, Decisions& decisions) const;
   void after_change(Job& job, bool prune_links);
   void schedule(Job& job);
   void on_timer(const std::string& job_id);
@@ -152,6 +162,7 @@ class JobRegistry {
   std::shared_ptr<ServerCounters> counters_;
   std::unordered_map<std::string, std::unique_ptr<Job>> jobs_;
   std::mt19937_64 token_rng_;
+  std::string host_node_id_;  // set_host_node; empty: no successors
   DecisionJournal journal_;  // last member: its completions refer to the registry
 };
 

@@ -53,6 +53,13 @@ struct JoinMsg {
   uint32_t request_id = 0;
   NodeInfo node;
   JobOptions job;  // must agree with the job's (see same_terms)
+  // A rendezvous server of this node's own, idle, listening on node.master_addr at this port,
+  // ready to take over should the node hosting the job's server be lost (0: none). Only an
+  // agent-hosted server uses it (ServerOptions::host_node_id).
+  uint16_t standby_port = 0;
+  // Restarts the job had used before this server knew it (the job moved here after its host
+  // was lost): a new job starts counting from the largest one its first round's joins name.
+  uint32_t restarts_used = 0;
 };
 struct ResumeMsg {  // re-attach a membership after a reconnect
   uint32_t request_id = 0;
@@ -158,6 +165,11 @@ struct RoundAssigned {
   uint16_t master_port = 0;
   uint32_t restart_count = 0;
   uint32_t max_restarts = 0;
+  // Where the rendezvous moves should this server's node be lost: the standby server of the
+  // member with the lowest group rank other than the host (empty host: no successor; servers
+  // not hosted by an agent never name one).
+  std::string successor_host;
+  uint16_t successor_port = 0;
 };
 struct RestartRequested {
   uint64_t round = 0;  // the round that ends

@@ -28,6 +28,7 @@
 // Thread-safety: none; the owner (the server's io_context) serialises calls.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -88,6 +89,11 @@ class RoundState {
   bool finished() const { return phase_ == Phase::kSucceeded || phase_ == Phase::kFailed; }
   uint64_t round() const { return round_; }
   uint32_t restart_count() const { return restart_count_; }
+  // The job moved to this server after its host was lost: it had used `used` restarts. Taken
+  // (the largest named) only while the first round gathers.
+  void adopt_restart_count(uint32_t used) {
+    if (round_ == 0 && phase_ == Phase::kGathering) restart_count_ = std::max(restart_count_, used);
+  }
   const JobOptions& options() const { return options_; }
   bool knows(const std::string& node_id) const { return nodes_.count(node_id) != 0; }
   // The push that tells `node_id` where the job is now, for a node that may have missed the

@@ -34,7 +34,9 @@ RendezvousServer::RendezvousServer(asio::io_context& io, ServerOptions options, 
       options_(std::move(options)),
       clock_(clock),
       registry_(std::make_shared<JobRegistry>(io.get_executor(), clock_, counters_)),
-      listener_(io, listener_options(options_), clock_) {}
+      listener_(io, listener_options(options_), clock_) {
+  registry_->set_host_node(options_.host_node_id);
+}
 
 RendezvousServer::~RendezvousServer() {
   // Sessions finish on the io_context later; they no longer call back into the listener and
@@ -102,6 +104,7 @@ void RendezvousServer::redirect_clients(std::optional<Redirect> to) {
   listener_.for_each_connection(
       [&](ServedConnection& c) { static_cast<Session&>(c).close_with(**redirect_); });
   registry_ = std::make_shared<JobRegistry>(io_.get_executor(), clock_);
+  registry_->set_host_node(options_.host_node_id);
 }
 
 ServerStats RendezvousServer::stats() const {

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "common/clock.h"
 #include "rendezvous/codec.h"
@@ -12,6 +13,10 @@
 namespace ddprun::rdzv {
 
 struct ServerOptions {
+  // The node id of the agent that hosts this server in-process (c10d without ddp-rendezvous):
+  // every RoundAssigned then names a successor, where the rendezvous moves if that node is
+  // lost (protocol.md, "When the hosting node is lost"). Empty (ddp-rendezvous): none.
+  std::string host_node_id;
   // A new connection must complete the Hello handshake within this. Default 10 s.
   Millis handshake_timeout{10'000};
   // A connection that has not joined (a tool using the KV API, a client between rounds) is

@@ -247,8 +247,84 @@ TEST_F(RendezvousCoordinatorTest, ALostServerAtTheExitBarrierFailsTheJob) {
   EXPECT_FALSE(second);  // the barrier is abandoned; the agent ends the job from the event
   ASSERT_EQ(events_.size(), 1u);
   EXPECT_EQ(events_[0].kind, CoordinatorEvent::Kind::kJobFailed);
-  EXPECT_EQ(events_[0].exit_code, 1);
-  EXPECT_NE(events_[0].reason.find("lost the rendezvous server"), std::string::npos);
+  EXPECT_EQ(events_[0].exit_code, 75);  // the rendezvous, not a worker
+  EXPECT_NE(events_[0].reason.find("the rendezvous server at head:29400 was lost (lost the "
+                                   "rendezvous server at head:29400: gone)"),
+            std::string::npos)
+      << events_[0].reason;
+}
+
+// Issue 22: losing the agent that hosts the rendezvous ended the job and blamed a survivor.
+class HostLossTest : public RendezvousCoordinatorTest {
+ protected:
+  // Joins a round of three nodes whose server named node c's standby as the successor.
+  void join_three_nodes(uint32_t restart_count) {
+    rdzv::RoundAssigned a = round_of(0, restart_count);
+    a.group_world_size = 3;
+    a.successor_host = "10.0.0.3";
+    a.successor_port = 4242;
+    std::optional<Result<RoundAssignment>> got;
+    coordinator_.join({2, "10.0.0.2", 5000}, [&](Result<RoundAssignment> r) { got = r; });
+    std::exchange(client_.pending_connect, nullptr)(Status());
+    std::exchange(client_.pending_join, nullptr)(a);
+    ASSERT_TRUE(got && got->ok());
+  }
+  const rdzv::ServerAddress successor_{"10.0.0.3", 4242};
+  const rdzv::ConnectionLost lost_{"lost the rendezvous server at head:29400: connection refused"};
+};
+
+TEST_F(HostLossTest, AFailureReportedAsTheHostDiesIsAnUncountedRestartAtTheSuccessor) {
+  join_three_nodes(2);
+  auto& decision = report_failure(report_of_rank(3, 1));  // gloo: connection closed by peer
+  client_.push(lost_);
+  ASSERT_TRUE(decision);
+  EXPECT_TRUE(decision->restart);
+  EXPECT_FALSE(decision->counted) << "a lost member does not consume a restart";
+  ASSERT_EQ(client_.moved_to.size(), 1u);
+  EXPECT_EQ(client_.moved_to[0], successor_);
+  EXPECT_TRUE(events_.empty());
+  // The next join connects afresh (to the successor) and carries the job's restarts there.
+  std::optional<Result<RoundAssignment>> got;
+  coordinator_.join({2, "10.0.0.2", 5000}, [&](Result<RoundAssignment> r) { got = r; });
+  EXPECT_EQ(client_.connects, 2);
+  std::exchange(client_.pending_connect, nullptr)(Status());
+  ASSERT_EQ(client_.joins.size(), 2u);
+  EXPECT_EQ(client_.joins[1].restarts_used, 2u);
+}
+
+TEST_F(HostLossTest, RunningWorkersAreStoppedToRejoinAtTheSuccessor) {
+  join_three_nodes(0);
+  client_.push(lost_);
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_EQ(events_[0].kind, CoordinatorEvent::Kind::kRejoin);
+  EXPECT_NE(events_[0].reason.find("10.0.0.3:4242"), std::string::npos) << events_[0].reason;
+  EXPECT_EQ(client_.moved_to.size(), 1u);
+}
+
+TEST_F(HostLossTest, AJoinCutShortByTheLostHostGoesOnAtTheSuccessor) {
+  join_three_nodes(1);
+  std::optional<Result<RoundAssignment>> got;
+  coordinator_.join({2, "10.0.0.2", 5000}, [&](Result<RoundAssignment> r) { got = r; });
+  std::exchange(client_.pending_join, nullptr)(Status::unavailable(lost_.message));
+  EXPECT_FALSE(got) << "the join goes on";
+  ASSERT_EQ(client_.moved_to.size(), 1u);
+  std::exchange(client_.pending_connect, nullptr)(Status());
+  ASSERT_TRUE(client_.pending_join);
+  std::exchange(client_.pending_join, nullptr)(round_of(0, 1));
+  ASSERT_TRUE(got && got->ok());
+}
+
+TEST_F(HostLossTest, TooFewSurvivorsEndTheJobWithTheLostHostAsRootCauseAnd75) {
+  join_round(0, 0);  // two nodes, and the job needs two
+  auto& decision = report_failure(report_of_rank(3, 1));
+  client_.push(lost_);
+  ASSERT_TRUE(decision);
+  EXPECT_FALSE(decision->restart);
+  EXPECT_EQ(decision->exit_code, 75);
+  EXPECT_NE(decision->report.cause.find("the rendezvous server at head:29400 was lost"),
+            std::string::npos);
+  EXPECT_NE(decision->report.cause.find("run ddp-rendezvous"), std::string::npos);
+  EXPECT_TRUE(client_.moved_to.empty());
 }
 
 TEST_F(RendezvousCoordinatorTest, NothingReachesTheAgentAfterClose) {

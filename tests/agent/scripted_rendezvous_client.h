@@ -50,6 +50,7 @@ class ScriptedRendezvousClient final : public rdzv::RendezvousClient {
     if (done) done();
   }
   bool connected() const override { return connects > 0; }
+  void move_to(const rdzv::ServerAddress& server) override { moved_to.push_back(server); }
 
   // Pushes an event as the server would.
   void push(const rdzv::RendezvousEvent& event) {
@@ -65,6 +66,7 @@ class ScriptedRendezvousClient final : public rdzv::RendezvousClient {
   int success_reports = 0;
   std::function<void(Status)> pending_success;
   bool closed = false;
+  std::vector<rdzv::ServerAddress> moved_to;
   std::vector<std::vector<rdzv::RankProgressEntry>> shared_progress;
   std::function<void(Result<std::vector<rdzv::NodeProgress>>)> pending_progress;
 };

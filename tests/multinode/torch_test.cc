@@ -129,6 +129,84 @@ TEST_F(TorchTest, KilledNodeMakesTheSurvivorTrainOnInTheSmallerWorld) {
   EXPECT_TRUE(markers("allreduce_n2_w2_").empty());
 }
 
+// Issue 22: losing the node that hosts the rendezvous (c10d without ddp-rendezvous) ended the
+// job within a second, blaming a survivor's rank for a gloo "Connection closed by peer". Now the
+// survivors move the rendezvous to the successor the last round named (the standby server of
+// the lowest-ranked other member) and train on without the host, consuming no restart.
+class HostLossTest : public TorchTest {
+ protected:
+  // Starts `count` nodes (node 1 hosts), waits until all train in the full world, then
+  // SIGKILLs node 1. Returns the survivors' results.
+  std::vector<RunResult> kill_the_host(int count, const std::string& nnodes, int exit_world) {
+    const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+    std::vector<std::unique_ptr<ChildProcess>> nodes;
+    for (int n = 1; n <= count; ++n) {
+      NodeSpec spec;
+      spec.node = n;
+      spec.nnodes = nnodes;
+      spec.nproc_per_node = kNproc;
+      spec.endpoint = endpoint;
+      spec.timeouts.last_call_timeout = "3";
+      spec.extra = {"--max_restarts", "3"};
+      spec.entry = {mn_worker("train_on.py"), "--exit-when-world", std::to_string(exit_world)};
+      nodes.push_back(start_node(spec));
+      if (!nodes.back()) return {};
+    }
+    if (!wait_for_markers("allreduce_n", count * kNproc, deadline_after(90s))) {
+      ADD_FAILURE() << finish(*nodes[0], deadline_after(1s)).describe();
+      return {};
+    }
+    nodes[0]->send_signal(SIGKILL);
+    const RunResult host = finish(*nodes[0], deadline_after(10s));
+    EXPECT_TRUE(host.exit && host.exit->signal == SIGKILL);
+    nodes.erase(nodes.begin());
+    return finish_all(nodes, deadline_after(90s));
+  }
+};
+
+TEST_F(HostLossTest, TheSurvivorOfTwoNodesMovesTheRendezvousAndFinishes) {
+  const auto survivors = kill_the_host(2, "1:2", kNproc);
+  ASSERT_EQ(survivors.size(), 1u);
+  ASSERT_TRUE(ExitedWith(survivors[0], 0)) << survivors[0].describe();
+  EXPECT_NE(survivors[0].err.find("the rendezvous moves to 127.0.0.2:"), std::string::npos)
+      << survivors[0].err;
+  const auto after = markers("allreduce_n2_w2_");
+  ASSERT_EQ(after.size(), 2u);
+  for (const auto& [name, m] : after) {
+    EXPECT_EQ(m["sum"].get<double>(), 3.0) << name;
+    EXPECT_EQ(m["GROUP_WORLD_SIZE"], "1") << name;
+    EXPECT_EQ(m["TORCHELASTIC_RESTART_COUNT"], "0") << name << ": the host's loss used a restart";
+  }
+}
+
+TEST_F(HostLossTest, TwoSurvivorsOfThreeNodesMeetAtTheSuccessorAndFinish) {
+  const auto survivors = kill_the_host(3, "2:3", 2 * kNproc);
+  ASSERT_EQ(survivors.size(), 2u);
+  for (const RunResult& run : survivors) ASSERT_TRUE(ExitedWith(run, 0)) << run.describe();
+  const auto after2 = markers("allreduce_n2_w4_");
+  const auto after3 = markers("allreduce_n3_w4_");
+  ASSERT_EQ(after2.size() + after3.size(), 4u);
+  for (const auto& group : {after2, after3}) {
+    for (const auto& [name, m] : group) {
+      EXPECT_EQ(m["sum"].get<double>(), 10.0) << name;
+      EXPECT_EQ(m["GROUP_WORLD_SIZE"], "2") << name;
+    }
+  }
+}
+
+TEST_F(HostLossTest, WhenTheSurvivorCannotGoOnTheLostHostIsTheRootCauseAndTheExitCode75) {
+  // --nnodes 2: without the host the job cannot have its two nodes.
+  const auto survivors = kill_the_host(2, "2", 99);
+  ASSERT_EQ(survivors.size(), 1u);
+  ASSERT_TRUE(ExitedWith(survivors[0], 75)) << survivors[0].describe();
+  const std::string cause = root_cause_section(survivors[0].err);
+  EXPECT_NE(cause.find("cause     : the rendezvous server at 127.0.0.1:"), std::string::npos)
+      << survivors[0].err;
+  EXPECT_NE(cause.find("run ddp-rendezvous"), std::string::npos) << survivors[0].err;
+  EXPECT_EQ(cause.find("rank      :"), std::string::npos) << "a survivor's rank was blamed\n"
+                                                           << survivors[0].err;
+}
+
 // Issue 22 across nodes: global rank 3 (the second local rank of the node that joined second)
 // sleeps inside a step while the three others wait for it in a collective, every rank having
 // reported the same step (WHEN=after) or rank 3 one step behind (before). The nodes agree on

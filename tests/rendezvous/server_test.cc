@@ -70,6 +70,54 @@ TEST_F(ServerTest, ManyClientsJoinOneRoundWithConsistentRanks) {
   EXPECT_EQ(*ranks.rbegin(), static_cast<uint32_t>(kNodes - 1));
 }
 
+// Issue 22: a server hosted by an agent names, in every RoundAssigned, the standby server of the
+// member with the lowest group rank other than its own node: where the rendezvous moves should
+// that node be lost. A job that moves there goes on counting its restarts.
+TEST(SuccessorTest, AnAgentHostedServerNamesTheLowestRankedOtherMembersStandby) {
+  ServerOptions options = ServerThread::test_options();
+  options.host_node_id = "node-0";
+  ServerThread server(options);
+  boost::asio::io_context io;
+  std::vector<std::unique_ptr<TestNode>> nodes;
+  for (int i = 0; i < 3; ++i) nodes.push_back(start_node(io, node_options(server.port(), "job", i)));
+  ASSERT_TRUE(run_until(io, [&] {
+    for (auto& n : nodes)
+      if (!n->connected) return false;
+    return true;
+  }));
+  for (int i = 0; i < 3; ++i) {
+    JoinRequest r = join_request("node-" + std::to_string(i), 3, 3, 5);
+    r.node.node_rank_hint = static_cast<uint32_t>(i);
+    r.node.master_addr = "127.0.0." + std::to_string(i + 1);
+    r.standby_port = static_cast<uint16_t>(i == 1 ? 0 : 4000 + i);  // node-1 offers none
+    r.restarts_used = i == 2 ? 2 : 0;  // as a job that moved here after two restarts
+    start_join(*nodes[i], r);
+  }
+  ASSERT_TRUE(run_until(io, [&] {
+    for (auto& n : nodes)
+      if (!n->assignment) return false;
+    return true;
+  }));
+  for (auto& n : nodes) {
+    ASSERT_TRUE(n->assignment->ok()) << n->assignment->error_message();
+    const RoundAssignment& a = n->assignment->value();
+    EXPECT_EQ(a.successor_host, "127.0.0.3");  // node-0 hosts, node-1 has no standby
+    EXPECT_EQ(a.successor_port, 4002);
+    EXPECT_EQ(a.restart_count, 2u);
+  }
+}
+
+TEST_F(ServerTest, ADaemonNamesNoSuccessor) {
+  auto nodes = start_nodes(2);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    JoinRequest r = join_request("node-" + std::to_string(i), 2, 2);
+    r.standby_port = 4000;
+    start_join(*nodes[i], r);
+  }
+  ASSERT_TRUE(all_assigned(nodes));
+  for (auto& n : nodes) EXPECT_TRUE(n->assignment->value().successor_host.empty());
+}
+
 TEST_F(ServerTest, WorkerFailureRestartsEveryMemberThenFailsWithTheSameReportEverywhere) {
   auto nodes = start_nodes(3);
   join_all(nodes, 3, 3, /*max_restarts=*/1);
