@@ -148,6 +148,15 @@ void RendezvousCoordinator::on_event(const rdzv::RendezvousEvent& event) {
 // restart that consumed nothing, running workers are stopped to join the next round.
 bool RendezvousCoordinator::fail_over(const std::string& why) {
   if (!successor_) return false;
+  if (!client_.lost_in_good_standing(options_.job.heartbeat_timeout)) {
+    // Stopped or cut off longer than the server keeps a silent node: the others went on (or
+    // finished) without this node, which must not start a job of its own at the successor.
+    spdlog::error("{}; this node itself was cut off from the rendezvous for longer than "
+                  "heartbeat_timeout, so the job went on without it",
+                  why);
+    successor_.reset();
+    return false;
+  }
   if (last_group_world_size_ - 1 < static_cast<int>(options_.job.min_nodes)) {
     spdlog::error(
         "{}; the rendezvous could move to {}, but the last round had {} node(s), so at most {} "

@@ -275,6 +275,7 @@ void Channel::drop_socket() {
 
 void Channel::on_connection_lost(const std::string& why) {
   if (state_ == State::kClosed || state_ == State::kLost) return;
+  silence_at_loss_ = std::chrono::duration_cast<Millis>(clock_.steady_now() - last_rx_);
   spdlog::log(quiet_ ? spdlog::level::debug : spdlog::level::warn,
               "rendezvous client: connection to {} lost: {}", server_name(), why);
   drop_socket();

@@ -136,6 +136,10 @@ class Channel : public std::enable_shared_from_this<Channel> {
   void abort();
 
   bool connected() const { return state_ == State::kConnected; }
+  // How long the server had been silent when the connection was last lost: beyond
+  // heartbeat_timeout, this node was cut off (stopped, partitioned) and the server has dropped
+  // it, rather than the server having gone away under a node in good standing.
+  Millis silence_at_loss() const { return silence_at_loss_; }
   const ClientOptions& options() const { return options_; }
 
   // Runs `fn` later on the io_context unless the channel has closed by then; never throws.
@@ -187,6 +191,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   std::shared_ptr<Stream> socket_;  // shared with the connection's read and write loops
   uint64_t generation_ = 0;         // connection generation: coroutines of an older one do nothing
   SteadyTime last_rx_;
+  Millis silence_at_loss_{0};  // see silence_at_loss()
   boost::asio::steady_timer ticker_;  // heartbeats, and the silence check
   boost::asio::steady_timer close_timer_;
   FrameWriter writer_;

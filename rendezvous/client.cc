@@ -92,6 +92,10 @@ void TcpRendezvousClient::open_channel() {
   state_->channel = channel_.get();
 }
 
+bool TcpRendezvousClient::lost_in_good_standing(Millis heartbeat_timeout) const {
+  return channel_->silence_at_loss() < heartbeat_timeout;
+}
+
 void TcpRendezvousClient::move_to(const ServerAddress& server) {
   channel_->abort();  // no callback of the old channel runs afterwards
   options_.host = server.host;

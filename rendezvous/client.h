@@ -95,6 +95,10 @@ class RendezvousClient {
   // RoundAssigned named), as a new client would. Pending calls are dropped without callbacks;
   // connect() and join() start over there.
   virtual void move_to(const ServerAddress& server) = 0;
+  // Whether this node was in good standing when the server was lost: it had heard from the
+  // server within heartbeat_timeout. A node that was itself cut off longer (stopped,
+  // partitioned) has been dropped, and the job may have gone on, or ended, without it.
+  virtual bool lost_in_good_standing(Millis heartbeat_timeout) const = 0;
 };
 
 class TcpRendezvousClient final : public RendezvousClient {
@@ -119,6 +123,7 @@ class TcpRendezvousClient final : public RendezvousClient {
   void close(std::function<void()> done = {}) override;
   bool connected() const override;
   void move_to(const ServerAddress& server) override;
+  bool lost_in_good_standing(Millis heartbeat_timeout) const override;
   // The last assignment received, if any.
   const std::optional<RoundAssignment>& assignment() const;
 

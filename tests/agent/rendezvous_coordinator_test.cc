@@ -314,6 +314,18 @@ TEST_F(HostLossTest, AJoinCutShortByTheLostHostGoesOnAtTheSuccessor) {
   ASSERT_TRUE(got && got->ok());
 }
 
+// A node stopped (SIGSTOP) or partitioned longer than heartbeat_timeout wakes to find the server
+// gone: the job went on, or ended, without it. It must not start one of its own.
+TEST_F(HostLossTest, ANodeThatWasItselfCutOffDoesNotMoveTheRendezvous) {
+  join_three_nodes(0);
+  client_.good_standing = false;
+  client_.push(lost_);
+  EXPECT_TRUE(client_.moved_to.empty());
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_EQ(events_[0].kind, CoordinatorEvent::Kind::kJobFailed);
+  EXPECT_EQ(events_[0].exit_code, 75);
+}
+
 TEST_F(HostLossTest, TooFewSurvivorsEndTheJobWithTheLostHostAsRootCauseAnd75) {
   join_round(0, 0);  // two nodes, and the job needs two
   auto& decision = report_failure(report_of_rank(3, 1));

@@ -51,6 +51,7 @@ class ScriptedRendezvousClient final : public rdzv::RendezvousClient {
   }
   bool connected() const override { return connects > 0; }
   void move_to(const rdzv::ServerAddress& server) override { moved_to.push_back(server); }
+  bool lost_in_good_standing(Millis) const override { return good_standing; }
 
   // Pushes an event as the server would.
   void push(const rdzv::RendezvousEvent& event) {
@@ -67,6 +68,7 @@ class ScriptedRendezvousClient final : public rdzv::RendezvousClient {
   std::function<void(Status)> pending_success;
   bool closed = false;
   std::vector<rdzv::ServerAddress> moved_to;
+  bool good_standing = true;
   std::vector<std::vector<rdzv::RankProgressEntry>> shared_progress;
   std::function<void(Result<std::vector<rdzv::NodeProgress>>)> pending_progress;
 };
