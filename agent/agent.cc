@@ -356,7 +356,8 @@ FailureReport Agent::build_report(const GroupResult& result) const {
   const int attempt = attempt_ - 1;  // the attempt that just ended
   for (WorkerFailure& f : report.failures) {
     load_error_file(f);
-    f.stderr_tail = stderr_lines(f.local_rank, attempt, f.hung ? kHungStackLines : kStderrTailLines);
+    f.stderr_tail =
+        stderr_lines(f.local_rank, attempt, f.hung ? kHungStackLines : kStderrTailLines);
   }
   return report;
 }
@@ -444,7 +445,8 @@ void Agent::on_hang(const HangVerdict& verdict) {
   for (RankProgress& r : hang_ranks_) r.activity = RankActivity::kStopping;
   std::string silent;
   for (const LocalRankProgress& p : verdict.hung) {
-    silent += (silent.empty() ? "" : ", ") + std::to_string(assignment_->rank_offset + p.local_rank);
+    silent +=
+        (silent.empty() ? "" : ", ") + std::to_string(assignment_->rank_offset + p.local_rank);
   }
   spdlog::warn(
       "hang detected: rank(s) {} made no progress for {} s; stopping the workers with SIGABRT to "
@@ -482,7 +484,8 @@ void Agent::settle_hang(FailureReport report) {
   const int attempt = attempt_ - 1;
   std::vector<RankProgress> local = hang_ranks_;
   for (RankProgress& r : local) {
-    const ActivityFinding finding = read_activity(stderr_lines(r.local_rank, attempt, kHungStackLines));
+    const ActivityFinding finding =
+        read_activity(stderr_lines(r.local_rank, attempt, kHungStackLines));
     r.activity = finding.activity;
     r.where = finding.where;
   }

@@ -20,7 +20,8 @@
 //    is the culprit. A rank at a lower step than the rest is behind whatever it was doing.
 //    When nothing tells the ranks apart, the finding says so instead of guessing. Then
 //    format_hang_root_cause() writes the report's root-cause line:
-//      rank 3 (node b, local_rank 1) hung: no progress for 300 s after step 1234, in load at data.py:88
+//      rank 3 (node b, local_rank 1) hung: no progress for 300 s after step 1234, in load at
+//      data.py:88
 #pragma once
 
 #include <cstdint>
@@ -148,15 +149,14 @@ struct CulpritFinding {
 CulpritFinding find_hang_culprits(const std::vector<RankProgress>& ranks);
 
 // The root-cause line for one culprit of `finding`:
-//   rank 3 (node b, local_rank 1) hung: no progress for 300 s after step 1234, in load at data.py:88
-//   rank 3 (node b, local_rank 1) hung: no progress for 300 s (it never reported a step)
+//   rank 3 (node b, local_rank 1) hung: no progress for 300 s after step 1234, in load at
+//   data.py:88 rank 3 (node b, local_rank 1) hung: no progress for 300 s (it never reported a step)
 //   rank 3 (node b, local_rank 1) hung: no heartbeat in 600 s since it started
 // and, when the finding is undetermined, the reason after it:
 //   rank 0 (node a, local_rank 0) hung: no progress for 4 s after step 3; which rank stopped
 //   first cannot be told: every rank at step 3 was waiting in a collective
 // Durations print in whole seconds, or with one decimal below 10 s ("1.5 s").
-std::string format_hang_root_cause(const RankProgress& culprit,
-                                   const CulpritFinding& finding = {});
+std::string format_hang_root_cause(const RankProgress& culprit, const CulpritFinding& finding = {});
 
 // "300", "1.5", "0.2": seconds as the root-cause line prints them.
 std::string format_hang_seconds(Millis duration);

@@ -151,9 +151,10 @@ bool RendezvousCoordinator::fail_over(const std::string& why) {
   if (!client_.lost_in_good_standing(options_.job.heartbeat_timeout)) {
     // Stopped or cut off longer than the server keeps a silent node: the others went on (or
     // finished) without this node, which must not start a job of its own at the successor.
-    spdlog::error("{}; this node itself was cut off from the rendezvous for longer than "
-                  "heartbeat_timeout, so the job went on without it",
-                  why);
+    spdlog::error(
+        "{}; this node itself was cut off from the rendezvous for longer than "
+        "heartbeat_timeout, so the job went on without it",
+        why);
     successor_.reset();
     return false;
   }
@@ -184,8 +185,10 @@ bool RendezvousCoordinator::fail_over(const std::string& why) {
   pending_success_ = nullptr;
   CoordinatorEvent e;
   e.kind = CoordinatorEvent::Kind::kRejoin;
-  e.reason = "rendezvous: the node hosting it was lost; stopping workers to join the next round "
-             "at " + rdzv::to_string(to);
+  e.reason =
+      "rendezvous: the node hosting it was lost; stopping workers to join the next round "
+      "at " +
+      rdzv::to_string(to);
   if (handler_) handler_(e);
   return true;
 }

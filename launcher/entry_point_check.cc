@@ -37,10 +37,9 @@ Status check_entry_point(const agent::WorkerCommand& command, const std::string&
   const fs::file_status status = fs::status(path, ec);
   if (!fs::exists(status)) {
     const fs::path name = fs::path(script).filename();
-    return Status::invalid_argument(
-        "the script '" + script + "' does not exist" + where +
-        did_you_mean(name.string(), neighbours(path.parent_path())) +
-        "; no worker was started");
+    return Status::invalid_argument("the script '" + script + "' does not exist" + where +
+                                    did_you_mean(name.string(), neighbours(path.parent_path())) +
+                                    "; no worker was started");
   }
   if (fs::is_directory(status) && !fs::exists(path / "__main__.py", ec)) {
     return Status::invalid_argument("the entry point '" + script + "' is a directory without a " +

@@ -191,7 +191,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   std::shared_ptr<Stream> socket_;  // shared with the connection's read and write loops
   uint64_t generation_ = 0;         // connection generation: coroutines of an older one do nothing
   SteadyTime last_rx_;
-  Millis silence_at_loss_{0};  // see silence_at_loss()
+  Millis silence_at_loss_{0};         // see silence_at_loss()
   boost::asio::steady_timer ticker_;  // heartbeats, and the silence check
   boost::asio::steady_timer close_timer_;
   FrameWriter writer_;

@@ -125,8 +125,7 @@ void TcpRendezvousClient::join(JoinRequest request,
   state_->join_done = std::move(done);
   channel_->request(JoinMsg{id, std::move(request.node), request.job, request.standby_port,
                             request.restarts_used},
-                    id,
-                    [state = state_](const Reply& r) {
+                    id, [state = state_](const Reply& r) {
                       if (r.ok) {
                         state->token = static_cast<uint64_t>(r.integer);
                       } else {

@@ -24,9 +24,8 @@ std::optional<std::string> ConnectProgress::failed(SteadyTime now, const std::st
   const Millis left = std::chrono::duration_cast<Millis>(deadline_ - now);
   std::string line;
   if (attempts_ == 1) {
-    line = fmt::format(
-        "waiting for the rendezvous server at {}: {}; retrying for up to {} s",
-        endpoint_, error, whole_seconds(left));
+    line = fmt::format("waiting for the rendezvous server at {}: {}; retrying for up to {} s",
+                       endpoint_, error, whole_seconds(left));
   } else {
     line = fmt::format(
         "still waiting for the rendezvous server at {} after {} s ({} attempts); last error: {}; "

@@ -173,10 +173,11 @@ asio::awaitable<Result<Connection>> connect_with_backoff(asio::any_io_executor e
     if (now + wait >= deadline) {
       co_return Status::error(
           ErrorKind::kUnavailable,
-          fmt::format("could not reach the rendezvous server at {} within {} s ({} attempts): {}",
-                      to_string(o.servers),
-                      fmt::format("{:.1f}", static_cast<double>((now - start) / Millis(1)) / 1000.0),
-                      errors.size(), summarize(errors)));
+          fmt::format(
+              "could not reach the rendezvous server at {} within {} s ({} attempts): {}",
+              to_string(o.servers),
+              fmt::format("{:.1f}", static_cast<double>((now - start) / Millis(1)) / 1000.0),
+              errors.size(), summarize(errors)));
     }
     sleep.expires_after(wait);
     boost::system::error_code ec;

@@ -163,7 +163,7 @@ class JobRegistry {
   std::unordered_map<std::string, std::unique_ptr<Job>> jobs_;
   std::mt19937_64 token_rng_;
   std::string host_node_id_;  // set_host_node; empty: no successors
-  DecisionJournal journal_;  // last member: its completions refer to the registry
+  DecisionJournal journal_;   // last member: its completions refer to the registry
 };
 
 }  // namespace ddprun::rdzv

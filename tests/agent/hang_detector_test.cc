@@ -222,7 +222,8 @@ TEST(HangCulprits, TheRankBehindIsNamedNotThoseWaitingForIt) {
 // 7 within microseconds, and rank 0's heartbeat happened to be the older one.
 TEST(HangCulprits, AtTheSameStepTheRankNotInACollectiveIsNamedWhateverTheHeartbeatAges) {
   const std::vector<RankProgress> ranks{
-      doing(rank(0, "a", 0, 7, milliseconds(4'001)), kWaiting, "barrier at distributed_c10d.py:3152"),
+      doing(rank(0, "a", 0, 7, milliseconds(4'001)), kWaiting,
+            "barrier at distributed_c10d.py:3152"),
       doing(rank(1, "a", 1, 7, milliseconds(4'000)), kBusy, "train_step at train.py:40")};
   CulpritFinding f = find_hang_culprits(ranks);
   EXPECT_EQ(f.basis, CulpritFinding::Basis::kNotInCollective);
@@ -233,16 +234,18 @@ TEST(HangCulprits, AtTheSameStepTheRankNotInACollectiveIsNamedWhateverTheHeartbe
 }
 
 TEST(HangCulprits, AcrossNodesTheOnlyRankNotWaitingIsNamed) {
-  const std::vector<RankProgress> ranks{
-      doing(rank(0, "a", 0, 3, seconds(5)), kWaiting), doing(rank(1, "a", 1, 3, seconds(6)), kWaiting),
-      doing(rank(2, "b", 0, 3, seconds(7)), kWaiting), doing(rank(3, "b", 1, 3, seconds(4)), kBusy)};
+  const std::vector<RankProgress> ranks{doing(rank(0, "a", 0, 3, seconds(5)), kWaiting),
+                                        doing(rank(1, "a", 1, 3, seconds(6)), kWaiting),
+                                        doing(rank(2, "b", 0, 3, seconds(7)), kWaiting),
+                                        doing(rank(3, "b", 1, 3, seconds(4)), kBusy)};
   EXPECT_EQ(global_ranks(find_hang_culprits(ranks)), (std::vector<int>{3}));
 }
 
 TEST(HangCulprits, ARankWithoutAStackIsNamedWhenEveryOtherOneWasWaiting) {
-  const std::vector<RankProgress> ranks{doing(rank(0, "a", 0, 3, seconds(5)), kWaiting),
-                                        doing(rank(1, "a", 1, 3, seconds(5)), kWaiting),
-                                        doing(rank(2, "b", 0, 3, seconds(5)), RankActivity::kUnreadable)};
+  const std::vector<RankProgress> ranks{
+      doing(rank(0, "a", 0, 3, seconds(5)), kWaiting),
+      doing(rank(1, "a", 1, 3, seconds(5)), kWaiting),
+      doing(rank(2, "b", 0, 3, seconds(5)), RankActivity::kUnreadable)};
   CulpritFinding f = find_hang_culprits(ranks);
   EXPECT_EQ(f.basis, CulpritFinding::Basis::kNotSeenWaiting);
   EXPECT_EQ(global_ranks(f), (std::vector<int>{2}));

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 
 #include "agent/line_assembler.h"
 
@@ -127,8 +127,8 @@ class RunLogDirFinish : public ::testing::Test {
     return *dir;
   }
 
-  std::filesystem::path root_ = std::filesystem::temp_directory_path() /
-                                ("ddprun_finish_test_" + std::to_string(::getpid()));
+  std::filesystem::path root_ =
+      std::filesystem::temp_directory_path() / ("ddprun_finish_test_" + std::to_string(::getpid()));
   std::filesystem::path memory_ = root_ / "runtime";
   std::filesystem::path disk_ = root_ / "tmp";
   std::optional<std::string> saved_;

@@ -21,14 +21,15 @@ constexpr char kExtensions[] =
     "Extension modules: torch._C, torch._C._fft, numpy.core._multiarray_umath (total: 3)\n";
 
 TEST(RankActivity, Torch1BarrierIsACollective) {
-  const auto finding = read_activity(lines(
-      std::string("hello from rank 0\n"
-                  "Fatal Python error: Aborted\n\n"
-                  "Current thread 0x00007fd980abd040 (most recent call first):\n"
-                  "  File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\", "
-                  "line 3152 in barrier\n"
-                  "  File \"/tmp/exp/bar.py\", line 9 in <module>\n\n") +
-      kExtensions));
+  const auto finding = read_activity(
+      lines(std::string(
+                "hello from rank 0\n"
+                "Fatal Python error: Aborted\n\n"
+                "Current thread 0x00007fd980abd040 (most recent call first):\n"
+                "  File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\", "
+                "line 3152 in barrier\n"
+                "  File \"/tmp/exp/bar.py\", line 9 in <module>\n\n") +
+            kExtensions));
   EXPECT_EQ(finding.activity, RankActivity::kInCollective);
   EXPECT_EQ(finding.where, "barrier at distributed_c10d.py:3152");
 }
@@ -46,41 +47,41 @@ TEST(RankActivity, Torch2BarrierUnderItsLoggingWrapperIsACollective) {
 }
 
 TEST(RankActivity, ASleepInTheScriptIsElsewhere) {
-  const auto finding = read_activity(lines(
-      "Fatal Python error: Aborted\n\n"
-      "Current thread 0x00007f1d3c9f2040 (most recent call first):\n"
-      "  File \"/tmp/exp/bar.py\", line 7 in <module>\n"));
+  const auto finding =
+      read_activity(lines("Fatal Python error: Aborted\n\n"
+                          "Current thread 0x00007f1d3c9f2040 (most recent call first):\n"
+                          "  File \"/tmp/exp/bar.py\", line 7 in <module>\n"));
   EXPECT_EQ(finding.activity, RankActivity::kElsewhere);
   EXPECT_EQ(finding.where, "<module> at bar.py:7");
 }
 
 TEST(RankActivity, DdpBackwardIsACollectiveButElasticIsNot) {
-  const auto backward = read_activity(lines(
-      "Fatal Python error: Aborted\n\n"
-      "Current thread 0x1 (most recent call first):\n"
-      "  File \"/p/torch/autograd/graph.py\", line 829 in _engine_run_backward\n"
-      "  File \"/p/torch/autograd/__init__.py\", line 353 in backward\n"
-      "  File \"/p/torch/_tensor.py\", line 626 in backward\n"
-      "  File \"/w/train.py\", line 30 in step\n"));
+  const auto backward = read_activity(
+      lines("Fatal Python error: Aborted\n\n"
+            "Current thread 0x1 (most recent call first):\n"
+            "  File \"/p/torch/autograd/graph.py\", line 829 in _engine_run_backward\n"
+            "  File \"/p/torch/autograd/__init__.py\", line 353 in backward\n"
+            "  File \"/p/torch/_tensor.py\", line 626 in backward\n"
+            "  File \"/w/train.py\", line 30 in step\n"));
   EXPECT_EQ(backward.activity, RankActivity::kInCollective);
-  const auto elastic = read_activity(lines(
-      "Fatal Python error: Aborted\n\n"
-      "Current thread 0x1 (most recent call first):\n"
-      "  File \"/p/torch/distributed/elastic/timer/file_based_local_timer.py\", line 90 in "
-      "acquire\n"));
+  const auto elastic = read_activity(
+      lines("Fatal Python error: Aborted\n\n"
+            "Current thread 0x1 (most recent call first):\n"
+            "  File \"/p/torch/distributed/elastic/timer/file_based_local_timer.py\", line 90 in "
+            "acquire\n"));
   EXPECT_EQ(elastic.activity, RankActivity::kElsewhere);
 }
 
 TEST(RankActivity, TheMainThreadIsTheLastBlock) {
   // A data-loading thread sits in torch.distributed; the main thread is in the script.
-  const auto finding = read_activity(lines(
-      "Fatal Python error: Aborted\n\n"
-      "Thread 0x00007f00000002 (most recent call first):\n"
-      "  File \"/p/torch/distributed/distributed_c10d.py\", line 1 in broadcast\n"
-      "  File \"/usr/lib/python3.11/threading.py\", line 975 in run\n\n"
-      "Current thread 0x00007f00000001 (most recent call first):\n"
-      "  File \"/w/train.py\", line 12 in load\n"
-      "  File \"/w/train.py\", line 40 in <module>\n"));
+  const auto finding = read_activity(
+      lines("Fatal Python error: Aborted\n\n"
+            "Thread 0x00007f00000002 (most recent call first):\n"
+            "  File \"/p/torch/distributed/distributed_c10d.py\", line 1 in broadcast\n"
+            "  File \"/usr/lib/python3.11/threading.py\", line 975 in run\n\n"
+            "Current thread 0x00007f00000001 (most recent call first):\n"
+            "  File \"/w/train.py\", line 12 in load\n"
+            "  File \"/w/train.py\", line 40 in <module>\n"));
   EXPECT_EQ(finding.activity, RankActivity::kElsewhere);
   EXPECT_EQ(finding.where, "load at train.py:12");
 }
@@ -99,22 +100,22 @@ TEST(RankActivity, ARankThatDiedInsideACollectiveOfALostPeerWasWaiting) {
 }
 
 TEST(RankActivity, TheLastDumpWins) {
-  const auto finding = read_activity(lines(
-      "Traceback (most recent call last):\n"
-      "  File \"/p/torch/distributed/distributed_c10d.py\", line 1, in barrier\n"
-      "RuntimeError: handled and retried\n"
-      "Fatal Python error: Aborted\n\n"
-      "Current thread 0x1 (most recent call first):\n"
-      "  File \"/w/train.py\", line 5 in spin\n"));
+  const auto finding = read_activity(
+      lines("Traceback (most recent call last):\n"
+            "  File \"/p/torch/distributed/distributed_c10d.py\", line 1, in barrier\n"
+            "RuntimeError: handled and retried\n"
+            "Fatal Python error: Aborted\n\n"
+            "Current thread 0x1 (most recent call first):\n"
+            "  File \"/w/train.py\", line 5 in spin\n"));
   EXPECT_EQ(finding.activity, RankActivity::kElsewhere);
 }
 
 TEST(RankActivity, TheSdkSaysWhetherItWasInACollective) {
-  auto waiting = read_activity(lines(
-      "*** SIGABRT: Aborted (fatal signal 6, sent by pid 10, pid 11, thread 11)\n"
-      "*** ddp: waiting in a collective (all_reduce)\n"
-      "Native backtrace (most recent call first):\n"
-      "  #0 0x7f... in __futex_abstimed_wait_common\n"));
+  auto waiting = read_activity(
+      lines("*** SIGABRT: Aborted (fatal signal 6, sent by pid 10, pid 11, thread 11)\n"
+            "*** ddp: waiting in a collective (all_reduce)\n"
+            "Native backtrace (most recent call first):\n"
+            "  #0 0x7f... in __futex_abstimed_wait_common\n"));
   EXPECT_EQ(waiting.activity, RankActivity::kInCollective);
   EXPECT_EQ(waiting.where, "all_reduce");
   auto busy = read_activity(lines("*** ddp: not in a collective\nNative backtrace:\n"));
@@ -126,11 +127,13 @@ TEST(RankActivity, NothingReadableIsUnreadable) {
   EXPECT_EQ(read_activity(lines("step 3\nstep 4\n")).activity, RankActivity::kUnreadable);
   // A dump cut off before its frames.
   EXPECT_EQ(read_activity(lines("Fatal Python error: Aborted\n\nCurrent thread 0x1 (most "
-                                "recent call first):\n")).activity,
+                                "recent call first):\n"))
+                .activity,
             RankActivity::kUnreadable);
   // A frame line that is not one.
   EXPECT_EQ(read_activity(lines("Fatal Python error: Aborted\nCurrent thread 0x1 (most recent "
-                                "call first):\n  File \"x.py\", line q in f\n")).activity,
+                                "call first):\n  File \"x.py\", line q in f\n"))
+                .activity,
             RankActivity::kUnreadable);
 }
 

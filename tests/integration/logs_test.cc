@@ -247,9 +247,9 @@ TEST_F(NothingLeftInMemoryTest, AfterAWorkerFailure) {
 // said "cannot reach" twice over.
 TEST_F(NothingLeftInMemoryTest, AfterARendezvousThatCannotBeReachedWhichItSaysOnce) {
   RefusingPort refusing;
-  const RunResult run = run_ddprun(
-      {"--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", refusing.endpoint(),
-       "--rdzv_conf", "is_host=0,join_timeout=2", "--no_python", "/bin/true"});
+  const RunResult run =
+      run_ddprun({"--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", refusing.endpoint(),
+                  "--rdzv_conf", "is_host=0,join_timeout=2", "--no_python", "/bin/true"});
   ASSERT_TRUE(ExitedWith(run, 1)) << run.err;
   EXPECT_NE(run.err.find("waiting for the rendezvous server at " + refusing.endpoint() +
                          ": connect: Connection refused; retrying for up to 2 s"),

@@ -135,8 +135,8 @@ TEST_F(CommandLineTest, OmpNumThreadsIsSetWithAWarningOnlyWhenUnsetAndSeveralWor
 }
 
 TEST_F(CommandLineTest, RedirectsTeeAndFilter) {
-  auto c = parse_ok({"--nproc_per_node", "2", "-r", "3", "-t", "0:1,1:2", "--local_ranks_filter",
-                     "0,1", "t.py"});
+  auto c = parse_ok(
+      {"--nproc_per_node", "2", "-r", "3", "-t", "0:1,1:2", "--local_ranks_filter", "0,1", "t.py"});
   EXPECT_EQ(c.agent.logs.redirects.for_rank(5), 3);
   EXPECT_EQ(c.agent.logs.tee.for_rank(0), 1);
   EXPECT_EQ(c.agent.logs.tee.for_rank(1), 2);

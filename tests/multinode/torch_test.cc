@@ -204,7 +204,7 @@ TEST_F(HostLossTest, WhenTheSurvivorCannotGoOnTheLostHostIsTheRootCauseAndTheExi
       << survivors[0].err;
   EXPECT_NE(cause.find("run ddp-rendezvous"), std::string::npos) << survivors[0].err;
   EXPECT_EQ(cause.find("rank      :"), std::string::npos) << "a survivor's rank was blamed\n"
-                                                           << survivors[0].err;
+                                                          << survivors[0].err;
 }
 
 // Issue 22 across nodes: global rank 3 (the second local rank of the node that joined second)
@@ -250,10 +250,12 @@ TEST_P(TorchHangAcrossNodesTest, EveryNodeNamesTheRankThatDidNotArrive) {
   EXPECT_EQ(named.size(), 1u) << "the nodes named different culprits";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    HungBeforeOrAfterItsHeartbeat, TorchHangAcrossNodesTest,
-    ::testing::Values(std::make_pair("after", "barrier"), std::make_pair("before", "backward")),
-    [](const auto& info) { return info.param.first + "_" + info.param.second; });
+INSTANTIATE_TEST_SUITE_P(HungBeforeOrAfterItsHeartbeat, TorchHangAcrossNodesTest,
+                         ::testing::Values(std::make_pair("after", "barrier"),
+                                           std::make_pair("before", "backward")),
+                         [](const auto& info) {
+                           return info.param.first + "_" + info.param.second;
+                         });
 
 }  // namespace
 }  // namespace ddprun::testing

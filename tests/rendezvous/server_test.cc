@@ -79,7 +79,8 @@ TEST(SuccessorTest, AnAgentHostedServerNamesTheLowestRankedOtherMembersStandby) 
   ServerThread server(options);
   boost::asio::io_context io;
   std::vector<std::unique_ptr<TestNode>> nodes;
-  for (int i = 0; i < 3; ++i) nodes.push_back(start_node(io, node_options(server.port(), "job", i)));
+  for (int i = 0; i < 3; ++i)
+    nodes.push_back(start_node(io, node_options(server.port(), "job", i)));
   ASSERT_TRUE(run_until(io, [&] {
     for (auto& n : nodes)
       if (!n->connected) return false;

@@ -109,11 +109,10 @@ TEST(ExactResumeTest, UnderDdprunARankHungAfterItsHeartbeatIsNamedNotTheOneWaiti
   TempDir dir;
   std::string output;
   run_job(launcher, dir.path() / "hung", {"hang_rank=1", "hang_at=10", "hang_beat=1"}, &output);
-  EXPECT_NE(output.find("local_rank 1) hung: no progress for 2 s after step 11"),
-            std::string::npos)
+  EXPECT_NE(output.find("local_rank 1) hung: no progress for 2 s after step 11"), std::string::npos)
       << output;
   EXPECT_EQ(output.find("local_rank 0) hung"), std::string::npos) << "rank 0 only waited\n"
-                                                                 << output;
+                                                                  << output;
   EXPECT_NE(output.find("*** ddp: waiting in a collective (all_reduce)"), std::string::npos)
       << output;
 }

@@ -79,7 +79,7 @@ bool intra_node_all_reduce(ProcessGroup& group, at::Tensor& t) {
     guarded(s.global_rank, kOp, [&] { set_up(s, store); });
   }
   if (!s.shm) return false;
-  backend_for(s, "all_reduce", bytes_of(t));  // counts it; throws if destroyed
+  backend_for(s, "all_reduce", bytes_of(t));          // counts it; throws if destroyed
   const CollectiveScope in_collective("all_reduce");  // waits for the node's other ranks
   const auto outcome = s.shm->all_reduce_sum(
       t.data_ptr(), static_cast<std::size_t>(t.numel()),
