@@ -319,10 +319,10 @@ void Agent::after_group(const GroupResult& result) {
 void Agent::handle_failure(const GroupResult& result) {
   FailureReport report = build_report(result);
   if (!hang_ranks_.empty()) return settle_hang(std::move(report));
-  send_report(std::move(report));
+  send_report(report);
 }
 
-void Agent::send_report(FailureReport report) {
+void Agent::send_report(const FailureReport& report) {
   coordinator_.report_failure(report, [this, report](Coordinator::FailureDecision decision) {
     if (phase_ != Phase::kReporting) return;
     // The job's report (identical on every node) when the coordinator has one, else ours;
@@ -531,7 +531,7 @@ void Agent::report_hang(FailureReport report, const std::vector<RankProgress>& j
   }
   if (!failures.empty()) report.failures = std::move(failures);
   hang_ranks_.clear();
-  send_report(std::move(report));
+  send_report(report);
 }
 
 void Agent::interrupt(Interrupt what) {

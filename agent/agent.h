@@ -100,7 +100,7 @@ class Agent final : private WorkerGroupObserver {
   void on_group_finished(const GroupResult& result) override;
   void after_group(const GroupResult& result);
   void handle_failure(const GroupResult& result);
-  void send_report(FailureReport report);
+  void send_report(const FailureReport& report);
   FailureReport build_report(const GroupResult& result) const;
   void on_signal(int signo);
   void on_coordinator_event(const CoordinatorEvent& event);

@@ -61,12 +61,13 @@ void HangInvestigation::poll() {
     for (const RankProgress& r : all) ready += ready_(r.activity) ? 1 : 0;
     const bool expired = std::chrono::steady_clock::now() >= deadline_;
     if (ready >= world_size_ || expired || !job) {
-      if (!job)
+      if (!job) {
         spdlog::warn("hang detection: the other nodes' ranks are not known: {}",
                      job.error_message());
-      else if (ready < world_size_)
+      } else if (ready < world_size_) {
         spdlog::warn("hang detection: {} of {} ranks reported in time; deciding without the rest",
                      ready, world_size_);
+      }
       Done done = std::move(done_);
       done_ = nullptr;
       done(std::move(all));
