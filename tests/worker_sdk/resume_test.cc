@@ -2,6 +2,8 @@
 // from the newest snapshot, and the final weights equal an uninterrupted run's bit for bit.
 #include <gtest/gtest.h>
 
+#include <csignal>
+
 #include "tests/worker_sdk/multiproc.h"
 #include "tests/worker_sdk/test_models.h"
 
@@ -115,6 +117,62 @@ TEST(ExactResumeTest, UnderDdprunARankHungAfterItsHeartbeatIsNamedNotTheOneWaiti
                                                                   << output;
   EXPECT_NE(output.find("*** ddp: waiting in a collective (all_reduce)"), std::string::npos)
       << output;
+}
+
+// The same across two nodes (c10d, node 1 hosting the rendezvous on 127.0.0.1, node 2 on
+// 127.0.0.2): global rank 3 hangs after reporting the step the others wait in; both nodes share
+// every rank's stack through the rendezvous and name rank 3 alone.
+TEST(ExactResumeTest, UnderDdprunOnTwoNodesTheHungRankIsNamedByBoth) {
+  TempDir dir;
+  const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  std::vector<ProcessSpec> specs;
+  for (int node = 1; node <= 2; ++node) {
+    ProcessSpec spec;
+    spec.argv = {DDPRUN_BINARY,
+                 "--nnodes",
+                 "2",
+                 "--nproc_per_node",
+                 "2",
+                 "--rdzv_backend",
+                 "c10d",
+                 "--rdzv_endpoint",
+                 endpoint,
+                 "--rdzv_id",
+                 "sdk-hang",
+                 "--local_addr",
+                 "127.0.0." + std::to_string(node),
+                 "--hang_timeout",
+                 "2",
+                 "--no_python",
+                 SDK_TEST_WORKER,
+                 "resume",
+                 "dir=" + (dir.path() / "snapshots").string(),
+                 "out=" + (dir.path() / "final.pt").string(),
+                 "hang_rank=3",
+                 "hang_at=5",
+                 "hang_beat=1"};
+    spec.env["OMP_NUM_THREADS"] = "1";
+    spec.env["TMPDIR"] = dir.path().string();
+    spec.output_file = dir.path() / ("node" + std::to_string(node) + ".log");
+    specs.push_back(std::move(spec));
+  }
+  RunOptions options;
+  options.deadline = std::chrono::seconds(120);
+  options.fail_fast = false;  // both nodes end with the hang's exit code
+  const auto results = run_processes(specs, options);
+  ASSERT_EQ(results.size(), 2u);
+  for (const ProcessResult& node : results) {
+    EXPECT_EQ(node.exit_code, 128 + SIGABRT) << node.describe() << "\n" << node.output;
+    const auto root = node.output.find("Root Cause");
+    ASSERT_NE(root, std::string::npos) << node.output;
+    const std::string cause = node.output.substr(root);
+    EXPECT_NE(cause.find("rank 3 (node "), std::string::npos) << node.output;
+    EXPECT_NE(cause.find("local_rank 1) hung: no progress for"), std::string::npos) << node.output;
+    for (const char* waiting : {"rank 0 (node", "rank 1 (node", "rank 2 (node"}) {
+      EXPECT_EQ(cause.find(waiting), std::string::npos) << waiting << " only waited\n"
+                                                        << node.output;
+    }
+  }
 }
 
 TEST(ExactResumeTest, UnderDdprunKilledWorkerEndsBitIdentical) {
