@@ -131,20 +131,32 @@ const char* activity_name(RankActivity activity) {
 }
 
 ActivityFinding read_activity(const std::vector<std::string>& lines) {
+  // The latest readable evidence wins, with one exception: a traceback ending inside
+  // torch.distributed means the rank's collective failed (its peer went away); whatever it
+  // printed afterwards (a stack taken during its teardown) does not make it a culprit.
+  std::optional<ActivityFinding> latest;
   for (std::size_t i = lines.size(); i-- > 0;) {
     const std::string_view line = lines[i];
+    ActivityFinding found;
     if (starts_with(line, kSdkWaiting)) {
       std::string_view name = line.substr(kSdkWaiting.size());
-      if (const auto close = name.find(')'); close != std::string_view::npos) {
+      if (const auto close = name.rfind(')'); close != std::string_view::npos) {
         name = name.substr(0, close);
       }
-      return {RankActivity::kInCollective, std::string(name)};
+      found = {RankActivity::kInCollective, std::string(name)};
+    } else if (starts_with(line, kSdkNotWaiting)) {
+      found = {RankActivity::kElsewhere, ""};
+    } else if (starts_with(line, kFaulthandlerStart)) {
+      found = read_faulthandler(lines, i);
+    } else if (starts_with(line, kTracebackStart)) {
+      found = read_traceback(lines, i);
+      if (found.activity == RankActivity::kInCollective) return found;
+    } else {
+      continue;
     }
-    if (starts_with(line, kSdkNotWaiting)) return {RankActivity::kElsewhere, ""};
-    if (starts_with(line, kFaulthandlerStart)) return read_faulthandler(lines, i);
-    if (starts_with(line, kTracebackStart)) return read_traceback(lines, i);
+    if (!latest && found.activity != RankActivity::kUnreadable) latest = found;
   }
-  return {};
+  return latest.value_or(ActivityFinding{});
 }
 
 }  // namespace ddprun::agent

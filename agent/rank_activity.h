@@ -56,9 +56,11 @@ struct ActivityFinding {
   std::string where;
 };
 
-// The activity shown by the last stack dump or traceback in `lines` (a worker's stderr, oldest
-// line first). The SDK's marker lines:
-//   *** ddp: waiting in a collective (<name>)
+// The activity shown by the latest readable stack dump or traceback in `lines` (a worker's
+// stderr, oldest line first), except that a traceback ending inside torch.distributed (the
+// rank's collective failed: a peer went away) makes it a rank in a collective whatever follows
+// (a stack taken while it was tearing down). The SDK's marker lines:
+//   *** ddp: waiting in a collective (<name>)        also "(<name>, which failed)"
 //   *** ddp: not in a collective
 ActivityFinding read_activity(const std::vector<std::string>& lines);
 

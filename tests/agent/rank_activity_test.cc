@@ -99,15 +99,42 @@ TEST(RankActivity, ARankThatDiedInsideACollectiveOfALostPeerWasWaiting) {
   EXPECT_EQ(finding.where, "barrier at distributed_c10d.py:3152");
 }
 
-TEST(RankActivity, TheLastDumpWins) {
-  const auto finding = read_activity(
+TEST(RankActivity, TheLatestReadableDumpWins) {
+  const auto finding =
+      read_activity(lines("Traceback (most recent call last):\n"
+                          "  File \"/w/train.py\", line 3, in load\n"
+                          "OSError: handled and retried\n"
+                          "Fatal Python error: Aborted\n\n"
+                          "Current thread 0x1 (most recent call first):\n"
+                          "  File \"/w/train.py\", line 5 in spin\n"
+                          "Fatal Python error: Aborted\n\n"
+                          "Current thread 0x1 (most recent call first):\n"
+                          "  <no Python frame>\n"));
+  EXPECT_EQ(finding.activity, RankActivity::kElsewhere);
+  EXPECT_EQ(finding.where, "spin at train.py:5");
+}
+
+// Seen in the two-node soak: a rank whose collective failed (its peer was stopped a moment
+// earlier) was still tearing down when its own SIGABRT came; the stack of the teardown must not
+// make it a culprit.
+TEST(RankActivity, ACollectiveThatFailedOutweighsTheTeardownAfterIt) {
+  const auto python = read_activity(
       lines("Traceback (most recent call last):\n"
-            "  File \"/p/torch/distributed/distributed_c10d.py\", line 1, in barrier\n"
-            "RuntimeError: handled and retried\n"
+            "  File \"/w/train.py\", line 9, in <module>\n"
+            "  File \"/p/torch/distributed/distributed_c10d.py\", line 3152, in barrier\n"
+            "RuntimeError: Connection closed by peer\n"
             "Fatal Python error: Aborted\n\n"
             "Current thread 0x1 (most recent call first):\n"
-            "  File \"/w/train.py\", line 5 in spin\n"));
-  EXPECT_EQ(finding.activity, RankActivity::kElsewhere);
+            "  File \"/usr/lib/python3.11/threading.py\", line 1590 in _shutdown\n"));
+  EXPECT_EQ(python.activity, RankActivity::kInCollective);
+  const auto sdk = read_activity(
+      lines("trainer failed: ddp rank 0: all_reduce_async: Connection closed by peer\n"
+            "*** SIGABRT: Aborted (fatal signal 6, sent by pid 10, pid 11, thread 11)\n"
+            "*** ddp: waiting in a collective (all_reduce_async, which failed)\n"
+            "Native backtrace (most recent call first):\n"
+            "  #0 0x7f305265bff7 __cxa_finalize\n"));
+  EXPECT_EQ(sdk.activity, RankActivity::kInCollective);
+  EXPECT_EQ(sdk.where, "all_reduce_async, which failed");
 }
 
 TEST(RankActivity, TheSdkSaysWhetherItWasInACollective) {

@@ -28,6 +28,9 @@ char g_error_file[kErrorFilePathMax];
 // count goes up from 0, so a handler that sees a count sees a name; a torn name is harmless).
 std::atomic<int> g_collective_depth{0};
 char g_collective_name[64];
+// note_failed_collective: the first collective that failed (written before the flag is set).
+std::atomic<bool> g_collective_failed{false};
+char g_failed_collective_name[64];
 std::atomic<bool> g_handled[NSIG];
 std::atomic<int> g_reporting_thread{0};  // tid of the thread writing the report, 0 if none
 std::mutex g_install_mutex;
@@ -151,6 +154,10 @@ void on_fatal_signal(int signo, siginfo_t* info, void* context) {
     write_str(STDERR_FILENO, "*** ddp: waiting in a collective (");
     write_str(STDERR_FILENO, g_collective_name);
     write_str(STDERR_FILENO, ")\n");
+  } else if (g_collective_failed.load()) {
+    write_str(STDERR_FILENO, "*** ddp: waiting in a collective (");
+    write_str(STDERR_FILENO, g_failed_collective_name);
+    write_str(STDERR_FILENO, ", which failed)\n");
   } else {
     write_str(STDERR_FILENO, "*** ddp: not in a collective\n");
   }
@@ -226,6 +233,14 @@ CollectiveScope::CollectiveScope(const std::string& operation) noexcept {
 }
 
 CollectiveScope::~CollectiveScope() { g_collective_depth.fetch_sub(1); }
+
+void note_failed_collective(const std::string& operation) noexcept {
+  if (g_collective_failed.load()) return;  // the first failure is the one that matters
+  const std::size_t n = std::min(operation.size(), sizeof g_failed_collective_name - 1);
+  operation.copy(g_failed_collective_name, n);
+  g_failed_collective_name[n] = '\0';
+  g_collective_failed.store(true);
+}
 
 void uninstall_fatal_signal_handlers() {
   std::lock_guard<std::mutex> lock(g_install_mutex);

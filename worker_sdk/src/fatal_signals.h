@@ -52,6 +52,12 @@ class CollectiveScope {
   CollectiveScope& operator=(const CollectiveScope&) = delete;
 };
 
+// Records that the collective `operation` failed (a backend error: usually a peer that went
+// away). A fatal signal's report then says "*** ddp: waiting in a collective (<op>, which
+// failed)" even once the program is unwinding or exiting: the rank was a victim of its peer,
+// not the one that stopped first. Any thread; async-signal-safe to read.
+void note_failed_collective(const std::string& operation) noexcept;
+
 // Restores SIG_DFL for every signal installed here (tests; programs that hand the signals to
 // another handler).
 void uninstall_fatal_signal_handlers();

@@ -77,6 +77,7 @@ auto guarded(int rank, const std::string& operation, F&& f) -> decltype(f()) {
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
+    note_failed_collective(operation);  // a hang report then shows a victim, not a culprit
     const std::string message = describe(e);
     throw Error(rank, operation, message, kind_of(message));
   }

@@ -86,6 +86,7 @@ bool intra_node_all_reduce(ProcessGroup& group, at::Tensor& t) {
       t.scalar_type() == at::kFloat ? ShmElement::kFloat32 : ShmElement::kFloat64,
       std::chrono::steady_clock::now() + s.options.timeout);
   if (!outcome.ok()) {
+    note_failed_collective("all_reduce");
     throw Error(s.global_rank, kOp, outcome.message,
                 outcome.code == ShmOutcome::kPeerGone ? ErrorKind::kPeerLost : ErrorKind::kFailed);
   }
