@@ -184,16 +184,16 @@ TEST_F(LogsTest, DefaultLogDirIsUnderTmpdir) {
 // Issue 22: with --local_ranks_filter and no --log_dir, the filtered-out ranks' output lived only
 // in the temporary directory, which a successful run deleted. It is kept, and named.
 TEST_F(LogsTest, FilteredOutOutputIsKeptAfterASuccessAndNamed) {
-  const RunResult run = run_ddprun(
-      {"--nproc_per_node", "2", "--local_ranks_filter", "0", worker("chatter.py")});
+  const RunResult run =
+      run_ddprun({"--nproc_per_node", "2", "--local_ranks_filter", "0", worker("chatter.py")});
   ASSERT_TRUE(ExitedWith(run, 0));
   EXPECT_FALSE(has(run.out, "out1 line1")) << "rank 1 was filtered out of the console";
   const std::string tmpdir = env_.at("TMPDIR");
   const std::string marker = "the run's log and error files are kept in ";
   const auto at = run.err.find(marker);
   ASSERT_NE(at, std::string::npos) << run.err;
-  const std::string kept = run.err.substr(at + marker.size(), run.err.find('\n', at) -
-                                                                  (at + marker.size()));
+  const std::string kept =
+      run.err.substr(at + marker.size(), run.err.find('\n', at) - (at + marker.size()));
   EXPECT_EQ(kept.rfind(tmpdir + "/", 0), 0u) << kept;
   EXPECT_TRUE(has(read_text_file(kept + "/attempt_0/1/stdout.log"), "out1 line2")) << kept;
 }
