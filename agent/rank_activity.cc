@@ -21,6 +21,20 @@ bool starts_with(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
 
+// torch 2.x prints an uncaught exception of a distributed rank line by line behind "[rank3]: ".
+std::string_view without_rank_prefix(std::string_view line) {
+  constexpr std::string_view kRank = "[rank";
+  if (!starts_with(line, kRank)) return line;
+  const auto digits_end = line.find_first_not_of("0123456789", kRank.size());
+  if (digits_end == kRank.size() || digits_end == std::string_view::npos ||
+      line.substr(digits_end, 2) != "]:") {
+    return line;
+  }
+  line.remove_prefix(digits_end + 2);
+  if (starts_with(line, " ")) line.remove_prefix(1);
+  return line;
+}
+
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
@@ -130,7 +144,10 @@ const char* activity_name(RankActivity activity) {
   return "unknown";
 }
 
-ActivityFinding read_activity(const std::vector<std::string>& lines) {
+ActivityFinding read_activity(const std::vector<std::string>& raw) {
+  std::vector<std::string> lines;
+  lines.reserve(raw.size());
+  for (const std::string& line : raw) lines.emplace_back(without_rank_prefix(line));
   // The latest readable evidence wins, with one exception: a traceback ending inside
   // torch.distributed means the rank's collective failed (its peer went away); whatever it
   // printed afterwards (a stack taken during its teardown) does not make it a culprit.

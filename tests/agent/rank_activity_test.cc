@@ -99,6 +99,26 @@ TEST(RankActivity, ARankThatDiedInsideACollectiveOfALostPeerWasWaiting) {
   EXPECT_EQ(finding.where, "barrier at distributed_c10d.py:3152");
 }
 
+// torch 2.x prefixes an uncaught exception's lines with the rank (seen in the two-node test).
+TEST(RankActivity, Torch2RankPrefixedTracebacksAreRead) {
+  const auto finding = read_activity(
+      lines("[rank0]: Traceback (most recent call last):\n"
+            "[rank0]:   File \"/w/torch_hang.py\", line 55, in main\n"
+            "[rank0]:     dist.barrier()\n"
+            "[rank0]:   File \"/v/torch/distributed/c10d_logger.py\", line 83, in wrapper\n"
+            "[rank0]:     return func(*args, **kwargs)\n"
+            "[rank0]:            ^^^^^^^^^^^^^^^^^^^^^\n"
+            "[rank0]:   File \"/v/torch/distributed/distributed_c10d.py\", line 6614, in barrier\n"
+            "[rank0]:     work.wait()\n"
+            "[rank0]: RuntimeError: Connection closed by peer [127.0.0.1]:7841.\n"
+            "Fatal Python error: Aborted\n\n"
+            "Current thread 0x00007f287f190040 (most recent call first):\n"
+            "  File \"/v/torch/library.py\", line 674 in _del_library\n"
+            "  File \"/usr/lib/python3.11/weakref.py\", line 666 in _exitfunc\n"));
+  EXPECT_EQ(finding.activity, RankActivity::kInCollective);
+  EXPECT_EQ(finding.where, "barrier at distributed_c10d.py:6614");
+}
+
 TEST(RankActivity, TheLatestReadableDumpWins) {
   const auto finding =
       read_activity(lines("Traceback (most recent call last):\n"
