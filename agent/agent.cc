@@ -443,6 +443,7 @@ void Agent::on_hang(const HangVerdict& verdict) {
   if (phase_ != Phase::kSupervising || !assignment_ || !hang_ranks_.empty()) return;
   hang_ranks_ = global(progress_watch_.progress());
   for (RankProgress& r : hang_ranks_) r.activity = RankActivity::kStopping;
+  group_->stop_failures_with(SIGABRT);  // a rank dying of the hang leaves the others' stacks
   std::string silent;
   for (const LocalRankProgress& p : verdict.hung) {
     silent +=

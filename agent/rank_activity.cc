@@ -1,5 +1,6 @@
 #include "agent/rank_activity.h"
 
+#include <cctype>
 #include <optional>
 #include <string_view>
 
@@ -113,17 +114,30 @@ ActivityFinding read_faulthandler(const std::vector<std::string>& lines, std::si
   return from_frame(last_block_top);
 }
 
+// "RuntimeError: ...", "torch.distributed.DistBackendError", "KeyboardInterrupt": the line that
+// ends a whole traceback. A traceback cut short (the process was stopped while printing it)
+// ends with something else, such as "Fatal Python error: Aborted".
+bool exception_line(std::string_view line) {
+  const std::string_view name = line.substr(0, line.find(':'));
+  if (name.empty()) return false;
+  for (char c : name) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.')) return false;
+  }
+  return true;
+}
+
 // A traceback lists frames outermost first: the innermost is the last before the exception.
+// One cut short says nothing reliable about where the rank was.
 ActivityFinding read_traceback(const std::vector<std::string>& lines, std::size_t from) {
   std::optional<Frame> innermost;
   for (std::size_t i = from + 1; i < lines.size(); ++i) {
     if (auto frame = parse_frame(lines[i])) {
       innermost = frame;
     } else if (!starts_with(lines[i], " ")) {
-      break;  // the exception's line
+      return exception_line(lines[i]) ? from_frame(innermost) : ActivityFinding{};
     }
   }
-  return from_frame(innermost);
+  return {};  // no exception line yet: cut short
 }
 
 }  // namespace

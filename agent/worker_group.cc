@@ -68,7 +68,7 @@ bool WorkerGroup::on_child_exit(pid_t pid, ExitStatus status) {
     launcher_.release_group(pid);
     if (!status.success() && state_ == State::kRunning) {
       record_failure(worker, status);
-      begin_stop(SIGTERM);
+      begin_stop(failure_stop_signal_);
     }
     finish_if_done();
     return true;

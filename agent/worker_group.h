@@ -15,6 +15,8 @@
 
 #include <sys/types.h>
 
+#include <csignal>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -89,6 +91,10 @@ class WorkerGroup {
   // and `hung`; then `signo` goes to every running worker (SIGABRT: they print their stacks)
   // and SIGKILL after the shutdown timeout, as for any failure. Only while running.
   void fail_running(const std::vector<WorkerFailure>& failures, int signo);
+  // The signal a worker's failure sends the rest (SIGTERM by default). A hang verdict sets
+  // SIGABRT: a rank that dies of the hang (its peer stopped) must not cost the others their
+  // stacks.
+  void stop_failures_with(int signo) { failure_stop_signal_ = signo; }
 
   bool finished() const { return state_ == State::kFinished; }
   // PIDs of workers not yet reaped.
@@ -118,6 +124,7 @@ class WorkerGroup {
   std::vector<Worker> workers_;
   std::vector<WorkerFailure> failures_;  // failures seen before the stop began, in order
   std::optional<int> stop_signal_;       // set when stop() (not a failure) began the stop
+  int failure_stop_signal_ = SIGTERM;    // stop_failures_with
 };
 
 }  // namespace ddprun::agent

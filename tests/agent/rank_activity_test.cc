@@ -119,6 +119,22 @@ TEST(RankActivity, Torch2RankPrefixedTracebacksAreRead) {
   EXPECT_EQ(finding.where, "barrier at distributed_c10d.py:6614");
 }
 
+// Seen in the two-node test: a rank printing the traceback of its failed barrier was stopped
+// half-way; the outermost frame alone must not make it a rank "elsewhere".
+TEST(RankActivity, ATracebackCutShortSaysNothing) {
+  const auto finding =
+      read_activity(lines("Traceback (most recent call last):\n"
+                          "  File \"/w/torch_hang.py\", line 65, in <module>\n"
+                          "Fatal Python error: Aborted\n\n"
+                          "Current thread 0x00007f3afff8e040 (most recent call first):\n"
+                          "  <no Python frame>\n"));
+  EXPECT_EQ(finding.activity, RankActivity::kUnreadable);
+  EXPECT_EQ(read_activity(lines("Traceback (most recent call last):\n"
+                                "  File \"/w/train.py\", line 3, in <module>\n"))
+                .activity,
+            RankActivity::kUnreadable);
+}
+
 TEST(RankActivity, TheLatestReadableDumpWins) {
   const auto finding =
       read_activity(lines("Traceback (most recent call last):\n"

@@ -119,6 +119,17 @@ TEST_F(WorkerGroupTest, FailureSendsSigtermToEverySiblingAndArmsTheDeadline) {
   EXPECT_EQ(observer.finished_calls, 0);  // siblings still running
 }
 
+// Issue 22: once a hang is found, a rank that dies of it (its peer on another node was stopped)
+// must not take the others' stacks with a SIGTERM.
+TEST_F(WorkerGroupTest, AfterAHangVerdictAFailureStopsTheSiblingsWithSigabrt) {
+  group.start(launches(3));
+  group.stop_failures_with(SIGABRT);
+  group.on_child_exit(1001, ExitStatus::exited(1));
+  EXPECT_EQ(launcher.signals_to(1000), (std::vector<int>{SIGABRT}));
+  EXPECT_EQ(launcher.signals_to(1002), (std::vector<int>{SIGABRT}));
+  ASSERT_TRUE(timer.armed());  // and SIGKILL at the deadline, as for any failure
+}
+
 TEST_F(WorkerGroupTest, SiblingsThatIgnoreSigtermAreKilledAtTheDeadline) {
   group.start(launches(2));
   group.on_child_exit(1000, ExitStatus::exited(1));
