@@ -101,28 +101,35 @@ void RoundState::open_round(SteadyTime now, RestartReason reason, const std::str
   min_reached_at_.reset();
   barrier_deadline_.reset();
   expected_total_ = 0;
-  std::vector<NodeRecord*> standby;
   for (auto& [id, rec] : nodes_) {
     if (rec.state == NodeState::kMember) {
       out.push_back({id, restart});
       set_node(rec, NodeState::kIdle, /*expected=*/true, /*succeeded=*/false);
       ++expected_total_;
-    } else if (rec.state == NodeState::kStandby) {
-      standby.push_back(&rec);
     }
-  }
-  // Waiting nodes enter in arrival order, leaving room for every survivor.
-  std::sort(standby.begin(), standby.end(),
-            [](auto* a, auto* b) { return a->join_seq < b->join_seq; });
-  for (NodeRecord* rec : standby) {
-    if (pending_count_ + expected_total_ >= options_.max_nodes) break;
-    set_node(*rec, NodeState::kPending, rec->expected, rec->succeeded);
   }
   maybe_close(now, out);
 }
 
+// Waiting nodes (spares) enter a gathering round in arrival order, leaving room for every
+// survivor still expected back. Run whenever that room may have grown: a round opened, a
+// survivor was lost or dropped (issue 22: a spare waited forever beside a lost member's place).
+void RoundState::admit_standby() {
+  std::vector<NodeRecord*> standby;
+  for (auto& [id, rec] : nodes_) {
+    if (rec.state == NodeState::kStandby) standby.push_back(&rec);
+  }
+  std::sort(standby.begin(), standby.end(),
+            [](auto* a, auto* b) { return a->join_seq < b->join_seq; });
+  for (NodeRecord* rec : standby) {
+    if (pending_count_ + expected_missing_ >= options_.max_nodes) break;
+    set_node(*rec, NodeState::kPending, rec->expected, rec->succeeded);
+  }
+}
+
 void RoundState::maybe_close(SteadyTime now, Decisions& out) {
   if (phase_ != Phase::kGathering) return;
+  admit_standby();
   if (pending_count_ >= options_.max_nodes) return close_round(out);
   if (pending_count_ >= options_.min_nodes) {
     if (!min_reached_at_) min_reached_at_ = now;

@@ -159,6 +159,7 @@ class RoundState {
                   const std::string& failure_report = {});
   void maybe_close(SteadyTime now, Decisions& out);
   void close_round(Decisions& out);
+  void admit_standby();
   std::vector<std::pair<uint32_t, NodeRecord*>> assign_ranks();
   void drop(const std::string& node_id, SteadyTime now, const std::string& why, Decisions& out);
   void maybe_succeed(Decisions& out);

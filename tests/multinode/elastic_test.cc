@@ -152,6 +152,54 @@ TEST_F(ElasticTest, SilentNodeIsDroppedAtHeartbeatTimeoutAndEndsItsWorkersWhenIt
   EXPECT_NE(woken.err.find("lost the rendezvous server"), std::string::npos) << woken.describe();
 }
 
+// Issue 23's spares, the bug first: nodes 1 and 2 fill a job of MIN = MAX = 2 nodes, node 3
+// starts and waits; node 2 is killed. Node 3 used to wait forever beside node 2's empty place
+// (and node 1 with it). Now it takes node 2's group rank and the job runs again at once.
+TEST_F(ElasticTest, ASpareWaitingWhileTheJobIsFullTakesALostNodesGroupRank) {
+  std::vector<std::unique_ptr<ChildProcess>> nodes;
+  for (int n : {1, 2}) {
+    NodeSpec spec = node(n, "2", {"--exit-when-world", "99"});  // run until stopped
+    spec.timeouts.last_call_timeout = "20";                     // only a full round closes
+    nodes.push_back(start_node(spec));
+    ASSERT_NE(nodes.back(), nullptr);
+  }
+  ASSERT_TRUE(wait_for_markers("run_n", 4, deadline_after(60s)))
+      << finish(*nodes[0], deadline_after(1s)).describe();
+  NodeSpec spare = node(3, "2", {"--exit-when-world", "99"});
+  spare.timeouts.last_call_timeout = "20";
+  nodes.push_back(start_node(spare));
+  ASSERT_NE(nodes.back(), nullptr);
+  // The spare is known to the server before the loss: `ddp-rendezvous status` lists it.
+  bool waiting = false;
+  const Deadline deadline = deadline_after(30s);
+  while (!waiting && TestClock::now() < deadline) {
+    ChildOptions status;
+    status.executable = daemon_binary();
+    status.args = {"status", "--endpoint", endpoint_};
+    status.env = env_;
+    auto child = ChildProcess::start(status);
+    ASSERT_TRUE(child) << child.error_message();
+    const RunResult table = finish(**child, deadline_after(10s));
+    waiting = table.out.find("standby") != std::string::npos;  // polled: nothing pushes this
+  }
+  ASSERT_TRUE(waiting) << "node 3 never showed as waiting";
+
+  nodes[1]->send_signal(SIGKILL);
+  (void)finish(*nodes[1], deadline_after(10s));
+  // Node 3's workers run in a world of 4 at group rank 1, node 2's old place, with node 1.
+  ASSERT_TRUE(wait_for_markers("run_n3_w4_", 2, deadline_after(60s)))
+      << finish(*nodes[0], deadline_after(1s)).describe();
+  for (const auto& [name, m] : markers("run_n3_w4_")) {
+    EXPECT_EQ(m["GROUP_RANK"], "1") << name;
+    EXPECT_EQ(m["TORCHELASTIC_RESTART_COUNT"], "0") << name << ": a lost node is no restart";
+  }
+  for (int n : {0, 2}) nodes[n]->send_signal(SIGTERM);
+  for (int n : {0, 2}) {
+    const RunResult end = finish(*nodes[n], deadline_after(30s));
+    EXPECT_TRUE(ExitedWith(end, 128 + SIGTERM)) << end.describe();
+  }
+}
+
 TEST_F(ElasticTest, TooFewNodesFailAtJoinTimeoutWithAClearMessage) {
   NodeSpec spec = node(1, "2", {"--exit-when-world", "4"});
   spec.timeouts.join_timeout = "1";

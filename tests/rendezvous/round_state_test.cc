@@ -92,6 +92,45 @@ TEST_F(RoundStateTest, JoinTimeoutWithTooFewNodesFailsTheJobWithAClearMessage) {
   EXPECT_FALSE(state_->join({"c", 1, {}, "", 0}, options_, clock_.steady_now()).ok());
 }
 
+// Issue 23 (spares), the bug first: nodes a and b fill the job, c waits; b is lost. c used to
+// stay waiting beside b's empty place (MIN = MAX: the round never closed; MIN < MAX: a went on
+// alone). The spare takes b's group rank, and the round closes the moment a is back.
+class SpareTest : public RoundStateTest, public ::testing::WithParamInterface<uint32_t> {};
+
+TEST_P(SpareTest, ASpareTakesALostMembersGroupRankAtOnce) {
+  make(GetParam(), 2);
+  join("a");
+  ASSERT_EQ(assignments(join("b")).size(), 2u);  // full: closed at once
+  EXPECT_TRUE(assignments(join("c")).empty()) << "no scale-up beyond MAX";
+  const Decisions lost = state_->detach("b", clock_.steady_now());
+  EXPECT_EQ(count<RestartRequested>(lost), 2u);
+  auto a = assignments(join("a"));  // no last call: the round is full
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a["a"].group_rank, 0u);
+  EXPECT_EQ(a["c"].group_rank, 1u) << "the spare takes the lost node's rank";
+  EXPECT_EQ(a["c"].group_world_size, 2u);
+  EXPECT_EQ(state_->restart_count(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(MinEqualOrBelowMax, SpareTest, ::testing::Values(2u, 1u));
+
+// The spare also takes the place of a survivor that never comes back: after a worker failure
+// both members are expected; b's connection is gone and its grace runs out.
+TEST_F(RoundStateTest, ASpareTakesThePlaceOfASurvivorDroppedAtHeartbeatTimeout) {
+  make(2, 2, /*max_restarts=*/1);
+  join("a");
+  join("b");
+  join("c");  // waits: the job is full
+  auto failed = state_->report_failure("a", 0, "{}", 1, clock_.steady_now());
+  ASSERT_TRUE(failed.ok());
+  EXPECT_TRUE(assignments(join("a")).empty()) << "b is still expected back";
+  state_->detach("b", clock_.steady_now());
+  auto a = assignments(advance(milliseconds(200)));  // heartbeat_timeout: b is dropped
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a["c"].group_rank, 1u);
+  EXPECT_EQ(a["c"].restart_count, 1u);
+}
+
 TEST_F(RoundStateTest, MismatchedOptionsAreRejected) {
   make(2, 2);
   JobOptions other = options_;
