@@ -7,6 +7,8 @@
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 
+#include "common/exit_codes.h"
+
 namespace ddprun::agent {
 namespace {
 
@@ -45,7 +47,8 @@ Agent::Agent(AgentOptions options, boost::asio::io_context& io, AgentParts parts
       signals_(parts.signals),
       base_env_(current_environment()),
       output_(io),
-      hang_investigation_(io, parts.coordinator) {
+      hang_investigation_(io, parts.coordinator),
+      health_check_(io, parts.launcher, options_.health_check) {
   progress_watch_.set_events({[this](const HangVerdict& v) { on_hang(v); },
                               [](const TimerExpiry& e) {
                                 spdlog::warn(
@@ -88,6 +91,7 @@ void Agent::start() {
 }
 
 void Agent::on_child_exit(pid_t pid, ExitStatus status) {
+  if (health_check_.on_child_exit(pid, status)) return;
   if (!group_) return;
   if (status.stopped) {
     if (group_->on_child_stopped(pid, status.signal) && !is_job_control_stop(status.signal)) {
@@ -105,6 +109,30 @@ void Agent::begin_round() {
   join_started_ = clock_.steady_now();
   notify([&](AgentObserver& o) { o.on_joining(attempt_); });
   interrupt_ = {};  // a rejoin that asked for this round has been served by it
+  if (health_check_.enabled()) return check_health_then_join();
+  join_round();
+}
+
+// --health_check: a node that is not fit to train does not join; the others go on without it
+// (it leaves the job as this agent ends) and ddprun exits kExitUnhealthy for the node manager.
+void Agent::check_health_then_join() {
+  EnvMap env = base_env_;
+  for (const auto& [key, value] : options_.extra_env) env[key] = value;
+  env["LOCAL_WORLD_SIZE"] = std::to_string(options_.nproc_per_node);
+  env["TORCHELASTIC_RUN_ID"] = options_.run_id;
+  env["DDPRUN_ATTEMPT"] = std::to_string(attempt_);
+  health_check_.run(
+      env, log_dir_->path() + "/health_check_" + std::to_string(attempt_),
+      [this](const Status& healthy) {
+        if (phase_ != Phase::kJoining) return;
+        if (healthy) return join_round();
+        spdlog::error("{}", healthy.message());
+        notify([&](AgentObserver& o) { o.on_health_check_failed(healthy.message()); });
+        finish(kExitUnhealthy);
+      });
+}
+
+void Agent::join_round() {
   JoinOffer offer;
   offer.local_world_size = options_.nproc_per_node;
   offer.master_addr = options_.master_addr;
@@ -558,6 +586,7 @@ void Agent::finish(int exit_code) {
   phase_ = Phase::kDone;
   exit_code_ = exit_code;
   hang_investigation_.cancel();
+  health_check_.cancel();
   launcher_.workers_done();
   notify([&](AgentObserver& o) { o.on_job_finished(exit_code); });
   coordinator_.close();

@@ -17,6 +17,7 @@
 #include "agent/agent_observer.h"
 #include "agent/agent_parts.h"
 #include "agent/hang_investigation.h"
+#include "agent/health_check.h"
 #include "agent/log_layout.h"
 #include "agent/options.h"
 #include "agent/output_router.h"
@@ -88,6 +89,8 @@ class Agent final : private WorkerGroupObserver {
   };
 
   void begin_round();
+  void join_round();
+  void check_health_then_join();
   void start_workers(const RoundAssignment& assignment);
   void open_filtered_logs();
   std::vector<WorkerLaunch> make_launches(const RoundAssignment& assignment);
@@ -146,6 +149,7 @@ class Agent final : private WorkerGroupObserver {
   // verdict. The attempt's failure is then settled as a hang (settle_hang).
   std::vector<RankProgress> hang_ranks_;
   HangInvestigation hang_investigation_;
+  HealthCheck health_check_;  // --health_check, before each round
 };
 
 }  // namespace ddprun::agent

@@ -56,6 +56,11 @@ AgentMetrics::AgentMetrics(metrics::Registry& r, AgentMetricsOptions options, co
       rounds_(r.counter("ddprun_agent_rendezvous_rounds_total",
                         "Rendezvous rounds this node was assigned to.", {"job_id"})
                   .with(job_)),
+      health_check_failures_(
+          r.counter("ddprun_agent_health_check_failures_total",
+                    "Health checks (--health_check) this node failed or that timed out.",
+                    {"job_id"})
+              .with(job_)),
       join_seconds_(r.histogram("ddprun_agent_rendezvous_join_seconds",
                                 "Time from asking to join a round to being assigned to one.",
                                 {"job_id"}, kDurationBuckets)
@@ -126,6 +131,8 @@ void AgentMetrics::on_joining(int attempt) {
   set_state(State::kJoining);
   live_store_folded_ = false;  // the round's new store
 }
+
+void AgentMetrics::on_health_check_failed(const std::string&) { health_check_failures_.inc(); }
 
 void AgentMetrics::on_round_assigned(const RoundAssignment& a, Millis waited) {
   set_state(State::kStarting);

@@ -7,6 +7,7 @@
 //   ddprun_agent_worker_exits_total{job_id,reason,signal}     success|failure|signal|stopped
 //   ddprun_agent_group_restarts_total{job_id,reason}          worker_failure|membership_change
 //   ddprun_agent_rendezvous_rounds_total{job_id}
+//   ddprun_agent_health_check_failures_total{job_id}          --health_check failed (or timed out)
 //   ddprun_agent_rendezvous_join_seconds{job_id}              join → round assigned
 //   ddprun_agent_restart_duration_seconds{job_id}             worker failure → group running
 //   ddprun_agent_{world_size,nodes,workers_running,round,group_rank,job_restarts,
@@ -66,6 +67,7 @@ class AgentMetrics final : public AgentObserver {
   Status health() const;
 
   void on_joining(int attempt) override;
+  void on_health_check_failed(const std::string& why) override;
   void on_round_assigned(const RoundAssignment& assignment, Millis waited) override;
   void on_workers_started(const RoundAssignment& assignment, int workers,
                           std::optional<SteadyTime> failed_at) override;
@@ -91,6 +93,7 @@ class AgentMetrics final : public AgentObserver {
   metrics::Family<metrics::Counter>& worker_exits_;
   metrics::Family<metrics::Counter>& restarts_;
   metrics::Counter& rounds_;
+  metrics::Counter& health_check_failures_;
   metrics::Histogram& join_seconds_;
   metrics::Histogram& restart_seconds_;
   metrics::Gauge& world_size_;

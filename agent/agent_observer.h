@@ -19,6 +19,8 @@ class AgentObserver {
 
   // The agent asks its coordinator for the next round (attempt `attempt`, from 0).
   virtual void on_joining(int attempt) {}
+  // This node failed its health check (`why`: how, and its last output); the job ends here.
+  virtual void on_health_check_failed(const std::string& why) {}
   // The round is assigned; `waited` is how long the join took.
   virtual void on_round_assigned(const RoundAssignment& assignment, Millis waited) {}
   // Every worker of the attempt has been started (exec confirmed). `failed_at` is set when

@@ -61,6 +61,14 @@ struct WorkerCommand {
   bool python = false;            // `executable` is the Python that runs the entry point
 };
 
+// --health_check (health_check.h).
+struct HealthCheckOptions {
+  // The shell command; empty (the default): no check.
+  std::string command;
+  // --health_check_timeout: longer than this is a failure (the check is killed). Default 60 s.
+  Millis timeout{60'000};
+};
+
 struct AgentOptions {
   WorkerCommand command;
   int nproc_per_node = 1;          // workers on this node (local world size)
@@ -90,6 +98,7 @@ struct AgentOptions {
   std::vector<std::vector<int>> cpu_binding;
   // Hang detection (--hang_timeout, --first_heartbeat_timeout, torch's file timer).
   HangOptions hang;
+  HealthCheckOptions health_check;  // run before this node joins each round
 };
 
 }  // namespace ddprun::agent

@@ -65,6 +65,12 @@ void ServiceStatus::on_joining(int attempt) {
   publish();
 }
 
+void ServiceStatus::on_health_check_failed(const std::string& why) {
+  // The first line only: the check's output follows it in the log.
+  state_.last_event = why.substr(0, why.find('\n'));
+  publish();
+}
+
 void ServiceStatus::on_round_assigned(const RoundAssignment& a, Millis waited) {
   state_.round = a.round;
   state_.world_size = a.world_size;

@@ -63,6 +63,7 @@ class ServiceStatus final : public AgentObserver {
   static constexpr Millis kProgressPeriod{1'000};
 
   void on_joining(int attempt) override;
+  void on_health_check_failed(const std::string& why) override;
   void on_round_assigned(const RoundAssignment& assignment, Millis waited) override;
   void on_workers_started(const RoundAssignment& assignment, int workers,
                           std::optional<SteadyTime> failed_at) override;

@@ -5,6 +5,8 @@
 //      does not resolve; a fix of the command line or the file is needed
 //   1  anything else that stopped it: a port in use, a resource that cannot be reached, a failure
 //   3  (ddp-rendezvous) its durable state could not be saved; a replacement should take over
+//  69  (ddprun) this node failed its health check (--health_check): it did not join, the others
+//      go on without it; EX_UNAVAILABLE of sysexits.h, for SLURM or a node manager to drain it
 //  75  (ddprun) the job's rendezvous was lost mid-job and the job could not go on (the node
 //      hosting it died with no successor, or too few nodes remain); EX_TEMPFAIL of sysexits.h:
 //      not a worker's failure, and the job may succeed when started again
@@ -20,6 +22,7 @@ inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitStateLost = 3;
 inline constexpr int kExitRendezvousLost = 75;
+inline constexpr int kExitUnhealthy = 69;
 
 // The exit code for `error` when the program cannot start or go on (2 or 1, above).
 inline int exit_code_for(const Status& error) {

@@ -48,7 +48,9 @@ struct LauncherFlags {
   std::string log_line_prefix_template;
   double hang_timeout = 0;  // seconds; 0 = off
   double first_heartbeat_timeout = 0;
-  std::optional<int> metrics_port;  // unset: no metrics endpoint
+  std::string health_check;          // shell command; empty: none
+  double health_check_timeout = 60;  // seconds
+  std::optional<int> metrics_port;   // unset: no metrics endpoint
   std::string metrics_addr;
 };
 

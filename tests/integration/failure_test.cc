@@ -1,6 +1,8 @@
 // Worker failures: the failing rank stops its siblings at once (SIGTERM, not after the grace
 // period), the torchrun failure report is printed with the error file's message, and ddprun's
 // exit code is the root cause's; restarts and their exhaustion.
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "tests/integration/ddprun_fixture.h"
@@ -145,6 +147,61 @@ TEST_F(FailureTest, RestartsExhaustedReportOnceWithTheExitCode) {
   EXPECT_NE(run.err.find("exitcode  : 4 (pid: " + read_text_file(out("attempt_2_0")) + ")"),
             std::string::npos)
       << run.err;
+}
+
+// Issue 23: --health_check runs before the node joins a round. A node that fails it never starts
+// a worker, says why with the check's last lines, and exits 69 for its node manager.
+class HealthCheckTest : public DdprunTest {
+ protected:
+  std::vector<std::string> job(const std::string& check, std::vector<std::string> more = {}) {
+    std::vector<std::string> args = {"--standalone", "--nproc_per_node", "2", "--health_check",
+                                     check};
+    args.insert(args.end(), more.begin(), more.end());
+    args.insert(args.end(),
+                {"--no_python", "/bin/sh", "-c", "touch \"$DDPRUN_TEST_OUT/ran_$LOCAL_RANK\""});
+    return args;
+  }
+};
+
+TEST_F(HealthCheckTest, APassingCheckLetsTheNodeJoinAndSeesTheNodesEnvironment) {
+  const RunResult run = run_ddprun(
+      job(R"(echo checked; test "$LOCAL_WORLD_SIZE" = 2 && test -n "$TORCHELASTIC_RUN_ID")"));
+  ASSERT_TRUE(ExitedWith(run, 0)) << run.err;
+  EXPECT_TRUE(std::filesystem::exists(out("ran_0")));
+  EXPECT_TRUE(std::filesystem::exists(out("ran_1")));
+}
+
+TEST_F(HealthCheckTest, AFailingCheckKeepsTheNodeOutWithItsOutputAndExitCode69) {
+  const RunResult run = run_ddprun(
+      job("echo 'GPU 3: 12 uncorrectable ECC errors' >&2; exit 3", {"--max_restarts", "3"}));
+  ASSERT_TRUE(ExitedWith(run, 69)) << run.err;
+  EXPECT_NE(run.err.find("this node failed its health check: it exited with status 3"),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("GPU 3: 12 uncorrectable ECC errors"), std::string::npos) << run.err;
+  EXPECT_FALSE(std::filesystem::exists(out("ran_0"))) << "a worker started";
+}
+
+TEST_F(HealthCheckTest, ACheckThatDoesNotAnswerInTimeIsAFailure) {
+  const RunResult run = run_ddprun(job("sleep 30", {"--health_check_timeout", "0.5"}));
+  ASSERT_TRUE(ExitedWith(run, 69)) << run.err;
+  EXPECT_NE(run.err.find("it did not finish within 0.5 s (--health_check_timeout)"),
+            std::string::npos)
+      << run.err;
+  EXPECT_FALSE(std::filesystem::exists(out("ran_0")));
+}
+
+// The example check in configs/ (no GPU here: its file-system part).
+TEST_F(HealthCheckTest, TheExampleCheckPassesAndFailsOnFreeSpace) {
+  const std::string example = worker("../../../configs/health-check.sh");
+  env_["DDPRUN_CHECK_DIRS"] = temp().path();
+  RunResult run = run_ddprun(job(example));
+  ASSERT_TRUE(ExitedWith(run, 0)) << run.err;
+  env_["DDPRUN_CHECK_MIN_FREE_MB"] = "999999999";  // a petabyte
+  run = run_ddprun(job(example));
+  ASSERT_TRUE(ExitedWith(run, 69)) << run.err;
+  EXPECT_NE(run.err.find(temp().path() + ": "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("MB free, below 999999999 MB"), std::string::npos) << run.err;
 }
 
 }  // namespace

@@ -200,6 +200,24 @@ TEST_F(ElasticTest, ASpareWaitingWhileTheJobIsFullTakesALostNodesGroupRank) {
   }
 }
 
+// Issue 23: a node that fails its health check stays out (exit 69); the others go on without it.
+TEST_F(ElasticTest, ANodeFailingItsHealthCheckStaysOutAndTheOthersGoOn) {
+  NodeSpec healthy = node(1, "1:2", {"--exit-when-world", "2"});
+  healthy.extra = {"--health_check", "exit 0"};
+  NodeSpec sick = node(2, "1:2", {"--exit-when-world", "2"});
+  sick.extra = {"--health_check", "echo 'scratch file system full' >&2; exit 1"};
+  std::vector<std::unique_ptr<ChildProcess>> nodes;
+  nodes.push_back(start_node(healthy));
+  nodes.push_back(start_node(sick));
+  ASSERT_NE(nodes[0], nullptr);
+  ASSERT_NE(nodes[1], nullptr);
+  const auto runs = finish_all(nodes, deadline_after(40s));
+  ASSERT_TRUE(ExitedWith(runs[1], 69)) << runs[1].describe();
+  EXPECT_NE(runs[1].err.find("scratch file system full"), std::string::npos) << runs[1].err;
+  expect_survivor_ran_alone(runs[0]);
+  EXPECT_TRUE(markers("run_n2_").empty()) << "the sick node started workers";
+}
+
 TEST_F(ElasticTest, TooFewNodesFailAtJoinTimeoutWithAClearMessage) {
   NodeSpec spec = node(1, "2", {"--exit-when-world", "4"});
   spec.timeouts.join_timeout = "1";
