@@ -115,14 +115,28 @@ void Agent::begin_round() {
 
 // --health_check: a node that is not fit to train does not join; the others go on without it
 // (it leaves the job as this agent ends) and ddprun exits kExitUnhealthy for the node manager.
-void Agent::check_health_then_join() {
+EnvMap Agent::health_check_env() const {
   EnvMap env = base_env_;
   for (const auto& [key, value] : options_.extra_env) env[key] = value;
   env["LOCAL_WORLD_SIZE"] = std::to_string(options_.nproc_per_node);
   env["TORCHELASTIC_RUN_ID"] = options_.run_id;
   env["DDPRUN_ATTEMPT"] = std::to_string(attempt_);
+  return env;
+}
+
+// The periodic check failed while the workers ran: stop them and leave the job (the others go
+// on as after a lost node); not a worker failure, so no restart is charged.
+void Agent::on_unhealthy(const Status& why) {
+  if (phase_ != Phase::kSupervising && phase_ != Phase::kDraining) return;
+  spdlog::error("{}; stopping the workers and leaving the job", why.message());
+  notify([&](AgentObserver& o) { o.on_health_check_failed(why.message()); });
+  interrupt({Interrupt::Kind::kUnhealthy, 0, {}});
+  if (phase_ == Phase::kSupervising) group_->stop(SIGTERM);
+}
+
+void Agent::check_health_then_join() {
   health_check_.run(
-      env, log_dir_->path() + "/health_check_" + std::to_string(attempt_),
+      health_check_env(), log_dir_->path() + "/health_check_" + std::to_string(attempt_),
       [this](const Status& healthy) {
         if (phase_ != Phase::kJoining) return;
         if (healthy) return join_round();
@@ -191,6 +205,9 @@ void Agent::start_workers(const RoundAssignment& assignment) {
   group_->start(std::move(launches));
   if (phase_ == Phase::kSupervising) {
     progress_watch_.workers_running();
+    health_check_.watch(health_check_env(),
+                        log_dir_->path() + "/health_check_" + std::to_string(attempt_),
+                        [this](const Status& why) { on_unhealthy(why); });
     notify([&](AgentObserver& o) {
       o.on_workers_started(assignment, options_.nproc_per_node, failed_at_);
     });
@@ -314,6 +331,7 @@ void Agent::on_group_finished(const GroupResult& result) {
 
 void Agent::after_group(const GroupResult& result) {
   store_.end_round();  // every worker has exited: the store has served its round
+  health_check_.stop_watching();
   progress_watch_.end_attempt();
   drain_timer_.arm(kOutputDrainTimeout, [this] { output_.close_all(); });
   output_.when_drained([this, result] {
@@ -326,6 +344,9 @@ void Agent::after_group(const GroupResult& result) {
         return finish(128 + interrupt_.signo);
       case Interrupt::Kind::kJobFailed:
         return end_with_job_failure(interrupt_.event);
+      case Interrupt::Kind::kUnhealthy:
+        spdlog::error("stopped workers: this node failed its health check and leaves the job");
+        return finish(kExitUnhealthy);
       case Interrupt::Kind::kRejoin:
         // The round is already over for everyone (a node left or failed): a failure of ours
         // in it is a consequence, and reporting it would be ignored. Join the next round.

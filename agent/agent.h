@@ -82,7 +82,8 @@ class Agent final : private WorkerGroupObserver {
   // Something that ends the current attempt from outside, besides its own outcome. A stronger
   // kind replaces a weaker one: a signal ends the job whatever else happened.
   struct Interrupt {
-    enum class Kind { kNone, kRejoin, kJobFailed, kSignal };
+    // kUnhealthy: the periodic health check failed; the node leaves the job (exit 69).
+    enum class Kind { kNone, kRejoin, kJobFailed, kUnhealthy, kSignal };
     Kind kind = Kind::kNone;
     int signo = 0;           // kSignal
     CoordinatorEvent event;  // kJobFailed: the job's report and exit code
@@ -91,6 +92,8 @@ class Agent final : private WorkerGroupObserver {
   void begin_round();
   void join_round();
   void check_health_then_join();
+  EnvMap health_check_env() const;
+  void on_unhealthy(const Status& why);
   void start_workers(const RoundAssignment& assignment);
   void open_filtered_logs();
   std::vector<WorkerLaunch> make_launches(const RoundAssignment& assignment);

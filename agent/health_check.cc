@@ -25,13 +25,13 @@ void append_tail(std::string& out, const char* name, const std::string& path) {
 
 HealthCheck::HealthCheck(boost::asio::io_context& io, ProcessLauncher& launcher,
                          HealthCheckOptions options)
-    : launcher_(launcher), options_(std::move(options)), timer_(io) {}
+    : launcher_(launcher), options_(std::move(options)), timer_(io), interval_timer_(io) {}
 
 HealthCheck::~HealthCheck() { cancel(); }
 
 void HealthCheck::run(const EnvMap& env, const std::string& output_base,
                       std::function<void(Status)> done) {
-  cancel();
+  kill_running();
   output_base_ = output_base;
   SpawnRequest request;
   request.executable = "/bin/sh";
@@ -81,7 +81,37 @@ bool HealthCheck::on_child_exit(pid_t pid, ExitStatus status) {
   return true;
 }
 
+void HealthCheck::watch(EnvMap env, std::string output_base,
+                        std::function<void(Status)> on_failure) {
+  stop_watching();
+  if (!enabled() || options_.interval <= Millis(0)) return;
+  watch_env_ = std::move(env);
+  watch_base_ = std::move(output_base);
+  on_failure_ = std::move(on_failure);
+  schedule_next();
+}
+
+void HealthCheck::schedule_next() {
+  interval_timer_.expires_after(options_.interval);
+  interval_timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec || !on_failure_) return;
+    run(watch_env_, watch_base_, [this](const Status& healthy) {
+      if (!on_failure_) return;
+      if (healthy) return schedule_next();
+      std::exchange(on_failure_, nullptr)(healthy);
+    });
+  });
+}
+
+void HealthCheck::stop_watching() { cancel(); }
+
 void HealthCheck::cancel() {
+  on_failure_ = nullptr;
+  interval_timer_.cancel();
+  kill_running();
+}
+
+void HealthCheck::kill_running() {
   done_ = nullptr;
   timer_.cancel();
   if (pid_) launcher_.signal_group(*pid_, SIGKILL);  // reaped with the agent's other children

@@ -40,13 +40,19 @@ class HealthCheck {
   // gets ok, or an error saying how it failed (exit status, or the timeout) and the last lines
   // it printed. On success the output files are removed.
   void run(const EnvMap& env, const std::string& output_base, std::function<void(Status)> done);
+  // While the workers run: the check every `interval` (HealthCheckOptions::interval; nothing
+  // when 0), `on_failure` once when one fails. Until stop_watching() (or cancel()).
+  void watch(EnvMap env, std::string output_base, std::function<void(Status)> on_failure);
+  void stop_watching();
   // A child of the agent exited: true (and `done` runs) when it was the running check.
   bool on_child_exit(pid_t pid, ExitStatus status);
-  // Kills a running check; its `done` never runs.
+  // Kills a running check; its `done` never runs. Stops watching.
   void cancel();
 
  private:
   void finish(Status status);
+  void schedule_next();
+  void kill_running();
 
   ProcessLauncher& launcher_;
   const HealthCheckOptions options_;
@@ -55,6 +61,11 @@ class HealthCheck {
   bool timed_out_ = false;
   std::string output_base_;
   std::function<void(Status)> done_;
+  // watch(): what each periodic run uses, and the wait between runs.
+  boost::asio::steady_timer interval_timer_;
+  EnvMap watch_env_;
+  std::string watch_base_;
+  std::function<void(Status)> on_failure_;  // set while watching
 };
 
 // "exit status 3" or "killed by SIGKILL" and the last lines of `stdout_path` and `stderr_path`,

@@ -67,6 +67,9 @@ struct HealthCheckOptions {
   std::string command;
   // --health_check_timeout: longer than this is a failure (the check is killed). Default 60 s.
   Millis timeout{60'000};
+  // --health_check_interval: the check also runs this often while the workers run (a failure
+  // makes the node leave the job). 0 (the default): only before each round.
+  Millis interval{0};
 };
 
 struct AgentOptions {

@@ -254,6 +254,7 @@ Status validate_values(const LauncherFlags& f, LaunchConfig& config) {
   }
   a.health_check.command = f.health_check;
   a.health_check.timeout = Millis(static_cast<long long>(f.health_check_timeout * 1000));
+  a.health_check.interval = Millis(static_cast<long long>(f.health_check_interval * 1000));
   // torchrun's switch for torch's FileTimerClient (torch.distributed.elastic.timer).
   const char* file_timer = std::getenv("TORCHELASTIC_ENABLE_FILE_TIMER");
   a.hang.file_timer = file_timer && std::string(file_timer) == "1";

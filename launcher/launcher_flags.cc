@@ -206,6 +206,13 @@ const FlagTable<LauncherFlags>& launcher_flag_table() {
             .default_text = "60",
             .check = in_range(0.001, 1e9)},
            &F::health_check_timeout},
+          {{.name = "health_check_interval",
+            .type = T::kNumber,
+            .help = "Seconds between health checks while the workers run; a failure makes the "
+                    "node leave the job (0: only before each round)",
+            .default_text = "0",
+            .check = kSeconds},
+           &F::health_check_interval},
           {{.name = "exit_barrier_timeout",
             .type = T::kNumber,
             .help = "Seconds a finished node waits for the rest of the job",

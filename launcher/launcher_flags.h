@@ -50,6 +50,7 @@ struct LauncherFlags {
   double first_heartbeat_timeout = 0;
   std::string health_check;          // shell command; empty: none
   double health_check_timeout = 60;  // seconds
+  double health_check_interval = 0;  // seconds; 0: only before each round
   std::optional<int> metrics_port;   // unset: no metrics endpoint
   std::string metrics_addr;
 };

@@ -218,6 +218,30 @@ TEST_F(ElasticTest, ANodeFailingItsHealthCheckStaysOutAndTheOthersGoOn) {
   EXPECT_TRUE(markers("run_n2_").empty()) << "the sick node started workers";
 }
 
+// With --health_check_interval the check also runs while the workers do: node 2 turns sick
+// mid-run, stops its workers and leaves (exit 69); node 1 goes on alone, no restart used.
+TEST_F(ElasticTest, ANodeThatTurnsSickWhileRunningLeavesAndTheOthersGoOn) {
+  std::unique_ptr<ChildProcess> node1, node2;
+  NodeSpec spec1 = node(1, "1:2", {"--exit-when-world", "2"});
+  NodeSpec spec2 = node(2, "1:2", {"--exit-when-world", "2"});
+  spec1.timeouts.last_call_timeout = spec2.timeouts.last_call_timeout = "20";
+  spec2.extra = {"--health_check", R"(test ! -e "$DDPRUN_TEST_OUT/sick")",
+                 "--health_check_interval", "0.2"};
+  node1 = start_node(spec1);
+  node2 = start_node(spec2);
+  ASSERT_NE(node1, nullptr);
+  ASSERT_NE(node2, nullptr);
+  ASSERT_TRUE(wait_for_markers("run_n", 4, deadline_after(30s)))
+      << finish(*node1, deadline_after(1s)).describe();
+  write_text_file(out("sick"), "ECC\n");
+  const RunResult sick = finish(*node2, deadline_after(30s));
+  ASSERT_TRUE(ExitedWith(sick, 69)) << sick.describe();
+  EXPECT_NE(sick.err.find("this node failed its health check: it exited with status 1"),
+            std::string::npos)
+      << sick.err;
+  expect_survivor_ran_alone(finish(*node1, deadline_after(40s)));
+}
+
 TEST_F(ElasticTest, TooFewNodesFailAtJoinTimeoutWithAClearMessage) {
   NodeSpec spec = node(1, "2", {"--exit-when-world", "4"});
   spec.timeouts.join_timeout = "1";
