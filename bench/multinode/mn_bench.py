@@ -9,6 +9,9 @@ launch: from just before the first agent is started to the last worker's start s
         a TCP barrier, one fork+exec each).
 node loss: K=4 agents running, kill -9 of one agent (not the rendezvous host) → the survivors'
         workers started again in a world of the survivors (their stamps), bounded by a timeout.
+node loss with a spare (ddprun, --spare): K agents of a job of exactly K nodes running and one
+        more agent waiting as a spare; kill -9 of agent K → the last worker of the new round
+        (the survivors' and the spare's, a world of K again) started.
 Repetitions alternate between launchers; medians are printed as a markdown table.
 """
 import argparse
@@ -80,10 +83,10 @@ def process_running(pid):
 class Job:
     """K agents started as process groups; killed (group-wide) on close."""
 
-    def __init__(self, argvs, out_dir, extra_env):
+    def __init__(self, argvs, out_dir, extra_env, first_node=1):
         self.procs = []
         self.logs = []
-        for node, argv in enumerate(argvs, start=1):
+        for node, argv in enumerate(argvs, start=first_node):
             env = dict(os.environ, BENCH_OUT=out_dir, BENCH_NODE=str(node), **extra_env)
             log = open(os.path.join(out_dir, "agent_%d.log" % node), "w")
             self.logs.append(log)
@@ -190,6 +193,39 @@ def run_node_loss(kind, build, k, timeout):
             job.close()
 
 
+def run_node_loss_with_spare(build, k, timeout):
+    """ms from kill -9 of node k's agent to the last worker of the round that replaced it with
+    a waiting spare (node k+1) started, in a world of k again."""
+    with tempfile.TemporaryDirectory(prefix="mn_bench_") as out:
+        env = {"TMPDIR": out, "PYTHON_EXEC": PYTHON}
+        argvs = agent_argvs("ddprun", build, k + 1, str(k), ["0", "120"])  # never exit alone
+        job = Job(argvs[:k], out, env)
+        spare = None
+        try:
+            if not wait_for_stamps(out, k, k, time.monotonic() + 120):
+                return None, "the first round never ran"
+            spare = Job(argvs[k:], out, env, first_node=k + 1)
+            # The spare waits once its agent has joined; nothing announces that to the bench,
+            # so give it a generous moment (outside the measured interval).
+            time.sleep(1.0)
+            t_kill = time.time_ns()
+            os.kill(job.procs[-1].pid, signal.SIGKILL)
+            # The new round: the spare's worker, and k-1 survivors' second workers.
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                found = stamps(out, k)
+                spare_started = found.get("n%d" % (k + 1), [])
+                again = [max(v) for n, v in found.items() if len(v) >= 2]
+                if spare_started and len(again) >= k - 1:
+                    return (max(spare_started + again) - t_kill) / 1e6, "spare took the place"
+                time.sleep(0.01)
+            return None, "no new round within %d s" % timeout
+        finally:
+            job.close()
+            if spare:
+                spare.close()
+
+
 def median(values):
     good = [v for v in values if v is not None]
     if not good:
@@ -214,6 +250,8 @@ def main():
     parser.add_argument("--loss-timeout", type=int, default=20)
     parser.add_argument("--no-torchrun", action="store_true")
     parser.add_argument("--loss-only", action="store_true", help="skip the launch benchmark")
+    parser.add_argument("--spare", action="store_true",
+                        help="also the node loss with a spare waiting (ddprun)")
     args = parser.parse_args()
     build = os.path.abspath(args.build)
     kinds = ["floor", "ddprun"] + ([] if args.no_torchrun else ["torchrun"])
@@ -229,10 +267,15 @@ def main():
                       file=sys.stderr)
 
     loss = {kind: [] for kind in kinds if kind != "floor"}
+    if args.spare:
+        loss["ddprun with a spare"] = []
     notes = {kind: set() for kind in loss}
     for rep in range(args.reps):
         for kind in loss:
-            ms, note = run_node_loss(kind, build, args.loss_k, args.loss_timeout)
+            if kind == "ddprun with a spare":
+                ms, note = run_node_loss_with_spare(build, args.loss_k, args.loss_timeout)
+            else:
+                ms, note = run_node_loss(kind, build, args.loss_k, args.loss_timeout)
             loss[kind].append(ms)
             notes[kind].add(note)
             print("loss rep %d %s: %s (%s)" % (rep, kind, ms, note), file=sys.stderr)
@@ -265,7 +308,8 @@ def print_launch_table(args, kinds, ks, launch):
 
 def print_loss_table(args, loss, notes):
     print("Node loss: %d agents, kill -9 of one (not the host) → survivors' workers running "
-          "again in a world of %d (median of %d)" % (args.loss_k, args.loss_k - 1, args.reps))
+          "again in a world of %d; with a spare, in a world of %d with the spare (median of %d)"
+          % (args.loss_k, args.loss_k - 1, args.loss_k, args.reps))
     print()
     print("| launcher | kill → survivors running | what happened |")
     print("|---|---|---|")
