@@ -130,7 +130,11 @@ void Agent::on_unhealthy(const Status& why) {
   if (phase_ != Phase::kSupervising && phase_ != Phase::kDraining) return;
   spdlog::error("{}; stopping the workers and leaving the job", why.message());
   notify([&](AgentObserver& o) { o.on_health_check_failed(why.message()); });
-  interrupt({Interrupt::Kind::kUnhealthy, 0, {}});
+  Interrupt unhealthy{Interrupt::Kind::kUnhealthy, 0, {}};
+  unhealthy.event.report.entrypoint = options_.command.display_name;
+  unhealthy.event.report.cause = why.message();
+  unhealthy.event.exit_code = kExitUnhealthy;
+  interrupt(std::move(unhealthy));
   if (phase_ == Phase::kSupervising) group_->stop(SIGTERM);
 }
 
@@ -345,8 +349,8 @@ void Agent::after_group(const GroupResult& result) {
       case Interrupt::Kind::kJobFailed:
         return end_with_job_failure(interrupt_.event);
       case Interrupt::Kind::kUnhealthy:
-        spdlog::error("stopped workers: this node failed its health check and leaves the job");
-        return finish(kExitUnhealthy);
+        // The report's root cause is the check, not the workers it stopped.
+        return end_with_job_failure(interrupt_.event);
       case Interrupt::Kind::kRejoin:
         // The round is already over for everyone (a node left or failed): a failure of ours
         // in it is a consequence, and reporting it would be ignored. Join the next round.

@@ -239,6 +239,10 @@ TEST_F(ElasticTest, ANodeThatTurnsSickWhileRunningLeavesAndTheOthersGoOn) {
   EXPECT_NE(sick.err.find("this node failed its health check: it exited with status 1"),
             std::string::npos)
       << sick.err;
+  // The report's root cause is the check, not a worker it stopped.
+  EXPECT_NE(root_cause_section(sick.err).find("cause     : this node failed its health check"),
+            std::string::npos)
+      << sick.err;
   expect_survivor_ran_alone(finish(*node1, deadline_after(40s)));
 }
 
