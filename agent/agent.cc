@@ -346,10 +346,8 @@ void Agent::after_group(const GroupResult& result) {
       case Interrupt::Kind::kSignal:
         spdlog::warn("stopped workers on {}", signal_name(interrupt_.signo));
         return finish(128 + interrupt_.signo);
-      case Interrupt::Kind::kJobFailed:
-        return end_with_job_failure(interrupt_.event);
-      case Interrupt::Kind::kUnhealthy:
-        // The report's root cause is the check, not the workers it stopped.
+      case Interrupt::Kind::kJobFailed:  // the job's report
+      case Interrupt::Kind::kUnhealthy:  // the health check as root cause, not our workers
         return end_with_job_failure(interrupt_.event);
       case Interrupt::Kind::kRejoin:
         // The round is already over for everyone (a node left or failed): a failure of ours
