@@ -334,8 +334,8 @@ void Agent::on_group_finished(const GroupResult& result) {
 }
 
 void Agent::after_group(const GroupResult& result) {
-  store_.end_round();  // every worker has exited: the store has served its round
-  health_check_.stop_watching();
+  store_.end_round();      // every worker has exited: the store has served its round
+  health_check_.cancel();  // the periodic check ends with the workers
   progress_watch_.end_attempt();
   drain_timer_.arm(kOutputDrainTimeout, [this] { output_.close_all(); });
   output_.when_drained([this, result] {

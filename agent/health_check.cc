@@ -83,7 +83,7 @@ bool HealthCheck::on_child_exit(pid_t pid, ExitStatus status) {
 
 void HealthCheck::watch(EnvMap env, std::string output_base,
                         std::function<void(Status)> on_failure) {
-  stop_watching();
+  cancel();
   if (!enabled() || options_.interval <= Millis(0)) return;
   watch_env_ = std::move(env);
   watch_base_ = std::move(output_base);
@@ -102,8 +102,6 @@ void HealthCheck::schedule_next() {
     });
   });
 }
-
-void HealthCheck::stop_watching() { cancel(); }
 
 void HealthCheck::cancel() {
   on_failure_ = nullptr;

@@ -41,9 +41,8 @@ class HealthCheck {
   // it printed. On success the output files are removed.
   void run(const EnvMap& env, const std::string& output_base, std::function<void(Status)> done);
   // While the workers run: the check every `interval` (HealthCheckOptions::interval; nothing
-  // when 0), `on_failure` once when one fails. Until stop_watching() (or cancel()).
+  // when 0), `on_failure` once when one fails. Until cancel().
   void watch(EnvMap env, std::string output_base, std::function<void(Status)> on_failure);
-  void stop_watching();
   // A child of the agent exited: true (and `done` runs) when it was the running check.
   bool on_child_exit(pid_t pid, ExitStatus status);
   // Kills a running check; its `done` never runs. Stops watching.

@@ -18,33 +18,25 @@ struct Frame {
   std::string function;
 };
 
-bool starts_with(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
-
 // torch 2.x prints an uncaught exception of a distributed rank line by line behind "[rank3]: ".
 std::string_view without_rank_prefix(std::string_view line) {
   constexpr std::string_view kRank = "[rank";
-  if (!starts_with(line, kRank)) return line;
+  if (!line.starts_with(kRank)) return line;
   const auto digits_end = line.find_first_not_of("0123456789", kRank.size());
   if (digits_end == kRank.size() || digits_end == std::string_view::npos ||
       line.substr(digits_end, 2) != "]:") {
     return line;
   }
   line.remove_prefix(digits_end + 2);
-  if (starts_with(line, " ")) line.remove_prefix(1);
+  if (line.starts_with(" ")) line.remove_prefix(1);
   return line;
-}
-
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
 // `  File "<path>", line <n> in <func>` (faulthandler) or `  File "<path>", line <n>, in <func>`
 // (a traceback).
 std::optional<Frame> parse_frame(std::string_view text) {
   constexpr std::string_view kFile = "  File \"";
-  if (!starts_with(text, kFile)) return std::nullopt;
+  if (!text.starts_with(kFile)) return std::nullopt;
   text.remove_prefix(kFile.size());
   const auto quote = text.find("\", line ");
   if (quote == std::string_view::npos) return std::nullopt;
@@ -55,8 +47,8 @@ std::optional<Frame> parse_frame(std::string_view text) {
   if (digits_end == 0 || digits_end == std::string_view::npos) return std::nullopt;
   frame.line = std::string(text.substr(0, digits_end));
   text.remove_prefix(digits_end);
-  if (starts_with(text, ",")) text.remove_prefix(1);
-  if (!starts_with(text, " in ")) return std::nullopt;
+  if (text.starts_with(",")) text.remove_prefix(1);
+  if (!text.starts_with(" in ")) return std::nullopt;
   text.remove_prefix(4);
   while (!text.empty() && (text.back() == '\r' || text.back() == ' ')) text.remove_suffix(1);
   frame.function = std::string(text);
@@ -68,9 +60,9 @@ bool is_collective_frame(const Frame& f) {
   if (path.find("/torch/distributed/") != std::string_view::npos) {
     return path.find("/torch/distributed/elastic/") == std::string_view::npos;
   }
-  if (ends_with(path, "/torch/nn/parallel/distributed.py")) return true;
+  if (path.ends_with("/torch/nn/parallel/distributed.py")) return true;
   const bool autograd = path.find("/torch/autograd/") != std::string_view::npos ||
-                        ends_with(path, "/torch/_tensor.py");
+                        path.ends_with("/torch/_tensor.py");
   return autograd && f.function.find("backward") != std::string::npos;
 }
 
@@ -94,8 +86,8 @@ ActivityFinding read_faulthandler(const std::vector<std::string>& lines, std::si
   bool in_block = false;
   for (std::size_t i = from + 1; i < lines.size(); ++i) {
     const std::string_view line = lines[i];
-    if (starts_with(line, "Extension modules:")) break;
-    if ((starts_with(line, "Thread 0x") || starts_with(line, "Current thread 0x")) &&
+    if (line.starts_with("Extension modules:")) break;
+    if ((line.starts_with("Thread 0x") || line.starts_with("Current thread 0x")) &&
         line.find("(most recent call first):") != std::string_view::npos) {
       in_block = true;
       block_top.reset();
@@ -107,7 +99,7 @@ ActivityFinding read_faulthandler(const std::vector<std::string>& lines, std::si
         block_top = frame;
         last_block_top = frame;
       }
-    } else if (!starts_with(line, "  ")) {
+    } else if (!line.starts_with("  ")) {
       in_block = false;  // a blank line ends the block
     }
   }
@@ -133,7 +125,7 @@ ActivityFinding read_traceback(const std::vector<std::string>& lines, std::size_
   for (std::size_t i = from + 1; i < lines.size(); ++i) {
     if (auto frame = parse_frame(lines[i])) {
       innermost = frame;
-    } else if (!starts_with(lines[i], " ")) {
+    } else if (!lines[i].starts_with(" ")) {
       return exception_line(lines[i]) ? from_frame(innermost) : ActivityFinding{};
     }
   }
@@ -169,17 +161,17 @@ ActivityFinding read_activity(const std::vector<std::string>& raw) {
   for (std::size_t i = lines.size(); i-- > 0;) {
     const std::string_view line = lines[i];
     ActivityFinding found;
-    if (starts_with(line, kSdkWaiting)) {
+    if (line.starts_with(kSdkWaiting)) {
       std::string_view name = line.substr(kSdkWaiting.size());
       if (const auto close = name.rfind(')'); close != std::string_view::npos) {
         name = name.substr(0, close);
       }
       found = {RankActivity::kInCollective, std::string(name)};
-    } else if (starts_with(line, kSdkNotWaiting)) {
+    } else if (line.starts_with(kSdkNotWaiting)) {
       found = {RankActivity::kElsewhere, ""};
-    } else if (starts_with(line, kFaulthandlerStart)) {
+    } else if (line.starts_with(kFaulthandlerStart)) {
       found = read_faulthandler(lines, i);
-    } else if (starts_with(line, kTracebackStart)) {
+    } else if (line.starts_with(kTracebackStart)) {
       found = read_traceback(lines, i);
       if (found.activity == RankActivity::kInCollective) return found;
     } else {
