@@ -55,11 +55,7 @@ Agent::Agent(AgentOptions options, boost::asio::io_context& io, AgentParts parts
                                     "torch's file timer: scope '{}' of pid {} expired; sent it {}",
                                     e.scope_id, e.pid, signal_name(e.signal));
                               },
-                              [this](const std::vector<LocalRankProgress>& p) {
-                                // Not while a hang is investigated: that shares its own.
-                                if (coordinator_.shares_progress() && hang_ranks_.empty())
-                                  coordinator_.share_progress(global(p));
-                              }});
+                              [this](const std::vector<LocalRankProgress>& p) { share(p); }});
   signals_.watch([this](int signo) { on_signal(signo); });
   launcher_.set_exit_handler([this](pid_t pid, ExitStatus status) { on_child_exit(pid, status); });
 }
@@ -197,6 +193,10 @@ void Agent::start_workers(const RoundAssignment& assignment) {
   }
   hang_investigation_.cancel();
   hang_ranks_.clear();
+  if (!stragglers_.current().stragglers.empty()) {  // named in the last attempt: judged afresh
+    stragglers_.reset();
+    notify([&](AgentObserver& o) { o.on_stragglers(stragglers_.current()); });
+  }
   auto launches = make_launches(assignment);
   spdlog::debug("starting {} workers: attempt {}, restart count {}, master {}:{}", launches.size(),
                 attempt_, assignment.restart_count, assignment.master_addr, assignment.master_port);
@@ -327,6 +327,7 @@ void Agent::on_worker_exited(const WorkerLaunch& launch, pid_t pid, const ExitSt
 }
 
 void Agent::on_group_finished(const GroupResult& result) {
+  if (std::string summary = stragglers_.summary(); !summary.empty()) spdlog::info("{}", summary);
   notify([&](AgentObserver& o) { o.on_group_finished(result); });
   if (phase_ == Phase::kSupervising) phase_ = Phase::kDraining;
   // The group is still on the stack: continue from the event loop.
@@ -469,8 +470,22 @@ std::vector<RankProgress> Agent::progress() const {
   return global(running);
 }
 
+// Not while a hang is investigated: that shares its own.
+void Agent::share(const std::vector<LocalRankProgress>& progress) {
+  if (!hang_ranks_.empty() || phase_ != Phase::kSupervising) return;
+  const uint32_t threshold = options_.hang.straggler_threshold_milli;
+  if (!coordinator_.shares_progress() && threshold == 0) return;
+  coordinator_.share_progress(global(progress), threshold,
+                              [this](const rdzv::StragglerFinding& finding) {
+                                // An answer for an attempt that has ended says nothing now.
+                                if (phase_ != Phase::kSupervising || !hang_ranks_.empty()) return;
+                                stragglers_.update(finding);
+                                notify([&](AgentObserver& o) { o.on_stragglers(finding); });
+                              });
+}
+
 std::vector<RankProgress> Agent::rank_progress() const {
-  if (!progress_watch_.detecting() || !assignment_) return {};
+  if (!progress_watch_.watching() || !assignment_) return {};
   return global(progress_watch_.progress());
 }
 

@@ -21,6 +21,7 @@
 #include "agent/log_layout.h"
 #include "agent/options.h"
 #include "agent/output_router.h"
+#include "agent/straggler_notices.h"
 #include "agent/worker_env.h"
 #include "agent/worker_group.h"
 #include "common/clock.h"
@@ -62,10 +63,10 @@ class Agent final : private WorkerGroupObserver {
   void add_observer(AgentObserver& observer) { observers_.push_back(&observer); }
   // The job's store host, for observers that read its statistics (metrics).
   const JobStoreHost& store_host() const { return store_; }
-  // Whether hang detection is on (--hang_timeout > 0).
-  bool detects_hangs() const { return progress_watch_.detecting(); }
-  // Each local rank's progress now, with its global rank (last step, heartbeat age), while hang
-  // detection is on and an attempt's workers exist; empty otherwise. Unlike progress(), ranks
+  // Whether the ranks' heartbeats are read (hang detection, --straggler_threshold).
+  bool watches_progress() const { return progress_watch_.watching(); }
+  // Each local rank's progress now, with its global rank (last step, heartbeat age, busy time),
+  // while heartbeats are read and an attempt's workers exist; empty otherwise. Unlike progress(), ranks
   // whose worker exited stay in (their last step still counts). Read-only, for observers
   // (metrics).
   std::vector<RankProgress> rank_progress() const;
@@ -96,6 +97,8 @@ class Agent final : private WorkerGroupObserver {
   void on_unhealthy(const Status& why);
   void start_workers(const RoundAssignment& assignment);
   void open_filtered_logs();
+  // Shares this node's ranks' progress (hang detection, stragglers) through the coordinator.
+  void share(const std::vector<LocalRankProgress>& progress);
   std::vector<WorkerLaunch> make_launches(const RoundAssignment& assignment);
   void on_worker_started(const WorkerLaunch& launch, SpawnedProcess& process) override;
   void on_worker_exited(const WorkerLaunch& launch, pid_t pid, const ExitStatus& status) override;
@@ -153,6 +156,7 @@ class Agent final : private WorkerGroupObserver {
   std::vector<RankProgress> hang_ranks_;
   HangInvestigation hang_investigation_;
   HealthCheck health_check_;  // --health_check, before each round
+  StragglerNotices stragglers_;  // the job's stragglers as last found (--straggler_threshold)
 };
 
 }  // namespace ddprun::agent

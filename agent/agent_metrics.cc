@@ -1,5 +1,6 @@
 #include "agent/agent_metrics.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace ddprun::agent {
@@ -102,6 +103,7 @@ AgentMetrics::AgentMetrics(metrics::Registry& r, AgentMetricsOptions options, co
   if (options_.progress) {
     r.add_collector([this](std::vector<FamilyData>& out) { collect_progress(out); });
   }
+  r.add_collector([this](std::vector<FamilyData>& out) { collect_stragglers(out); });
 }
 
 const char* AgentMetrics::state_name(State s) {
@@ -133,6 +135,8 @@ void AgentMetrics::on_joining(int attempt) {
 }
 
 void AgentMetrics::on_health_check_failed(const std::string&) { health_check_failures_.inc(); }
+
+void AgentMetrics::on_stragglers(const rdzv::StragglerFinding& finding) { stragglers_ = finding; }
 
 void AgentMetrics::on_round_assigned(const RoundAssignment& a, Millis waited) {
   set_state(State::kStarting);
@@ -254,15 +258,53 @@ void AgentMetrics::collect_progress(std::vector<FamilyData>& out) const {
                  "Seconds since each rank's last heartbeat (hang detection).",
                  MetricType::kGauge,
                  {}});
-  FamilyData& age = out.back();
-  FamilyData& step = out[out.size() - 2];
+  out.push_back({"ddprun_worker_step_busy_seconds",
+                 "Each rank's mean busy time per step over its last steps, from its heartbeats "
+                 "(the time from the end of one step's synchronisation to the next one's).",
+                 MetricType::kGauge,
+                 {}});
+  const bool judged = stragglers_.threshold_milli > 0;
+  if (judged) {
+    out.push_back({"ddprun_worker_straggler",
+                   "1 for a rank of this node named a straggler (--straggler_threshold), 0 for "
+                   "its other ranks that report a busy time.",
+                   MetricType::kGauge,
+                   {}});
+  }
+  FamilyData* straggler = judged ? &out.back() : nullptr;
+  FamilyData& busy = out[out.size() - (judged ? 2 : 1)];
+  FamilyData& age = out[out.size() - (judged ? 3 : 2)];
+  FamilyData& step = out[out.size() - (judged ? 4 : 3)];
   for (const RankProgress& p : options_.progress()) {
     metrics::Labels labels = {{"job_id", options_.job_id},
                               {"local_rank", std::to_string(p.local_rank)},
                               {"rank", std::to_string(p.rank)}};
     if (p.last_step) step.add(labels, static_cast<double>(*p.last_step));
-    if (p.heartbeat_seen) age.add(std::move(labels), seconds(p.heartbeat_age));
+    if (p.heartbeat_seen) age.add(labels, seconds(p.heartbeat_age));
+    if (!p.busy) continue;
+    busy.add(labels, static_cast<double>(p.busy->count()) / 1e6);
+    if (straggler) {
+      const bool named = std::any_of(
+          stragglers_.stragglers.begin(), stragglers_.stragglers.end(),
+          [&](const rdzv::StragglerEntry& s) { return s.rank == static_cast<uint32_t>(p.rank); });
+      straggler->add(std::move(labels), named ? 1.0 : 0.0);
+    }
   }
+}
+
+// Job-wide, the same on every node: what the last finding said.
+void AgentMetrics::collect_stragglers(std::vector<FamilyData>& out) const {
+  if (stragglers_.threshold_milli == 0) return;
+  out.push_back({"ddprun_job_stragglers",
+                 "Ranks of the whole job named stragglers now (--straggler_threshold).",
+                 MetricType::kGauge,
+                 {}});
+  out.back().add({{"job_id", options_.job_id}}, static_cast<double>(stragglers_.stragglers.size()));
+  out.push_back({"ddprun_job_step_busy_median_seconds",
+                 "The job's median busy time per step, over the ranks that report one.",
+                 MetricType::kGauge,
+                 {}});
+  out.back().add({{"job_id", options_.job_id}}, static_cast<double>(stragglers_.median_us) / 1e6);
 }
 
 }  // namespace ddprun::agent

@@ -15,7 +15,10 @@
 //   ddprun_agent_state{job_id,state}                          1 for the current state
 //   ddprun_store_*{job_id}                                    from store::StoreStats
 //   ddprun_worker_last_step{job_id,local_rank,rank}           from the ranks' heartbeats,
-//   ddprun_worker_heartbeat_age_seconds{job_id,local_rank,rank}  with hang detection on
+//   ddprun_worker_heartbeat_age_seconds{job_id,local_rank,rank}  with hang detection or
+//   ddprun_worker_step_busy_seconds{job_id,local_rank,rank}      --straggler_threshold on
+//   ddprun_worker_straggler{job_id,local_rank,rank}           1: named a straggler, 0: not
+//   ddprun_job_{stragglers,step_busy_median_seconds}{job_id}  the job's last straggler finding
 //
 // Every series carries `job_id` (the run id, --rdzv_id), not `job`: Prometheus sets `job` on
 // every scraped series itself (the scrape job's name), and would rename ours `exported_job`.
@@ -52,7 +55,7 @@ struct AgentMetricsOptions {
   // group finishes. Unset: no store metrics.
   std::function<const store::StoreServer*()> store;
   // This node's ranks' progress now (hang detection; empty between attempts); asked at scrape
-  // time. Unset: no ddprun_worker_* families at all (hang detection off).
+  // time. Unset: no ddprun_worker_* families at all (no hang detection, no straggler threshold).
   std::function<std::vector<RankProgress>()> progress;
 };
 
@@ -68,6 +71,7 @@ class AgentMetrics final : public AgentObserver {
 
   void on_joining(int attempt) override;
   void on_health_check_failed(const std::string& why) override;
+  void on_stragglers(const rdzv::StragglerFinding& finding) override;
   void on_round_assigned(const RoundAssignment& assignment, Millis waited) override;
   void on_workers_started(const RoundAssignment& assignment, int workers,
                           std::optional<SteadyTime> failed_at) override;
@@ -84,6 +88,7 @@ class AgentMetrics final : public AgentObserver {
   void set_state(State s);
   void collect_store(std::vector<metrics::FamilyData>& out) const;
   void collect_progress(std::vector<metrics::FamilyData>& out) const;
+  void collect_stragglers(std::vector<metrics::FamilyData>& out) const;
 
   const AgentMetricsOptions options_;
   const Clock& clock_;
@@ -112,6 +117,7 @@ class AgentMetrics final : public AgentObserver {
   // Store statistics of finished rounds' stores, and whether the live store's are in them.
   store::StoreStats store_totals_;
   bool live_store_folded_ = false;
+  rdzv::StragglerFinding stragglers_;  // the last finding (threshold 0: none judged)
 };
 
 }  // namespace ddprun::agent

@@ -10,6 +10,7 @@
 #include "agent/failure_report.h"
 #include "agent/hang_detector.h"
 #include "common/result.h"
+#include "rendezvous/messages.h"
 
 namespace ddprun::agent {
 
@@ -78,10 +79,15 @@ class Coordinator {
   // Receives pushed events. Set once, before join().
   virtual void set_event_handler(std::function<void(const CoordinatorEvent&)> handler) = 0;
 
-  // Hang detection across nodes. Whether progress is shared at all (a multi-node job).
+  // Hang detection across nodes. Whether progress is shared with other nodes (a multi-node job).
   virtual bool shares_progress() const { return false; }
-  // This node's ranks' progress in the current round (fire and forget).
-  virtual void share_progress(const std::vector<RankProgress>& ranks) {}
+  using StragglerHandler = std::function<void(const rdzv::StragglerFinding&)>;
+  // This node's ranks' progress in the current round. With a straggler threshold (thousandths,
+  // rendezvous/stragglers.h; 0: none), `on_stragglers` then gets the job's stragglers by it, as
+  // far as this coordinator sees the job (a networked one: every node; a local one: this node's
+  // ranks), unless the answer is lost (the next share asks again).
+  virtual void share_progress(const std::vector<RankProgress>& ranks,
+                              uint32_t straggler_threshold_milli, StragglerHandler on_stragglers) {}
   // The latest progress every node shared in the current round (this node's too), or an error.
   // Only called when shares_progress().
   // NOLINTNEXTLINE(performance-unnecessary-value-param): overrides keep `done`, by value.

@@ -15,7 +15,8 @@ void HangDetector::start(SteadyTime now) {
   started_ = now;
 }
 
-bool HangDetector::heartbeat(int local_rank, std::optional<std::int64_t> step, SteadyTime now) {
+bool HangDetector::heartbeat(int local_rank, std::optional<std::int64_t> step, SteadyTime now,
+                             std::optional<std::chrono::microseconds> busy) {
   if (phase_ == Phase::kIdle || local_rank < 0 || local_rank >= static_cast<int>(ranks_.size())) {
     return false;
   }
@@ -25,6 +26,7 @@ bool HangDetector::heartbeat(int local_rank, std::optional<std::int64_t> step, S
   // Events of one wake-up share a time; never let a late-delivered one move time backwards.
   rank.last_heartbeat = rank.last_heartbeat ? std::max(*rank.last_heartbeat, now) : now;
   if (step) rank.last_step = step;
+  if (busy) rank.busy.add(*busy);
   ++rank.heartbeats;
   return true;
 }
@@ -77,6 +79,7 @@ LocalRankProgress HangDetector::progress_of(int local_rank, SteadyTime now) cons
   p.last_step = rank.last_step;
   p.last_heartbeat = rank.last_heartbeat;
   p.heartbeats = rank.heartbeats;
+  p.busy = rank.busy.mean();
   if (phase_ != Phase::kIdle) {
     const SteadyTime since = rank.last_heartbeat.value_or(started_);
     p.silent_for = std::max(Millis(0), std::chrono::duration_cast<Millis>(now - since));
@@ -101,6 +104,7 @@ RankProgress to_rank_progress(const LocalRankProgress& progress, int rank, std::
   out.last_step = progress.last_step;
   out.heartbeat_age = progress.silent_for;
   out.heartbeat_seen = progress.last_heartbeat.has_value();
+  out.busy = progress.busy;
   return out;
 }
 

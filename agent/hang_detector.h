@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/busy_window.h"
 #include "agent/rank_activity.h"
 #include "common/clock.h"
 
@@ -58,6 +59,8 @@ struct LocalRankProgress {
   std::optional<SteadyTime> last_heartbeat;  // nullopt: none yet
   Millis silent_for{0};                      // since the last heartbeat, or since start()
   std::uint64_t heartbeats = 0;
+  // Its mean busy time per step over its last reports (busy_window.h); nullopt: it reports none.
+  std::optional<std::chrono::microseconds> busy;
 };
 
 // What check() found: every watched rank past its deadline at `at`, by local rank.
@@ -79,9 +82,11 @@ class HangDetector {
   // The workers started at `now`: the first-heartbeat clocks start. Once only.
   void start(SteadyTime now);
   // A heartbeat from `local_rank`. A heartbeat without a step keeps the last known step (it is
-  // a touch, or a read that raced a rewrite); one with a step replaces it. Returns false (and
-  // does nothing) before start() or for a local rank out of range or exited.
-  bool heartbeat(int local_rank, std::optional<std::int64_t> step, SteadyTime now);
+  // a touch, or a read that raced a rewrite); one with a step replaces it; a busy time joins the
+  // rank's window. Returns false (and does nothing) before start() or for a local rank out of
+  // range or exited.
+  bool heartbeat(int local_rank, std::optional<std::int64_t> step, SteadyTime now,
+                 std::optional<std::chrono::microseconds> busy = std::nullopt);
   // The worker of `local_rank` exited (whatever the reason): it is no longer watched.
   void worker_exited(int local_rank);
 
@@ -101,6 +106,7 @@ class HangDetector {
     std::optional<std::int64_t> last_step;
     std::optional<SteadyTime> last_heartbeat;
     std::uint64_t heartbeats = 0;
+    BusyWindow busy;
   };
 
   std::optional<SteadyTime> deadline_of(const Rank& rank) const;
@@ -123,6 +129,7 @@ struct RankProgress {
   // What it was doing when it was stopped (read from its stack once it was); kUnknown before.
   RankActivity activity = RankActivity::kUnknown;
   std::string where;  // the frame that showed it (ActivityFinding::where); may be empty
+  std::optional<std::chrono::microseconds> busy;  // LocalRankProgress::busy
 };
 
 // `progress` of local rank as global rank `rank` on `node`.

@@ -35,7 +35,7 @@ void HangInvestigation::cancel() {
 void HangInvestigation::await(std::vector<RankProgress> local, int world_size, Millis timeout,
                               Ready ready, Done done) {
   cancel();
-  coordinator_.share_progress(local);
+  coordinator_.share_progress(local, 0, nullptr);
   local_ = std::move(local);
   world_size_ = world_size;
   deadline_ = std::chrono::steady_clock::now() + timeout;

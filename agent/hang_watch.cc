@@ -14,9 +14,9 @@ HangWatch::~HangWatch() { end_attempt(); }
 Status HangWatch::begin_attempt(const std::string& dir, int nproc) {
   end_attempt();
   // The files always (a script may write its heartbeats whether or not anyone looks); the
-  // watch only when something reads them: hang detection.
+  // watch only when something reads them: hang detection, stragglers.
   HeartbeatWatcherOptions watcher_options;
-  watcher_options.watch = detecting();
+  watcher_options.watch = watching();
   auto watcher = HeartbeatWatcher::create(
       io_, dir, nproc, watcher_options, [this](const Heartbeat& beat) { on_heartbeat(beat); },
       clock_);
@@ -83,19 +83,21 @@ std::vector<LocalRankProgress> HangWatch::progress() const {
 void HangWatch::on_heartbeat(const Heartbeat& beat) {
   if (!detector_) return;
   const auto before = detector_->progress(beat.at)[static_cast<std::size_t>(beat.local_rank)];
-  if (!detector_->heartbeat(beat.local_rank, beat.step, beat.at)) return;
+  if (!detector_->heartbeat(beat.local_rank, beat.step, beat.at, beat.busy)) return;
   arm();
   // Other nodes only need steps (and first heartbeats): the ages move on their own.
   if (before.heartbeats == 0 || (beat.step && beat.step != before.last_step)) share_soon();
 }
 
 Millis HangWatch::share_interval() const {
-  return std::clamp(options_.hang_timeout / 4, Millis(100), Millis(5'000));
+  if (!detecting()) return kStragglerShareInterval;
+  const Millis for_hangs = std::clamp(options_.hang_timeout / 4, Millis(100), Millis(5'000));
+  return options_.judge_stragglers() ? std::min(for_hangs, kStragglerShareInterval) : for_hangs;
 }
 
 // At most one share per interval: the first change goes at once, later ones are batched.
 void HangWatch::share_soon() {
-  if (!detecting() || !events_.on_share || share_pending_) return;
+  if (!watching() || !events_.on_share || share_pending_) return;
   const SteadyTime now = clock_.steady_now();
   auto share = [this] {
     share_pending_ = false;

@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -46,6 +47,10 @@ struct HangOptions {
   Millis first_heartbeat_timeout{600'000};
   // TORCHELASTIC_ENABLE_FILE_TIMER=1: serve torch's FileTimerClient pipe, as torchrun does.
   bool file_timer = false;
+  // --straggler_threshold in thousandths (rendezvous/stragglers.h); 0 (the default): off. When
+  // set, heartbeats are watched (for their busy times) and shared even without hang detection.
+  uint32_t straggler_threshold_milli = 0;
+  bool judge_stragglers() const { return straggler_threshold_milli > 0; }
 };
 
 class HangWatch final : public ProgressWatch {
@@ -53,9 +58,13 @@ class HangWatch final : public ProgressWatch {
   HangWatch(boost::asio::io_context& io, HangOptions options, const Clock& clock);
   ~HangWatch() override;
 
-  // on_share is called at most once per share interval (hang_timeout / 4, within 100 ms–5 s).
+  // on_share is called at most once per share interval (hang_timeout / 4, within 100 ms–5 s;
+  // kStragglerShareInterval when only stragglers are judged).
   void set_events(Events events) override { events_ = std::move(events); }
   bool detecting() const override { return options_.hang_timeout > Millis(0); }
+  bool watching() const override { return detecting() || options_.judge_stragglers(); }
+  // How often a node shares its ranks' busy times when no hang detection asks for more often.
+  static constexpr Millis kStragglerShareInterval{2'000};
   // Heartbeat files (and the timer pipe) in `dir`, created.
   Status begin_attempt(const std::string& dir, int nproc) override;
   std::vector<std::pair<std::string, std::string>> worker_env(int local_rank) const override;

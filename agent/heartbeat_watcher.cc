@@ -53,17 +53,50 @@ Status create_rank_file(const std::string& path) {
 
 }  // namespace
 
-std::optional<std::int64_t> parse_heartbeat_step(std::string_view content) {
+namespace {
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// "0.153", "2", "12.5": seconds, as a worker writes them; nullopt for anything else.
+std::optional<std::chrono::microseconds> parse_busy_seconds(std::string_view text) {
+  constexpr double kMostSeconds = 1e6;
+  const std::size_t dot = text.find('.');
+  const std::string_view whole = text.substr(0, dot);
+  const std::string_view fraction =
+      dot == std::string_view::npos ? std::string_view{} : text.substr(dot + 1);
+  if (whole.empty() || !std::all_of(whole.begin(), whole.end(), is_digit)) return std::nullopt;
+  if (dot != std::string_view::npos &&
+      (fraction.empty() || !std::all_of(fraction.begin(), fraction.end(), is_digit))) {
+    return std::nullopt;
+  }
+  double seconds = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds,
+                                   std::chars_format::fixed);
+  if (ec != std::errc() || end != text.data() + text.size() || seconds >= kMostSeconds) {
+    return std::nullopt;
+  }
+  return std::chrono::microseconds(static_cast<std::int64_t>(seconds * 1e6 + 0.5));
+}
+
+}  // namespace
+
+HeartbeatContent parse_heartbeat(std::string_view content) {
   const std::size_t newline = content.find('\n');
-  if (newline == std::string_view::npos) return std::nullopt;  // maybe half-written
+  if (newline == std::string_view::npos) return {};  // maybe half-written
   std::string_view line = content.substr(0, newline);
   while (!line.empty() && is_blank(line.front())) line.remove_prefix(1);
   while (!line.empty() && is_blank(line.back())) line.remove_suffix(1);
-  if (line.empty() || line.front() < '0' || line.front() > '9') return std::nullopt;
+  const std::size_t blank = std::min(line.find(' '), line.find('\t'));
+  std::string_view step_text = line.substr(0, blank);
+  std::string_view busy_text = blank == std::string_view::npos ? "" : line.substr(blank);
+  while (!busy_text.empty() && is_blank(busy_text.front())) busy_text.remove_prefix(1);
+  if (step_text.empty() || !is_digit(step_text.front())) return {};
   std::int64_t step = 0;
-  auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), step);
-  if (ec != std::errc() || end != line.data() + line.size()) return std::nullopt;
-  return step;
+  auto [end, ec] = std::from_chars(step_text.data(), step_text.data() + step_text.size(), step);
+  if (ec != std::errc() || end != step_text.data() + step_text.size()) return {};
+  HeartbeatContent parsed{step, std::nullopt};
+  if (!busy_text.empty()) parsed.busy = parse_busy_seconds(busy_text);
+  return parsed;
 }
 
 struct HeartbeatWatcher::Impl : std::enable_shared_from_this<Impl> {
@@ -80,7 +113,7 @@ struct HeartbeatWatcher::Impl : std::enable_shared_from_this<Impl> {
   // Reads every queued event (bounded); marks the ranks they concern. False when the watch
   // ended (directory removed) or the descriptor failed.
   bool drain(std::vector<std::uint8_t>& touched);
-  std::optional<std::int64_t> read_step(int local_rank);
+  HeartbeatContent read(int local_rank);
 
   const HeartbeatWatcherOptions options;
   const Handler on_heartbeat;
@@ -112,7 +145,8 @@ void HeartbeatWatcher::Impl::on_ready() {
   for (int rank = 0; rank < local_world_size; ++rank) {
     const std::uint8_t seen = touched[static_cast<std::size_t>(rank)];
     if (seen == kUntouched) continue;
-    Heartbeat beat{rank, seen == kContentChanged ? read_step(rank) : std::nullopt, now};
+    const HeartbeatContent content = seen == kContentChanged ? read(rank) : HeartbeatContent{};
+    Heartbeat beat{rank, content.step, now, content.busy};
     ++stats.heartbeats;
     if (on_heartbeat) on_heartbeat(beat);
   }
@@ -156,20 +190,20 @@ bool HeartbeatWatcher::Impl::drain(std::vector<std::uint8_t>& touched) {
   return true;  // more may be queued: the descriptor stays readable and wakes the loop again
 }
 
-std::optional<std::int64_t> HeartbeatWatcher::Impl::read_step(int local_rank) {
+HeartbeatContent HeartbeatWatcher::Impl::read(int local_rank) {
   ++stats.file_reads;
   const std::string path = dir + "/" + file_name(local_rank);
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-  if (fd < 0) return std::nullopt;  // renamed away between the event and now: no step
+  if (fd < 0) return {};  // renamed away between the event and now: no step
   UniqueFd owned(fd);
   std::string content(options.max_read_bytes, '\0');
   ssize_t n;
   do {
     n = ::pread(fd, content.data(), content.size(), 0);
   } while (n < 0 && errno == EINTR);
-  if (n <= 0) return std::nullopt;
+  if (n <= 0) return {};
   content.resize(static_cast<std::size_t>(n));
-  return parse_heartbeat_step(content);
+  return parse_heartbeat(content);
 }
 
 Result<std::unique_ptr<HeartbeatWatcher>> HeartbeatWatcher::create(

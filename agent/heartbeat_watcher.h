@@ -6,10 +6,15 @@
 //     (empty, mode 0600) before the worker starts, in a directory the agent makes per attempt;
 //   * a worker signals progress by writing (or rewriting at offset 0) that file with its step
 //     number as decimal text and a newline, or by just touching it (progress, no step);
+//   * after the step, on the same line, it may add how long it was busy in that step, in
+//     seconds ("1234 0.153\n"): the time from the end of the previous step's synchronisation to
+//     its arrival at this step's (stragglers: rendezvous/stragglers.h). The worker SDK's DDP
+//     writes it; a Python script measures it around its own step;
 //   * without the variable (not run by ddprun), a worker sends nothing.
 // One-liners:
 //   shell   echo "$step" > "$DDPRUN_HEARTBEAT_FILE"        (or: touch "$DDPRUN_HEARTBEAT_FILE")
 //   Python  pathlib.Path(os.environ["DDPRUN_HEARTBEAT_FILE"]).write_text(f"{step}\n")
+//           (with the busy time: .write_text(f"{step} {busy:.6f}\n"))
 //   C++     std::ofstream(std::getenv("DDPRUN_HEARTBEAT_FILE")) << step << '\n';
 //
 // How it is read: inotify on the directory (IN_CLOSE_WRITE | IN_MODIFY | IN_ATTRIB, and
@@ -26,6 +31,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,16 +46,26 @@ namespace ddprun::agent {
 
 inline constexpr char kHeartbeatFileEnv[] = "DDPRUN_HEARTBEAT_FILE";
 
-// The step in a heartbeat file's content: its first line, when that is optional blanks, decimal
-// digits (no sign; fits int64), optional blanks (spaces, tabs, '\r') and '\n'. Anything else,
-// including a first line without its '\n', is nullopt. Pure.
-std::optional<std::int64_t> parse_heartbeat_step(std::string_view content);
+// What one heartbeat file says.
+struct HeartbeatContent {
+  std::optional<std::int64_t> step;
+  std::optional<std::chrono::microseconds> busy;  // only with a step
+  bool operator==(const HeartbeatContent&) const = default;
+};
+
+// A heartbeat file's content: its first line, when that is optional blanks, decimal digits (the
+// step; no sign; fits int64), optionally blanks and the busy seconds (digits, optionally '.' and
+// more digits; below 10^6 s), optional blanks (spaces, tabs, '\r') and '\n'. A first line
+// without its '\n' (maybe half-written) or without a whole step says nothing; a busy time that
+// is not one leaves the step known and the busy time not. Pure.
+HeartbeatContent parse_heartbeat(std::string_view content);
 
 // One heartbeat as observed.
 struct Heartbeat {
   int local_rank = 0;
   std::optional<std::int64_t> step;  // nullopt: a touch, or no whole step in the file
   SteadyTime at;                     // when the agent woke up for it
+  std::optional<std::chrono::microseconds> busy;  // the busy time it reported, if any
 };
 
 struct HeartbeatWatcherOptions {

@@ -2,6 +2,9 @@
 
 #include <boost/asio/post.hpp>
 
+#include "agent/progress_entry.h"
+#include "rendezvous/stragglers.h"
+
 namespace ddprun::agent {
 
 void LocalCoordinator::join(const JoinOffer& offer,
@@ -20,6 +23,20 @@ void LocalCoordinator::join(const JoinOffer& offer,
   a.use_agent_store = job_.agent_store;
   boost::asio::post(io_, [this, a, done = std::move(done)] {
     if (!closed_) done(a);
+  });
+}
+
+void LocalCoordinator::share_progress(const std::vector<RankProgress>& ranks,
+                                      uint32_t straggler_threshold_milli,
+                                      StragglerHandler on_stragglers) {
+  if (straggler_threshold_milli == 0 || !on_stragglers || ranks.empty()) return;
+  std::vector<rdzv::RankProgressEntry> entries;
+  entries.reserve(ranks.size());
+  for (const RankProgress& r : ranks) entries.push_back(to_progress_entry(r));
+  const rdzv::NodeRanks node{ranks.front().node, entries};
+  boost::asio::post(io_, [this, finding = rdzv::find_stragglers({&node, 1}, straggler_threshold_milli),
+                          on_stragglers = std::move(on_stragglers)] {
+    if (!closed_) on_stragglers(finding);
   });
 }
 

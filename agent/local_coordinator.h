@@ -24,6 +24,10 @@ class LocalCoordinator final : public Coordinator {
                       std::function<void(FailureDecision)> done) override;
   void report_success(std::function<void(Status)> done) override;
   void set_event_handler(std::function<void(const CoordinatorEvent&)>) override {}
+  // Judges this node's ranks alone: the job's, for a single node; for static multi-node jobs
+  // (no server to meet at) only this node's share of them.
+  void share_progress(const std::vector<RankProgress>& ranks, uint32_t straggler_threshold_milli,
+                      StragglerHandler on_stragglers) override;
   void close() override { closed_ = true; }
 
  private:

@@ -28,7 +28,8 @@ class ProgressWatch {
     std::function<void(const HangVerdict& verdict)> on_hang;
     std::function<void(const TimerExpiry& expiry)> on_timer_expired;
     // The ranks' progress changed (a new step, a first heartbeat): share it with the other
-    // nodes. Called at most once per share interval, and only while detecting.
+    // nodes (and learn the stragglers). Called at most once per share interval, and only while
+    // watching().
     std::function<void(const std::vector<LocalRankProgress>& progress)> on_share;
   };
 
@@ -37,6 +38,9 @@ class ProgressWatch {
   virtual void set_events(Events events) = 0;
   // Whether hangs are detected (--hang_timeout > 0).
   virtual bool detecting() const = 0;
+  // Whether the ranks' heartbeats are read at all (hang detection, stragglers): progress() and
+  // on_share have something to say.
+  virtual bool watching() const { return detecting(); }
   // A new attempt of `nproc` workers, whose progress files go in `dir`.
   virtual Status begin_attempt(const std::string& dir, int nproc) = 0;
   // What worker `local_rank` adds to its environment.

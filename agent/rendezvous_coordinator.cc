@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "agent/progress_entry.h"
 #include "common/exit_codes.h"
 
 namespace ddprun::agent {
@@ -249,15 +250,21 @@ void RendezvousCoordinator::fail_job(std::string reason, FailureReport report, i
   if (handler_) handler_(e);
 }
 
-void RendezvousCoordinator::share_progress(const std::vector<RankProgress>& ranks) {
+void RendezvousCoordinator::share_progress(const std::vector<RankProgress>& ranks,
+                                           uint32_t straggler_threshold_milli,
+                                           StragglerHandler on_stragglers) {
   std::vector<rdzv::RankProgressEntry> entries;
   entries.reserve(ranks.size());
-  for (const RankProgress& r : ranks) {
-    entries.push_back({static_cast<uint32_t>(r.rank), static_cast<uint32_t>(r.local_rank),
-                       r.last_step.value_or(-1), static_cast<uint64_t>(r.heartbeat_age.count()),
-                       r.heartbeat_seen, static_cast<uint8_t>(r.activity), r.where});
-  }
-  client_.share_progress(std::move(entries));
+  for (const RankProgress& r : ranks) entries.push_back(to_progress_entry(r));
+  client_.share_progress(
+      std::move(entries), straggler_threshold_milli,
+      [this, on_stragglers = std::move(on_stragglers),
+       straggler_threshold_milli](Result<rdzv::StragglerFinding> finding) {
+        if (closed_ || !on_stragglers || straggler_threshold_milli == 0) return;
+        // A lost answer is not news: the next share asks again.
+        if (!finding) return spdlog::debug("stragglers: {}", finding.status().message());
+        on_stragglers(*finding);
+      });
 }
 
 void RendezvousCoordinator::job_progress(
@@ -269,16 +276,7 @@ void RendezvousCoordinator::job_progress(
         std::vector<RankProgress> ranks;
         for (const rdzv::NodeProgress& node : *nodes) {
           for (const rdzv::RankProgressEntry& e : node.ranks) {
-            RankProgress r;
-            r.rank = static_cast<int>(e.rank);
-            r.node = node.host;
-            r.local_rank = static_cast<int>(e.local_rank);
-            if (e.step >= 0) r.last_step = e.step;
-            r.heartbeat_age = Millis(static_cast<int64_t>(e.heartbeat_age_ms));
-            r.heartbeat_seen = e.heartbeat_seen;
-            r.activity = static_cast<RankActivity>(e.activity);  // the codec checked the range
-            r.where = e.where;
-            ranks.push_back(std::move(r));
+            ranks.push_back(from_progress_entry(e, node.host));
           }
         }
         done(std::move(ranks));

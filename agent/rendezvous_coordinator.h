@@ -38,7 +38,9 @@ class RendezvousCoordinator final : public Coordinator {
   void report_success(std::function<void(Status)> done) override;
   void set_event_handler(std::function<void(const CoordinatorEvent&)> handler) override;
   bool shares_progress() const override { return true; }
-  void share_progress(const std::vector<RankProgress>& ranks) override;
+  // The server judges the job's stragglers and answers with them.
+  void share_progress(const std::vector<RankProgress>& ranks, uint32_t straggler_threshold_milli,
+                      StragglerHandler on_stragglers) override;
   void job_progress(std::function<void(Result<std::vector<RankProgress>>)> done) override;
   void close() override;
   // Leaves cleanly, then calls `done` (bounded by the client's request deadline).

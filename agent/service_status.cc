@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "agent/exit_status.h"
+#include "rendezvous/stragglers.h"
 
 namespace ddprun::agent {
 
@@ -47,7 +48,24 @@ std::string describe(const ServiceState& s) {
     line += "; " + s.last_event;
   }
   if (s.phase == P::kRunning && !s.progress.empty()) line += "; " + s.progress;
+  if (s.phase == P::kRunning && !s.stragglers.empty()) line += "; " + s.stragglers;
   return line;
+}
+
+std::string describe_stragglers(const rdzv::StragglerFinding& f) {
+  if (f.stragglers.empty() || f.median_us == 0) return {};
+  std::string line = f.stragglers.size() == 1 ? "straggler: " : "stragglers: ";
+  // A job-wide problem shows its first few: the rest are in the log and in ddp-rendezvous status.
+  constexpr size_t kShown = 4;
+  for (size_t i = 0; i < f.stragglers.size() && i < kShown; ++i) {
+    const rdzv::StragglerEntry& s = f.stragglers[i];
+    line += fmt::format("{}rank {} (node {}) {:.1f}x", i == 0 ? "" : ", ", s.rank, s.node,
+                        static_cast<double>(s.busy_us) / static_cast<double>(f.median_us));
+  }
+  if (f.stragglers.size() > kShown) {
+    line += fmt::format(" and {} more", f.stragglers.size() - kShown);
+  }
+  return line + " the median busy time of " + rdzv::format_busy(f.median_us);
 }
 
 ServiceStatus::ServiceStatus(boost::asio::io_context& io, ServiceNotifier& notifier,
@@ -116,6 +134,11 @@ void ServiceStatus::on_group_finished(const GroupResult& result) {
 void ServiceStatus::on_restart(bool counted) {
   state_.phase = ServiceState::Phase::kRestarting;
   if (counted) ++state_.restarts_used;  // the next round will say so too
+  publish();
+}
+
+void ServiceStatus::on_stragglers(const rdzv::StragglerFinding& finding) {
+  state_.stragglers = describe_stragglers(finding);
   publish();
 }
 

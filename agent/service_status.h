@@ -6,7 +6,8 @@
 //                running, stopping, restarting, finished, failed), round, world size, nodes,
 //                restarts used out of the budget; with a progress query (hang detection on),
 //                while the workers run, their steps and oldest heartbeat (progress_summary.h),
-//                looked at every second and sent only when the line changed
+//                looked at every second and sent only when the line changed; the job's
+//                stragglers while any are named (--straggler_threshold)
 //   WATCHDOG=1   from the agent's event loop while the job runs (ServiceWatchdog)
 //   STOPPING=1   when the job is over for this node, as the last message
 //
@@ -43,11 +44,15 @@ struct ServiceState {
   int exit_code = 0;       // kFinished / kFailed
   std::string last_event;  // e.g. "rank 3 exited with code 1", for stopping / restarting
   std::string progress;    // describe(ProgressSummary), shown while running
+  std::string stragglers;  // describe_stragglers(), shown while running when any are named
 };
 const char* to_string(ServiceState::Phase phase);
 // "job <id>: <state>; round R, world size W (N nodes, this is node G with L workers); restarts
-// U/M[; <last event>][; <progress>]", shortened to what is known.
+// U/M[; <last event>][; <progress>][; <stragglers>]", shortened to what is known.
 std::string describe(const ServiceState& state);
+// "straggler: rank 3 (node b) 2.1x the median busy time of 0.20 s" (or "stragglers: rank 3
+// (node b) 2.1x, rank 5 (node c) 1.8x the median ..."); empty when none is named.
+std::string describe_stragglers(const rdzv::StragglerFinding& finding);
 
 // Not thread-safe: called by the agent on its loop. `notifier` must outlive it.
 class ServiceStatus final : public AgentObserver {
@@ -69,6 +74,7 @@ class ServiceStatus final : public AgentObserver {
                           std::optional<SteadyTime> failed_at) override;
   void on_group_finished(const GroupResult& result) override;
   void on_restart(bool counted) override;
+  void on_stragglers(const rdzv::StragglerFinding& finding) override;
   void on_job_finished(int exit_code) override;
 
   const ServiceState& state() const { return state_; }

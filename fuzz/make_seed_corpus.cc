@@ -75,7 +75,7 @@ const std::string kNonce(32, '\x5a');
 const std::string kProof(32, '\xc3');
 
 std::vector<rdzv::RankProgressEntry> sample_ranks() {
-  return {{4, 0, 120, 250, true, 2, "load at data.py:88"},
+  return {{4, 0, 120, 250, true, 2, "load at data.py:88", 153'000},
           {5, 1, -1, 61'000, false, 0, ""},
           {6, 2, 120, 300, true, 1, "barrier at distributed_c10d.py:3152"}};
 }
@@ -100,7 +100,8 @@ void rendezvous_client_seeds() {
       {"report_failure", ReportFailureMsg{4, 2, report, 3}},
       {"report_success", ReportSuccessMsg{5, 2}},
       {"leave", LeaveMsg{6}},
-      {"progress", ProgressMsg{2, sample_ranks()}},
+      {"progress", ProgressMsg{8, 2, 0, sample_ranks()}},
+      {"progress_stragglers", ProgressMsg{9, 2, 1500, sample_ranks()}},
       {"progress_query", ProgressQueryMsg{7}},
   };
   std::string session;
@@ -122,6 +123,9 @@ void rendezvous_server_seeds() {
       {"reply_token", Reply{1, true, "", 0x1234567890abcdefll, ""}},
       {"reply_error", Reply{2, false, "job 'x' already succeeded", 0, ""}},
       {"reply_progress", Reply{3, true, "", 0, encode_job_progress(progress)}},
+      {"reply_stragglers",
+       Reply{4, true, "", 0,
+             encode_stragglers({1500, 3, 200'000, {{5, 1, "127.0.0.2", 420'000}}})}},
       {"round_assigned", RoundAssigned{"job-42", 2, 1, 2, 2, 2, 4, "127.0.0.1", 41000, 1, 3}},
       {"restart_scale_up", RestartRequested{2, RestartReason::kScaleUp, "a node joins", ""}},
       {"restart_member_lost", RestartRequested{2, RestartReason::kMemberLost, "node-3 left", ""}},

@@ -20,6 +20,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           } else {
             FUZZ_CHECK(progress.status().is_malformed());
           }
+          // Progress's answer: the job's stragglers, canonical like every payload.
+          auto stragglers = rdzv::decode_stragglers(reply->payload, rdzv::CodecLimits{});
+          if (stragglers) {
+            FUZZ_CHECK(rdzv::encode_stragglers(*stragglers) == reply->payload);
+            FUZZ_CHECK(stragglers->stragglers.size() <= stragglers->ranks_measured);
+          } else {
+            FUZZ_CHECK(stragglers.status().is_malformed());
+          }
         }
       });
   return 0;

@@ -18,6 +18,7 @@
 #include "launcher/slurm_env.h"
 #include "launcher/value_parsers.h"
 #include "rendezvous/rdzv_conf.h"
+#include "rendezvous/stragglers.h"
 
 namespace ddprun::launcher {
 namespace {
@@ -251,6 +252,11 @@ Status validate_values(const LauncherFlags& f, LaunchConfig& config) {
                     "for its first heartbeat too",
                     f.first_heartbeat_timeout, f.hang_timeout, f.hang_timeout));
     a.hang.first_heartbeat_timeout = a.hang.hang_timeout;
+  }
+  if (f.straggler_threshold > 0) {
+    auto milli = rdzv::straggler_threshold_milli(f.straggler_threshold);
+    if (!milli) return milli.status().with_context("--straggler_threshold");
+    a.hang.straggler_threshold_milli = *milli;
   }
   a.health_check.command = f.health_check;
   a.health_check.timeout = Millis(static_cast<long long>(f.health_check_timeout * 1000));

@@ -4,6 +4,7 @@
 #include "launcher/value_parsers.h"
 #include "metrics/endpoint_flags.h"
 #include "rendezvous/rdzv_conf.h"
+#include "rendezvous/stragglers.h"
 
 namespace ddprun::launcher {
 namespace {
@@ -196,6 +197,19 @@ const FlagTable<LauncherFlags>& launcher_flag_table() {
             .default_text = "600",
             .check = kSeconds},
            &F::first_heartbeat_timeout},
+          {{.name = "straggler_threshold",
+            .type = T::kNumber,
+            .help = "Name a rank a straggler when its busy time per step is over this many times "
+                    "the job's median, e.g. 1.5 (reported, never stopped; 0: off)",
+            .default_text = "0",
+            .check =
+                [](const std::string& text) -> Status {
+                  if (Status number = in_range(0, rdzv::kMaxStragglerThreshold)(text); !number)
+                    return number;
+                  const double ratio = std::strtod(text.c_str(), nullptr);
+                  return ratio == 0 ? Status{} : rdzv::straggler_threshold_milli(ratio).status();
+                }},
+           &F::straggler_threshold},
           {{.name = "health_check",
             .help = "Shell command run before this node joins each round; a failure (any exit "
                     "status but 0) keeps the node out and exits 69"},

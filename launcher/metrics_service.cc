@@ -21,8 +21,8 @@ agent::AgentMetricsOptions agent_metrics_options(const agent::Agent& agent,
   agent::AgentMetricsOptions o;
   o.job_id = job_id;
   o.store = [&agent] { return agent.store_host().server(); };
-  // The ranks' progress exists only with hang detection: without it, no worker series.
-  if (agent.detects_hangs()) o.progress = [&agent] { return agent.rank_progress(); };
+  // The ranks' progress exists only when heartbeats are read: without, no worker series.
+  if (agent.watches_progress()) o.progress = [&agent] { return agent.rank_progress(); };
   return o;
 }
 

@@ -22,6 +22,7 @@ std::string describe(const ClientMessage& message) {
         if constexpr (std::is_same_v<M, ReportSuccessMsg>) return "the success report";
         if constexpr (std::is_same_v<M, LeaveMsg>) return "leave";
         if constexpr (std::is_same_v<M, ProgressQueryMsg>) return "the progress query";
+        if constexpr (std::is_same_v<M, ProgressMsg>) return "the progress report";
         return "a request";
       },
       message);

@@ -157,9 +157,18 @@ void TcpRendezvousClient::report_success(std::function<void(Status)> done) {
   channel_->request(ReportSuccessMsg{id, round}, id, status_of(std::move(done)));
 }
 
-void TcpRendezvousClient::share_progress(std::vector<RankProgressEntry> ranks) {
+void TcpRendezvousClient::share_progress(std::vector<RankProgressEntry> ranks,
+                                         uint32_t straggler_threshold_milli,
+                                         std::function<void(Result<StragglerFinding>)> done) {
   const uint64_t round = state_->assignment ? state_->assignment->round : 0;
-  channel_->send(ProgressMsg{round, std::move(ranks)});
+  const uint32_t id = channel_->next_request_id();
+  channel_->request(ProgressMsg{id, round, straggler_threshold_milli, std::move(ranks)}, id,
+                    [done = std::move(done), limits = channel_->options().limits](const Reply& r) {
+                      if (!done) return;
+                      if (!r.ok) return done(Status::error(r.error));
+                      if (r.payload.empty()) return done(StragglerFinding{});
+                      done(decode_stragglers(r.payload, limits));
+                    });
 }
 
 void TcpRendezvousClient::job_progress(

@@ -83,8 +83,11 @@ class RendezvousClient {
                                      std::function<void(Status)> done = {}) = 0;
   // This node's workers all succeeded: enter the exit barrier (JobSucceeded when all have).
   virtual void report_success(std::function<void(Status)> done = {}) = 0;
-  // This node's ranks' progress in the current round (no reply; hang detection across nodes).
-  virtual void share_progress(std::vector<RankProgressEntry> ranks) = 0;
+  // This node's ranks' progress in the current round (hang detection across nodes). With a
+  // straggler threshold (thousandths; 0: none), `done` gets the job's stragglers by it; without
+  // one, an empty finding. `done` may be empty.
+  virtual void share_progress(std::vector<RankProgressEntry> ranks, uint32_t straggler_threshold_milli,
+                              std::function<void(Result<StragglerFinding>)> done) = 0;
   // Every member's latest shared progress in the current round.
   virtual void job_progress(std::function<void(Result<std::vector<NodeProgress>>)> done) = 0;
   // Leaves the job cleanly (others see a membership change unless the job is over), then
@@ -118,7 +121,8 @@ class TcpRendezvousClient final : public RendezvousClient {
   void report_worker_failure(std::string failure_report, int32_t exit_code,
                              std::function<void(Status)> done = {}) override;
   void report_success(std::function<void(Status)> done = {}) override;
-  void share_progress(std::vector<RankProgressEntry> ranks) override;
+  void share_progress(std::vector<RankProgressEntry> ranks, uint32_t straggler_threshold_milli,
+                      std::function<void(Result<StragglerFinding>)> done) override;
   void job_progress(std::function<void(Result<std::vector<NodeProgress>>)> done) override;
   void close(std::function<void()> done = {}) override;
   bool connected() const override;

@@ -40,9 +40,12 @@ enum Type : uint8_t {
   kRedirect = 0x8b,
 };
 
-// The fewest bytes one entry of a StatusReport's lists takes on the wire: a count is checked
-// against the bytes left before anything is reserved for it.
-constexpr size_t kMinJobStatusBytes = 4 + 1 + 8 + 4 * 5 + 4;
+// The fewest bytes one entry of a list takes on the wire: a count is checked against the bytes
+// left before anything is reserved for it. A straggler finding: threshold, ranks measured,
+// median, count; one straggler: rank, local rank, node id, busy time.
+constexpr size_t kStragglerFindingBytes = 4 + 4 + 8 + 4;
+constexpr size_t kMinStragglerBytes = 4 + 4 + 4 + 8;
+constexpr size_t kMinJobStatusBytes = 4 + 1 + 8 + 4 * 5 + 4 + kStragglerFindingBytes;
 constexpr size_t kMinNodeStatusBytes = 4 + 4 + 1 + 4 + 4 + 8;
 // Encoders: one overload per message, writing type byte and payload.
 void put(ByteWriter& w, const NodeInfo& n) {
@@ -79,14 +82,15 @@ void put(ByteWriter& w, const ReportSuccessMsg& m) {
 void put(ByteWriter& w, const LeaveMsg& m) { w.u8(kLeave), w.u32(m.request_id); }
 void put(ByteWriter& w, const RankProgressEntry& e) {
   w.u32(e.rank), w.u32(e.local_rank), w.i64(e.step), w.u64(e.heartbeat_age_ms);
-  w.u8(e.heartbeat_seen ? 1 : 0), w.u8(e.activity), w.str(e.where);
+  w.u8(e.heartbeat_seen ? 1 : 0), w.u8(e.activity), w.str(e.where), w.u64(e.busy_us);
 }
 void put_entries(ByteWriter& w, const std::vector<RankProgressEntry>& entries) {
   w.u32(static_cast<uint32_t>(entries.size()));
   for (const auto& e : entries) put(w, e);
 }
 void put(ByteWriter& w, const ProgressMsg& m) {
-  w.u8(kProgress), w.u64(m.round), put_entries(w, m.ranks);
+  w.u8(kProgress), w.u32(m.request_id), w.u64(m.round), w.u32(m.straggler_threshold_milli);
+  put_entries(w, m.ranks);
 }
 void put(ByteWriter& w, const ProgressQueryMsg& m) { w.u8(kProgressQuery), w.u32(m.request_id); }
 void put(ByteWriter& w, const StatusQuery& m) {
@@ -122,11 +126,19 @@ void put(ByteWriter& w, const NodeStatus& n) {
   w.str(n.node_id), w.str(n.address), w.u8(static_cast<uint8_t>(n.phase)), w.i32(n.group_rank);
   w.u32(n.local_world_size), w.i64(n.last_heard_ms);
 }
+void put(ByteWriter& w, const StragglerFinding& f) {
+  w.u32(f.threshold_milli), w.u32(f.ranks_measured), w.u64(f.median_us);
+  w.u32(static_cast<uint32_t>(f.stragglers.size()));
+  for (const StragglerEntry& s : f.stragglers) {
+    w.u32(s.rank), w.u32(s.local_rank), w.str(s.node), w.u64(s.busy_us);
+  }
+}
 void put(ByteWriter& w, const JobStatus& j) {
   w.str(j.job_id), w.u8(static_cast<uint8_t>(j.phase)), w.u64(j.round), w.u32(j.restart_count);
   w.u32(j.max_restarts), w.u32(j.min_nodes), w.u32(j.max_nodes), w.u32(j.connections);
   w.u32(static_cast<uint32_t>(j.nodes.size()));
   for (const NodeStatus& n : j.nodes) put(w, n);
+  put(w, j.stragglers);
 }
 void put(ByteWriter& w, const StatusReport& m) {
   w.u8(kStatusReport), w.u8(m.truncated ? 1 : 0), w.u32(static_cast<uint32_t>(m.jobs.size()));
@@ -201,15 +213,15 @@ bool get(ByteReader& r, const CodecLimits&, RankProgressEntry& e) {
   uint8_t seen = 0;
   const bool good = r.u32(e.rank) && r.u32(e.local_rank) && r.i64(e.step) &&
                     r.u64(e.heartbeat_age_ms) && r.u8(seen) && r.u8(e.activity) &&
-                    r.str(e.where, kMaxWhereBytes);
+                    r.str(e.where, kMaxWhereBytes) && r.u64(e.busy_us);
   e.heartbeat_seen = seen == 1;
   return good && seen <= 1 && e.step >= -1 && e.activity <= kMaxActivity;
 }
 bool get_entries(ByteReader& r, const CodecLimits& l, std::vector<RankProgressEntry>& out) {
   uint32_t count = 0;
-  // At least 30 bytes per entry: the count must fit in what is left before anything is
+  // At least 38 bytes per entry: the count must fit in what is left before anything is
   // allocated.
-  if (!r.u32(count) || count > l.max_progress_entries || !r.count_fits(count, 30)) return false;
+  if (!r.u32(count) || count > l.max_progress_entries || !r.count_fits(count, 38)) return false;
   out.resize(count);
   for (auto& e : out) {
     if (!get(r, l, e)) return false;
@@ -217,7 +229,8 @@ bool get_entries(ByteReader& r, const CodecLimits& l, std::vector<RankProgressEn
   return true;
 }
 bool get(ByteReader& r, const CodecLimits& l, ProgressMsg& m) {
-  return r.u64(m.round) && get_entries(r, l, m.ranks);
+  return r.u32(m.request_id) && r.u64(m.round) && r.u32(m.straggler_threshold_milli) &&
+         get_entries(r, l, m.ranks);
 }
 bool get(ByteReader& r, const CodecLimits&, ProgressQueryMsg& m) { return r.u32(m.request_id); }
 bool get(ByteReader& r, const CodecLimits&, StatusQuery& m) {
@@ -264,6 +277,23 @@ bool get(ByteReader& r, const CodecLimits& l, NodeStatus& n) {
   n.phase = static_cast<NodePhase>(phase);
   return good && phase >= 1 && phase <= 4 && n.group_rank >= -1 && n.last_heard_ms >= -1;
 }
+// Stragglers are ranks of one job: at most max_progress_entries of them, each with a busy time.
+bool get(ByteReader& r, const CodecLimits& l, StragglerFinding& f) {
+  uint32_t count = 0;
+  if (!r.u32(f.threshold_milli) || !r.u32(f.ranks_measured) || !r.u64(f.median_us) ||
+      !r.u32(count) || count > l.max_progress_entries || count > f.ranks_measured ||
+      !r.count_fits(count, kMinStragglerBytes)) {
+    return false;
+  }
+  f.stragglers.resize(count);  // bounded by the bytes present (count_fits)
+  for (StragglerEntry& s : f.stragglers) {
+    if (!r.u32(s.rank) || !r.u32(s.local_rank) || !r.str(s.node, l.max_string_bytes) ||
+        !r.u64(s.busy_us)) {
+      return false;
+    }
+  }
+  return true;
+}
 bool get(ByteReader& r, const CodecLimits& l, JobStatus& j) {
   uint8_t phase = 0;
   uint32_t nodes = 0;
@@ -278,7 +308,7 @@ bool get(ByteReader& r, const CodecLimits& l, JobStatus& j) {
   for (NodeStatus& n : j.nodes) {
     if (!get(r, l, n)) return false;
   }
-  return true;
+  return get(r, l, j.stragglers);
 }
 bool get(ByteReader& r, const CodecLimits& l, StatusReport& m) {
   uint8_t truncated = 0;
@@ -504,6 +534,22 @@ Result<std::vector<NodeProgress>> decode_job_progress(std::string_view payload,
   }
   if (!r.at_end()) return Status::malformed("job progress has trailing bytes");
   return nodes;
+}
+
+std::string encode_stragglers(const StragglerFinding& finding) {
+  std::string out;
+  ByteWriter w(out);
+  put(w, finding);
+  return out;
+}
+
+Result<StragglerFinding> decode_stragglers(std::string_view payload, const CodecLimits& limits) {
+  ByteReader r(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(payload.data()), payload.size()));
+  StragglerFinding finding;
+  if (!get(r, limits, finding)) return Status::malformed("malformed straggler finding");
+  if (!r.at_end()) return Status::malformed("straggler finding has trailing bytes");
+  return finding;
 }
 
 const char* message_name(const ClientMessage& message) {

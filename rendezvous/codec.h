@@ -53,6 +53,10 @@ std::string encode_job_progress(const std::vector<NodeProgress>& nodes);
 Result<std::vector<NodeProgress>> decode_job_progress(std::string_view payload,
                                                       const CodecLimits& limits);
 
+// Progress's answer, in Reply::payload: the job's stragglers (empty payload: none asked for).
+std::string encode_stragglers(const StragglerFinding& finding);
+Result<StragglerFinding> decode_stragglers(std::string_view payload, const CodecLimits& limits);
+
 // The message's name for logs ("Join", "Resume", ...).
 const char* message_name(const ClientMessage& message);
 

@@ -7,6 +7,7 @@
 
 #include "rendezvous/codec.h"
 #include "rendezvous/job_snapshot.h"
+#include "rendezvous/stragglers.h"
 
 namespace ddprun::rdzv {
 namespace {
@@ -220,13 +221,42 @@ void JobRegistry::report_success(Job& job, Peer& peer, const ReportSuccessMsg& m
   commit(job, &peer, node_id, ok, std::move(*decisions), false);
 }
 
-void JobRegistry::progress(Job& job, const ProgressMsg& msg, const std::string& node_id) {
-  if (node_id.empty() || !job.round || msg.round != job.round->round()) return;  // stale
+void JobRegistry::progress(Job& job, Peer& peer, const ProgressMsg& msg,
+                           const std::string& node_id) {
+  Reply reply;
+  reply.request_id = msg.request_id;
+  // A report for another round is stale: not kept, but still answered (the sender waits).
   auto link = job.links.find(node_id);
-  if (link == job.links.end()) return;
-  link->second.progress = msg.ranks;
-  link->second.progress_round = msg.round;
-  link->second.progress_at = clock_.steady_now();
+  if (!node_id.empty() && job.round && msg.round == job.round->round() &&
+      link != job.links.end()) {
+    link->second.progress = msg.ranks;
+    link->second.progress_round = msg.round;
+    link->second.progress_at = clock_.steady_now();
+  }
+  job.straggler_threshold_milli = msg.straggler_threshold_milli;
+  if (msg.straggler_threshold_milli > 0) {
+    reply.payload = encode_stragglers(stragglers_of(job, msg.straggler_threshold_milli));
+  }
+  peer.send(reply);
+}
+
+StragglerFinding JobRegistry::stragglers_of(const Job& job, uint32_t threshold_milli) {
+  // Named by the address each node advertises, as hang reports name them.
+  std::vector<std::string> hosts;
+  std::vector<std::span<const RankProgressEntry>> ranks;
+  if (job.round) {
+    for (const auto& [id, link] : job.links) {
+      if (link.progress_round != job.round->round() || link.progress.empty()) continue;
+      auto placement = job.round->member_placement(id);
+      if (!placement) continue;
+      hosts.push_back(placement->second);
+      ranks.emplace_back(link.progress);
+    }
+  }
+  std::vector<NodeRanks> nodes;
+  nodes.reserve(hosts.size());
+  for (size_t i = 0; i < hosts.size(); ++i) nodes.push_back({hosts[i], ranks[i]});
+  return find_stragglers(nodes, threshold_milli);
 }
 
 void JobRegistry::query_progress(Job& job, Peer& peer, const ProgressQueryMsg& msg) {
@@ -411,6 +441,7 @@ std::vector<JobRegistry::JobView> JobRegistry::views() const {
     s.id = id;
     s.connections = job->connections;
     if (job->round) s.round = job->round->snapshot();
+    s.stragglers = stragglers_of(*job, job->straggler_threshold_milli);
     for (const auto& [node_id, link] : job->links) {
       JobView::LinkView view;
       if (link.peer) {

@@ -71,6 +71,8 @@ class JobRegistry {
     boost::asio::steady_timer timer;              // fires at round->next_deadline()
     std::optional<SteadyTime> timer_at;
     std::optional<uint64_t> last_assigned_round;  // to count each closed round once
+    // The straggler threshold the job's nodes last asked for (ProgressMsg); 0: none.
+    uint32_t straggler_threshold_milli = 0;
   };
 
   // A read-only view of one job, for status queries and metrics (not the durable state of
@@ -84,6 +86,7 @@ class JobRegistry {
       std::optional<SteadyTime> last_heard;  // of its current connection
     };
     std::unordered_map<std::string, LinkView> links;  // node id → its connection
+    StragglerFinding stragglers;  // judged now by the threshold its nodes asked for
   };
 
   // `counters` (may be null) receives the durations of closed rounds.
@@ -111,9 +114,10 @@ class JobRegistry {
                       const std::string& node_id);
   void report_success(Job& job, Peer& peer, const ReportSuccessMsg& msg,
                       const std::string& node_id);
-  // Progress: kept per node for the round it names (no reply). A query answers with every
-  // member's latest progress in the current round, ages brought up to now.
-  void progress(Job& job, const ProgressMsg& msg, const std::string& node_id);
+  // Progress: kept per node for the round it names, answered with the job's stragglers by the
+  // threshold it asks for (rendezvous/stragglers.h; empty when it asks none). A query answers
+  // with every member's latest progress in the current round, ages brought up to now.
+  void progress(Job& job, Peer& peer, const ProgressMsg& msg, const std::string& node_id);
   void query_progress(Job& job, Peer& peer, const ProgressQueryMsg& msg);
   // A heartbeat: the node has received `pushes_received` pushes. Error for a count that was
   // never sent (the connection is then closed).
@@ -123,6 +127,8 @@ class JobRegistry {
   bool has_job(const std::string& job_id) const { return jobs_.contains(job_id); }
   // Every job as it is now, by job id.
   std::vector<JobView> views() const;
+  // The stragglers among the ranks of `job`'s current round, by `threshold_milli`.
+  static StragglerFinding stragglers_of(const Job& job, uint32_t threshold_milli);
   const Clock& clock() const { return clock_; }
   // Cancels every job timer (server shutdown).
   void cancel_timers();

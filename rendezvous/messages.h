@@ -17,7 +17,7 @@
 namespace ddprun::rdzv {
 
 inline constexpr uint32_t kProtocolMagic = 0x44445052;  // "DDPR"
-inline constexpr uint16_t kProtocolVersion = 5;
+inline constexpr uint16_t kProtocolVersion = 6;
 
 // Why the members must stop their workers and join the next round.
 enum class RestartReason : uint8_t {
@@ -98,12 +98,19 @@ struct RankProgressEntry {
   // (at most 256 bytes).
   uint8_t activity = 0;
   std::string where;
+  // Its mean busy time per step over its last steps (the time from the end of a step's
+  // synchronisation to its arrival at the next one's), in microseconds; 0: it reports none.
+  uint64_t busy_us = 0;
   bool operator==(const RankProgressEntry&) const = default;
 };
-// A node's ranks' progress in `round`; no reply. Sent when it changes (rate-limited) and when
-// the node's agent suspects a hang.
+// A node's ranks' progress in `round`. Sent when it changes (rate-limited) and when the node's
+// agent suspects a hang. The Reply's `payload` holds the job's stragglers judged by
+// `straggler_threshold_milli` (encode_stragglers); empty when that is 0 (not asked).
 struct ProgressMsg {
+  uint32_t request_id = 0;
   uint64_t round = 0;
+  // --straggler_threshold in thousandths (1500: 1.5× the job's median busy time); 0: off.
+  uint32_t straggler_threshold_milli = 0;
   std::vector<RankProgressEntry> ranks;
 };
 // Asks for every node's latest progress in the current round; the Reply's `payload` holds it
@@ -152,6 +159,23 @@ struct NodeProgress {
   uint32_t group_rank = 0;
   std::vector<RankProgressEntry> ranks;  // ages as of the answer
   bool operator==(const NodeProgress&) const = default;
+};
+// A rank whose busy time per step is over the job's straggler threshold.
+struct StragglerEntry {
+  uint32_t rank = 0;
+  uint32_t local_rank = 0;
+  std::string node;      // the address its node advertises (as hang reports name nodes)
+  uint64_t busy_us = 0;  // its mean busy time per step
+  bool operator==(const StragglerEntry&) const = default;
+};
+// The job's stragglers, judged over every rank that reports its busy time
+// (rendezvous/stragglers.h). Progress's answer, and part of the status report.
+struct StragglerFinding {
+  uint32_t threshold_milli = 0;  // the threshold judged by; 0: not judged (no threshold)
+  uint32_t ranks_measured = 0;   // ranks that reported a busy time
+  uint64_t median_us = 0;        // their median busy time (the lower median); 0: none measured
+  std::vector<StragglerEntry> stragglers;  // by rank
+  bool operator==(const StragglerFinding&) const = default;
 };
 struct RoundAssigned {
   std::string job_id;
@@ -237,6 +261,8 @@ struct JobStatus {
   uint32_t max_nodes = 0;
   uint32_t connections = 0;  // connections that said Hello for this job
   std::vector<NodeStatus> nodes;
+  // The job's stragglers now, when its nodes asked for them (--straggler_threshold).
+  StragglerFinding stragglers;
 };
 struct StatusReport {
   // Jobs or nodes were left out to keep the frame within the frame size limit.

@@ -307,7 +307,7 @@ void Session::handle(ClientMessage&& message) {
         } else if constexpr (std::is_same_v<M, LeaveMsg>) {
           registry_.leave(*job_, *this, m, node_id_);
         } else if constexpr (std::is_same_v<M, ProgressMsg>) {
-          registry_.progress(*job_, m, node_id_);
+          registry_.progress(*job_, *this, m, node_id_);
         } else if constexpr (std::is_same_v<M, ProgressQueryMsg>) {
           registry_.query_progress(*job_, *this, m);
         }

@@ -8,6 +8,7 @@
 #include "rendezvous/security/token_file.h"
 #include "rendezvous/server_address.h"
 #include "rendezvous/status_client.h"
+#include "rendezvous/stragglers.h"
 
 namespace ddprun::rdzv {
 namespace {
@@ -66,6 +67,16 @@ std::string render_status_table(const StatusReport& report) {
         fmt::format("{:<24} {:<10} {:>6} {:>9} {:>6} {:>6} {:>11}\n", j.job_id, to_string(j.phase),
                     j.round, fmt::format("{}/{}", j.restart_count, j.max_restarts), j.nodes.size(),
                     node_range(j), j.connections);
+    const StragglerFinding& f = j.stragglers;
+    if (f.threshold_milli > 0) {
+      out += fmt::format("  stragglers (busy over {:g}x the median of {} ranks, {}): {}\n",
+                         f.threshold_milli / 1000.0, f.ranks_measured,
+                         f.ranks_measured == 0 ? "none measured" : format_busy(f.median_us),
+                         f.stragglers.empty() ? "none" : std::to_string(f.stragglers.size()));
+      for (const StragglerEntry& s : f.stragglers) {
+        out += "    " + format_straggler(s, f) + "\n";
+      }
+    }
     if (j.nodes.empty()) continue;
     out += fmt::format("  {:<36} {:<22} {:>4} {:<8} {:>7} {}\n", "NODE", "ADDRESS", "RANK", "STATE",
                        "WORKERS", "LAST HEARTBEAT");
@@ -94,6 +105,20 @@ nlohmann::json status_to_json(const StatusReport& report) {
             n.last_heard_ms < 0 ? nlohmann::json()
                                 : nlohmann::json(static_cast<double>(n.last_heard_ms) / 1000.0)}});
     }
+    nlohmann::json stragglers;  // null: the job's nodes judge none
+    if (j.stragglers.threshold_milli > 0) {
+      nlohmann::json named = nlohmann::json::array();
+      for (const StragglerEntry& s : j.stragglers.stragglers) {
+        named.push_back({{"rank", s.rank},
+                         {"node", s.node},
+                         {"local_rank", s.local_rank},
+                         {"busy_seconds", static_cast<double>(s.busy_us) / 1e6}});
+      }
+      stragglers = {{"threshold", j.stragglers.threshold_milli / 1000.0},
+                    {"ranks_measured", j.stragglers.ranks_measured},
+                    {"median_busy_seconds", static_cast<double>(j.stragglers.median_us) / 1e6},
+                    {"ranks", std::move(named)}};
+    }
     jobs.push_back({{"job_id", j.job_id},
                     {"state", to_string(j.phase)},
                     {"round", j.round},
@@ -102,7 +127,8 @@ nlohmann::json status_to_json(const StatusReport& report) {
                     {"min_nodes", j.min_nodes},
                     {"max_nodes", j.max_nodes},
                     {"connections", j.connections},
-                    {"nodes", std::move(nodes)}});
+                    {"nodes", std::move(nodes)},
+                    {"stragglers", std::move(stragglers)}});
   }
   return {{"jobs", std::move(jobs)}, {"truncated", report.truncated}};
 }

@@ -7,7 +7,8 @@ namespace {
 
 // Encoded sizes (protocol.md, StatusReport): fixed fields plus the strings' bytes.
 constexpr size_t kReportFixedBytes = kFrameHeaderBytes + 1 + 1 + 4;
-constexpr size_t kJobFixedBytes = 4 + 1 + 8 + 4 * 5 + 4;
+constexpr size_t kJobFixedBytes = 4 + 1 + 8 + 4 * 5 + 4 + 4 + 4 + 8 + 4;
+constexpr size_t kStragglerFixedBytes = 4 + 4 + 4 + 8;
 constexpr size_t kNodeFixedBytes = 4 + 4 + 1 + 4 + 4 + 8;
 
 JobStatus job_status(const JobRegistry::JobView& job) {
@@ -22,6 +23,7 @@ JobStatus job_status(const JobRegistry::JobView& job) {
     j.min_nodes = job.round->options.min_nodes;
     j.max_nodes = job.round->options.max_nodes;
   }
+  j.stragglers = job.stragglers;
   return j;
 }
 
@@ -72,7 +74,18 @@ StatusReport build_status_report(const std::vector<JobRegistry::JobView>& jobs, 
     }
     size += job_bytes;
     JobStatus status = job_status(job);
-    if (job.round) {
+    // Stragglers before nodes: they are few, and what an operator looks for.
+    auto straggler = status.stragglers.stragglers.begin();
+    for (; straggler != status.stragglers.stragglers.end(); ++straggler) {
+      const size_t bytes = kStragglerFixedBytes + straggler->node.size();
+      if (size + bytes > max_frame_bytes) {
+        report.truncated = true;
+        break;
+      }
+      size += bytes;
+    }
+    status.stragglers.stragglers.erase(straggler, status.stragglers.stragglers.end());
+    if (job.round && !report.truncated) {
       for (const auto& node : job.round->nodes) {
         NodeStatus n = node_status(node, job, now);
         const size_t node_bytes = kNodeFixedBytes + n.node_id.size() + n.address.size();

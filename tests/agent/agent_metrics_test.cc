@@ -279,5 +279,44 @@ TEST(AgentProgressMetricsTest, EachRanksStepAndAgeAppearWithWhatItReported) {
   EXPECT_EQ(without.render().find("ddprun_worker_"), std::string::npos);
 }
 
+// Stragglers: each rank's busy time from its heartbeats, whether the job's last finding named
+// it, and the job-wide count and median (the same on every node).
+TEST(AgentProgressMetricsTest, BusyTimesAndStragglersPerRankAndForTheJob) {
+  FakeClock clock;
+  std::vector<RankProgress> progress(3);
+  progress[0] = {2, "n", 0, 17, Millis(10), true};
+  progress[0].busy = std::chrono::microseconds(50'000);
+  progress[1] = {3, "n", 1, 17, Millis(10), true};
+  progress[1].busy = std::chrono::microseconds(210'000);
+  progress[2] = {4, "n", 2, 17, Millis(10), true};  // reports no busy time
+  metrics::Registry registry;
+  AgentMetricsOptions options;
+  options.job_id = "j1";
+  options.progress = [&progress] { return progress; };
+  AgentMetrics metrics(registry, options, clock);
+  const std::string r0 = "{job_id=\"j1\",local_rank=\"0\",rank=\"2\"}";
+  const std::string r1 = "{job_id=\"j1\",local_rank=\"1\",rank=\"3\"}";
+  const std::string r2 = "{job_id=\"j1\",local_rank=\"2\",rank=\"4\"}";
+  std::string text = registry.render();
+  EXPECT_EQ(sample(text, "ddprun_worker_step_busy_seconds" + r0), 0.05) << text;
+  EXPECT_EQ(sample(text, "ddprun_worker_step_busy_seconds" + r1), 0.21);
+  EXPECT_EQ(sample(text, "ddprun_worker_step_busy_seconds" + r2), -1);  // absent
+  // Nothing judged yet: no straggler families.
+  EXPECT_EQ(text.find("straggler"), std::string::npos) << text;
+
+  metrics.on_stragglers({1500, 8, 50'000, {{3, 1, "n", 210'000}, {9, 1, "m", 300'000}}});
+  text = registry.render();
+  EXPECT_EQ(sample(text, "ddprun_worker_straggler" + r0), 0) << text;
+  EXPECT_EQ(sample(text, "ddprun_worker_straggler" + r1), 1);
+  EXPECT_EQ(sample(text, "ddprun_worker_straggler" + r2), -1);  // not measured: not judged
+  EXPECT_EQ(sample(text, "ddprun_job_stragglers{job_id=\"j1\"}"), 2);
+  EXPECT_EQ(sample(text, "ddprun_job_step_busy_median_seconds{job_id=\"j1\"}"), 0.05);
+
+  metrics.on_stragglers({1500, 8, 60'000, {}});  // rank 3 caught up
+  text = registry.render();
+  EXPECT_EQ(sample(text, "ddprun_worker_straggler" + r1), 0);
+  EXPECT_EQ(sample(text, "ddprun_job_stragglers{job_id=\"j1\"}"), 0);
+}
+
 }  // namespace
 }  // namespace ddprun::agent

@@ -37,6 +37,27 @@ TEST(HangDetector, OffByDefaultButStillTracksProgress) {
   EXPECT_EQ(progress[1].silent_for, seconds(11));
 }
 
+// Stragglers: each rank's busy time is the mean of its last kBusyWindowSteps reports.
+TEST(HangDetector, ARanksBusyTimeIsTheMeanOverItsLastSteps) {
+  using std::chrono::microseconds;
+  HangDetector detector(HangDetectorOptions{}, 2);
+  detector.start(t0);
+  EXPECT_EQ(detector.progress(t0)[0].busy, std::nullopt);
+  detector.heartbeat(0, 1, t0, microseconds(100));
+  detector.heartbeat(0, 2, t0, microseconds(300));
+  detector.heartbeat(0, std::nullopt, t0);  // a touch carries no busy time
+  EXPECT_EQ(detector.progress(t0)[0].busy, microseconds(200));
+  EXPECT_EQ(detector.progress(t0)[1].busy, std::nullopt);
+  // A window later only the last kBusyWindowSteps count: the slow start is forgotten.
+  for (std::size_t i = 0; i < kBusyWindowSteps; ++i) {
+    detector.heartbeat(0, static_cast<std::int64_t>(3 + i), t0, microseconds(50));
+  }
+  EXPECT_EQ(detector.progress(t0)[0].busy, microseconds(50));
+  detector.heartbeat(0, 100, t0, microseconds(50 + 20 * 10));  // one slow step moves it a little
+  EXPECT_EQ(detector.progress(t0)[0].busy, microseconds(60));
+  EXPECT_EQ(to_rank_progress(detector.progress(t0)[0], 4, "a").busy, microseconds(60));
+}
+
 TEST(HangDetector, NoFirstHeartbeatWithinItsTimeoutIsAHang) {
   HangDetector detector(options(seconds(30), seconds(120)), 2);
   detector.start(t0);

@@ -24,7 +24,9 @@ class ScriptedCoordinator : public Coordinator {
   void report_success(std::function<void(Status)>) override {}
   void set_event_handler(std::function<void(const CoordinatorEvent&)>) override {}
   bool shares_progress() const override { return true; }
-  void share_progress(const std::vector<RankProgress>& ranks) override { shared.push_back(ranks); }
+  void share_progress(const std::vector<RankProgress>& ranks, uint32_t, StragglerHandler) override {
+    shared.push_back(ranks);
+  }
   void job_progress(std::function<void(Result<std::vector<RankProgress>>)> done) override {
     ++queries;
     auto answer = answers.front();

@@ -26,23 +26,43 @@ using testing::LoopChild;
 using testing::run_until;
 using testing::TempDir;
 
+std::optional<std::int64_t> step_of(std::string_view content) {
+  return parse_heartbeat(content).step;
+}
+
 TEST(HeartbeatStep, WholeDecimalFirstLineIsTheStep) {
-  EXPECT_EQ(parse_heartbeat_step("5\n"), 5);
-  EXPECT_EQ(parse_heartbeat_step("0\n"), 0);
-  EXPECT_EQ(parse_heartbeat_step("1234\n"), 1234);
-  EXPECT_EQ(parse_heartbeat_step(" \t42 \r\n"), 42);
-  EXPECT_EQ(parse_heartbeat_step("7\nanything after the first line\n"), 7);
-  EXPECT_EQ(parse_heartbeat_step("9223372036854775807\n"), INT64_MAX);
-  EXPECT_EQ(parse_heartbeat_step("1234\n\n"), 1234);  // rewritten at offset 0 over "99999\n"
+  EXPECT_EQ(step_of("5\n"), 5);
+  EXPECT_EQ(step_of("0\n"), 0);
+  EXPECT_EQ(step_of("1234\n"), 1234);
+  EXPECT_EQ(step_of(" \t42 \r\n"), 42);
+  EXPECT_EQ(step_of("7\nanything after the first line\n"), 7);
+  EXPECT_EQ(step_of("9223372036854775807\n"), INT64_MAX);
+  EXPECT_EQ(step_of("1234\n\n"), 1234);  // rewritten at offset 0 over "99999\n"
 }
 
 TEST(HeartbeatStep, AnythingElseHasNoStep) {
   for (const char* content :
-       {"", "\n", "5", "12 34\n", "-3\n", "+3\n", "0x10\n", "5.0\n", "abc\n", "5abc\n",
-        "9223372036854775808\n", "99999999999999999999999\n", " \n"}) {
-    EXPECT_EQ(parse_heartbeat_step(content), std::nullopt) << '"' << content << '"';
+       {"", "\n", "5", "12 34", "-3\n", "+3\n", "0x10\n", "5.0\n", "abc\n", "5abc\n",
+        "9223372036854775808\n", "99999999999999999999999\n", " \n", " 0.5 3\n"}) {
+    EXPECT_EQ(parse_heartbeat(content), HeartbeatContent{}) << '"' << content << '"';
   }
-  EXPECT_EQ(parse_heartbeat_step(std::string("\0\0\n", 3)), std::nullopt);
+  EXPECT_EQ(parse_heartbeat(std::string("\0\0\n", 3)), HeartbeatContent{});
+}
+
+TEST(HeartbeatStep, TheBusySecondsAfterTheStep) {
+  using std::chrono::microseconds;
+  EXPECT_EQ(parse_heartbeat("12 0.153\n"), (HeartbeatContent{12, microseconds(153'000)}));
+  EXPECT_EQ(parse_heartbeat("12\t2\r\n"), (HeartbeatContent{12, microseconds(2'000'000)}));
+  EXPECT_EQ(parse_heartbeat(" 3   0.0000015 \n"), (HeartbeatContent{3, microseconds(2)}));
+  EXPECT_EQ(parse_heartbeat("12 34\n"), (HeartbeatContent{12, microseconds(34'000'000)}));
+  EXPECT_EQ(parse_heartbeat("4 0\n"), (HeartbeatContent{4, microseconds(0)}));
+}
+
+TEST(HeartbeatStep, ABusyTimeThatIsNotOneLeavesTheStepKnown) {
+  for (const char* content : {"8 -0.1\n", "8 1e-3\n", "8 .5\n", "8 5.\n", "8 0.1 0.2\n",
+                              "8 abc\n", "8 nan\n", "8 inf\n", "8 1000000\n", "8 0x1\n"}) {
+    EXPECT_EQ(parse_heartbeat(content), (HeartbeatContent{8, std::nullopt})) << '"' << content << '"';
+  }
 }
 
 void write_file(const std::string& path, const std::string& text) {

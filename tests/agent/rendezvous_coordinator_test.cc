@@ -362,10 +362,20 @@ TEST_F(RendezvousCoordinatorTest, ProgressTravelsBetweenTheAgentAndTheServerByGl
   mine.local_rank = 0;
   mine.last_step = 41;
   mine.heartbeat_age = Millis(120);
-  coordinator_.share_progress({mine});
+  mine.busy = std::chrono::microseconds(153'000);
+  std::optional<rdzv::StragglerFinding> stragglers;
+  coordinator_.share_progress({mine}, 1500,
+                              [&](const rdzv::StragglerFinding& f) { stragglers = f; });
   ASSERT_EQ(client_.shared_progress.size(), 1u);
   EXPECT_EQ(client_.shared_progress[0],
-            (std::vector<rdzv::RankProgressEntry>{{2, 0, 41, 120, true}}));
+            (std::vector<rdzv::RankProgressEntry>{{2, 0, 41, 120, true, 0, "", 153'000}}));
+  EXPECT_EQ(client_.shared_threshold, 1500u);
+  // The server's answer reaches the agent as it came.
+  const rdzv::StragglerFinding answer{1500, 4, 100'000, {{2, 0, "10.0.0.2", 153'000}}};
+  ASSERT_TRUE(client_.pending_stragglers);
+  client_.pending_stragglers(answer);
+  ASSERT_TRUE(stragglers);
+  EXPECT_EQ(*stragglers, answer);
 
   std::optional<Result<std::vector<RankProgress>>> got;
   coordinator_.job_progress([&](Result<std::vector<RankProgress>> r) { got = std::move(r); });

@@ -39,8 +39,11 @@ class ScriptedRendezvousClient final : public rdzv::RendezvousClient {
     ++success_reports;
     pending_success = std::move(done);
   }
-  void share_progress(std::vector<rdzv::RankProgressEntry> ranks) override {
+  void share_progress(std::vector<rdzv::RankProgressEntry> ranks, uint32_t straggler_threshold_milli,
+                      std::function<void(Result<rdzv::StragglerFinding>)> done) override {
     shared_progress.push_back(std::move(ranks));
+    shared_threshold = straggler_threshold_milli;
+    pending_stragglers = std::move(done);
   }
   void job_progress(std::function<void(Result<std::vector<rdzv::NodeProgress>>)> done) override {
     pending_progress = std::move(done);
@@ -70,6 +73,8 @@ class ScriptedRendezvousClient final : public rdzv::RendezvousClient {
   std::vector<rdzv::ServerAddress> moved_to;
   bool good_standing = true;
   std::vector<std::vector<rdzv::RankProgressEntry>> shared_progress;
+  uint32_t shared_threshold = 0;
+  std::function<void(Result<rdzv::StragglerFinding>)> pending_stragglers;
   std::function<void(Result<std::vector<rdzv::NodeProgress>>)> pending_progress;
 };
 

@@ -188,6 +188,37 @@ TEST_F(ServiceObserversTest, ProgressShowsWhileWorkersRunAndIsResentOnlyWhenItCh
   EXPECT_EQ(queries, asked);
 }
 
+TEST_F(ServiceObserversTest, StragglersShowWhileWorkersRunUntilNoneIsNamed) {
+  RecordingNotifier notifier;
+  ServiceStatus status(io_, notifier, "j");
+  RoundAssignment round;
+  round.world_size = 4;
+  round.group_world_size = 2;
+  status.on_round_assigned(round, Millis(0));
+  status.on_workers_started(round, 2, std::nullopt);
+  const size_t before = notifier.messages.size();
+  status.on_stragglers({1500, 4, 200'000, {{3, 1, "127.0.0.2", 420'000}}});
+  ASSERT_EQ(notifier.messages.size(), before + 1);
+  EXPECT_NE(notifier.messages.back().find(
+                "; straggler: rank 3 (node 127.0.0.2) 2.1x the median busy time of 200 ms"),
+            std::string::npos)
+      << notifier.messages.back();
+  status.on_stragglers({1500, 4, 200'000, {{3, 1, "127.0.0.2", 430'000}}});  // same line
+  EXPECT_EQ(notifier.messages.size(), before + 1);
+  status.on_stragglers({1500, 4, 200'000, {}});
+  EXPECT_EQ(notifier.messages.back().find("straggler"), std::string::npos)
+      << notifier.messages.back();
+}
+
+TEST(DescribeStragglers, ManyAreShortenedToTheFirstFew) {
+  rdzv::StragglerFinding f{1500, 64, 100'000, {}};
+  for (uint32_t r = 0; r < 6; ++r) f.stragglers.push_back({r, 0, "n" + std::to_string(r), 200'000});
+  EXPECT_EQ(describe_stragglers(f),
+            "stragglers: rank 0 (node n0) 2.0x, rank 1 (node n1) 2.0x, rank 2 (node n2) 2.0x, "
+            "rank 3 (node n3) 2.0x and 2 more the median busy time of 100 ms");
+  EXPECT_EQ(describe_stragglers({1500, 64, 100'000, {}}), "");
+}
+
 TEST_F(ServiceObserversTest, ForwardsToRunningWorkerGroupsAndTheJobGoesOn) {
   SignalForwarder forwarder(io_, launcher_, {SIGUSR1, SIGUSR2});
   LocalCoordinator coordinator(io_, {});

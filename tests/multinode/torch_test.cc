@@ -257,5 +257,65 @@ INSTANTIATE_TEST_SUITE_P(HungBeforeOrAfterItsHeartbeat, TorchHangAcrossNodesTest
                            return info.param.first + "_" + info.param.second;
                          });
 
+// Issue 23: global rank 3 (the second local rank of the node that joined second) works five
+// times as long per step as the others; every rank steps at its pace, so only the ranks' busy
+// times (written with each heartbeat) tell it apart. With --straggler_threshold 1.5 both nodes
+// name rank 3, on the same node, and nobody else; the job is not stopped. Without a slow rank,
+// nobody is named, though every rank was measured.
+class TorchStragglerTest : public MultinodeTest {
+ protected:
+  std::vector<RunResult> run_job(int slow_rank, int steps) {
+    const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+    std::vector<std::unique_ptr<ChildProcess>> nodes;
+    for (int n = 1; n <= 2; ++n) {
+      NodeSpec spec;
+      spec.node = n;
+      spec.nnodes = "2";
+      spec.nproc_per_node = kNproc;
+      spec.endpoint = endpoint;
+      spec.extra = {"--straggler_threshold", "1.5"};
+      spec.entry = {
+          std::string(DDPRUN_TEST_SOURCE_DIR) + "/tests/integration/workers/torch_straggler.py",
+          std::to_string(slow_rank), std::to_string(steps)};
+      nodes.push_back(start_node(spec));
+      if (!nodes.back()) return {};
+    }
+    return finish_all(nodes, deadline_after(120s));
+  }
+};
+
+TEST_F(TorchStragglerTest, EveryNodeNamesTheSlowRankAndNoOther) {
+  // 40 steps of 250 ms: the nodes share their ranks' busy times every 2 s, four times or more.
+  const auto runs = run_job(3, 40);
+  ASSERT_EQ(runs.size(), 2u);
+  const std::regex straggler(
+      R"(straggler: rank 3 \(node (127\.0\.0\.[12]), local_rank 1\): busy \d+ ms per step, ([0-9.]+)x the job's median)");
+  std::set<std::string> named;
+  for (const RunResult& run : runs) {
+    ASSERT_TRUE(ExitedWith(run, 0)) << run.err;  // reported, never stopped
+    std::smatch match;
+    ASSERT_TRUE(std::regex_search(run.err, match, straggler)) << run.err;
+    named.insert(match[1]);
+    EXPECT_GT(std::stod(match[2]), 1.5) << run.err;
+    for (const char* other : {"straggler: rank 0 ", "straggler: rank 1 ", "straggler: rank 2 "}) {
+      EXPECT_EQ(run.err.find(other), std::string::npos) << run.err;
+    }
+    EXPECT_NE(run.err.find("stragglers: rank 3 (node "), std::string::npos) << run.err;
+  }
+  EXPECT_EQ(named.size(), 1u) << "the nodes named rank 3 on different nodes";
+}
+
+TEST_F(TorchStragglerTest, WithoutASlowRankNobodyIsNamed) {
+  // 80 steps of 50 ms: at least one share after every rank has reported busy times.
+  const auto runs = run_job(-1, 80);
+  ASSERT_EQ(runs.size(), 2u);
+  const std::regex none(R"(stragglers: none over 1\.5x the job's median busy time of \d+ ms \(([2-4]) ranks measured\))");
+  for (const RunResult& run : runs) {
+    ASSERT_TRUE(ExitedWith(run, 0)) << run.err;
+    EXPECT_EQ(run.err.find("straggler: rank"), std::string::npos) << run.err;
+    EXPECT_TRUE(std::regex_search(run.err, none)) << run.err;
+  }
+}
+
 }  // namespace
 }  // namespace ddprun::testing

@@ -22,7 +22,10 @@ std::vector<ClientMessage> sample_client_messages() {
           ReportFailureMsg{4, 2, "{\"json\":1}", -9},
           ReportSuccessMsg{5, 2},
           LeaveMsg{6},
-          ProgressMsg{3, {{0, 0, 12, 250, true, 2, "step at train.py:40"}, {1, 1, -1, 900, false}}},
+          ProgressMsg{7, 3, 1500,
+                      {{0, 0, 12, 250, true, 2, "step at train.py:40", 153'000},
+                       {1, 1, -1, 900, false}}},
+          ProgressMsg{9, 3, 0, {}},
           ProgressQueryMsg{8},
           StatusQuery{},
           StatusQuery{kProtocolMagic, kProtocolVersion, std::string(32, 'n')},
@@ -31,11 +34,12 @@ std::vector<ClientMessage> sample_client_messages() {
 
 StatusReport sample_status_report() {
   StatusReport report;
-  JobStatus j{"job-1", JobPhase::kRunning, 3, 1, 2, 1, 4, 2, {}};
+  JobStatus j{"job-1", JobPhase::kRunning, 3, 1, 2, 1, 4, 2, {}, {}};
+  j.stragglers = {1500, 3, 200'000, {{2, 1, "10.0.0.2", 420'000}}};
   j.nodes.push_back({"node-a", "127.0.0.1:40000", NodePhase::kMember, 0, 2, 120});
   j.nodes.push_back({"node-b", "", NodePhase::kIdle, -1, 1, -1});
   report.jobs.push_back(j);
-  report.jobs.push_back({"job-2", JobPhase::kNoRound, 0, 0, 0, 0, 0, 1, {}});
+  report.jobs.push_back({"job-2", JobPhase::kNoRound, 0, 0, 0, 0, 0, 1, {}, {}});
   return report;
 }
 
@@ -173,16 +177,36 @@ TEST(CodecTest, JobProgressRoundTripsAndRefusesGarbage) {
 
 TEST(CodecTest, RankProgressRefusesAnUnknownActivityAndALongFrame) {
   const RankProgressEntry good{0, 0, 7, 10, true, 2, "load at data.py:88"};
-  ASSERT_TRUE(decode_client_frame(encode_frame(ClientMessage(ProgressMsg{1, {good}})), {}).ok());
+  ASSERT_TRUE(decode_client_frame(encode_frame(ClientMessage(ProgressMsg{1, 1, 0, {good}})), {}).ok());
   RankProgressEntry unknown_activity = good;
   unknown_activity.activity = 5;
   EXPECT_FALSE(
-      decode_client_frame(encode_frame(ClientMessage(ProgressMsg{1, {unknown_activity}})), {})
+      decode_client_frame(encode_frame(ClientMessage(ProgressMsg{1, 1, 0, {unknown_activity}})), {})
           .ok());
   RankProgressEntry long_where = good;
   long_where.where.assign(257, 'x');
   EXPECT_FALSE(
-      decode_client_frame(encode_frame(ClientMessage(ProgressMsg{1, {long_where}})), {}).ok());
+      decode_client_frame(encode_frame(ClientMessage(ProgressMsg{1, 1, 0, {long_where}})), {}).ok());
+}
+
+TEST(CodecTest, StragglersRoundTripAndRefuseGarbage) {
+  const StragglerFinding finding{1500, 4, 200'000,
+                                 {{1, 1, "10.0.0.1", 420'000}, {3, 1, "10.0.0.2", 390'000}}};
+  const std::string payload = encode_stragglers(finding);
+  auto back = decode_stragglers(payload, CodecLimits{});
+  ASSERT_TRUE(back.ok()) << back.error_message();
+  EXPECT_EQ(*back, finding);
+  for (size_t cut = 0; cut < payload.size(); ++cut) {
+    EXPECT_FALSE(decode_stragglers(payload.substr(0, cut), CodecLimits{}).ok()) << cut;
+  }
+  EXPECT_FALSE(decode_stragglers(payload + "x", CodecLimits{}).ok());
+  // More stragglers than ranks measured cannot be.
+  StragglerFinding impossible = finding;
+  impossible.ranks_measured = 1;
+  EXPECT_FALSE(decode_stragglers(encode_stragglers(impossible), CodecLimits{}).ok());
+  CodecLimits few;
+  few.max_progress_entries = 1;
+  EXPECT_FALSE(decode_stragglers(payload, few).ok());
 }
 
 TEST(CodecTest, MalformedFramesHaveTheMalformedKind) {
@@ -259,7 +283,7 @@ Result<ServerMessage> decode_body(const std::string& body) {
 
 TEST(CodecTest, StatusReportCountsAndEnumsAreChecked) {
   StatusReport one;
-  one.jobs.push_back({"j", JobPhase::kGathering, 0, 0, 0, 1, 1, 0, {}});
+  one.jobs.push_back({"j", JobPhase::kGathering, 0, 0, 0, 1, 1, 0, {}, {}});
   std::string body = status_body(one);
   // type, truncated, u32 job count: a count far beyond the bytes present is refused before
   // anything is reserved for it.
@@ -276,8 +300,10 @@ TEST(CodecTest, StatusReportCountsAndEnumsAreChecked) {
   with_node.jobs[0].nodes.push_back({"n", "", NodePhase::kPending, -1, 1, -1});
   std::string node_body = status_body(with_node);
   std::string bad_rank = node_body;
-  // The node's group rank (i32) follows node_id, address and phase: make it -2.
-  const size_t rank_at = node_body.size() - 8 - 4 - 4;
+  // The node's group rank (i32) follows node_id, address and phase, and is followed by its
+  // local world size, its last_heard and the job's straggler finding (20 bytes, none named):
+  // make it -2.
+  const size_t rank_at = node_body.size() - 20 - 8 - 4 - 4;
   bad_rank[rank_at] = '\xff', bad_rank[rank_at + 1] = '\xff', bad_rank[rank_at + 2] = '\xff';
   bad_rank[rank_at + 3] = '\xfe';
   EXPECT_FALSE(decode_body(bad_rank).ok());

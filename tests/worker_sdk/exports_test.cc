@@ -15,10 +15,10 @@ TEST(SdkLibraryTest, ExportsThePublicApiAndHidesTheInternals) {
   void* sdk = ::dlopen(SDK_LIBRARY, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(sdk, nullptr) << ::dlerror();
   // Public: ddp::nccl_available(), ddp::init_process_group(InitOptions const&),
-  // ddp::heartbeat(long).
+  // ddp::heartbeat(long), ddp::heartbeat(long, double).
   for (const char* symbol :
        {"_ZN3ddp14nccl_availableEv", "_ZN3ddp18init_process_groupERKNS_11InitOptionsE",
-        "_ZN3ddp9heartbeatEl"}) {
+        "_ZN3ddp9heartbeatEl", "_ZN3ddp9heartbeatEld"}) {
     EXPECT_NE(::dlsym(sdk, symbol), nullptr) << symbol << " is not exported";
   }
   // Internal: ddp::detail::write_error_file(char const*, char const*, char const*, long) and

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "tests/support/temp_dir.h"
 
@@ -35,6 +36,24 @@ TEST(HeartbeatTest, EachCallWritesTheStepAndANewlineAtOffsetZero) {
   ddp::heartbeat(7);
   const std::string text = read_text(file);
   EXPECT_EQ(text.substr(0, text.find('\n') + 1), "7\n");
+}
+
+TEST(HeartbeatTest, ABusyTimeFollowsTheStepWithSixDecimals) {
+  const ddprun::testing::TempDir temp;  // tests/support
+  const fs::path file = fs::path(temp.path()) / "heartbeat";
+  ::setenv("DDPRUN_HEARTBEAT_FILE", file.c_str(), 1);
+  ddp::heartbeat(12, 0.153);
+  EXPECT_EQ(read_text(file), "12 0.153000\n");
+  ddp::heartbeat();  // no step: the last one again, without a busy time (it was this step's)
+  const std::string again = read_text(file);
+  EXPECT_EQ(again.substr(0, again.find('\n') + 1), "12\n");
+  // What the launcher could not read is left out: the step alone.
+  for (double bad : {-1.0, 1e6, std::numeric_limits<double>::infinity(),
+                     std::numeric_limits<double>::quiet_NaN()}) {
+    ddp::heartbeat(13, bad);
+    const std::string text = read_text(file);
+    EXPECT_EQ(text.substr(0, text.find('\n') + 1), "13\n") << bad;
+  }
 }
 
 TEST(HeartbeatTest, WithoutTheVariableItIsANoOpAndTheVariableIsReadOnce) {

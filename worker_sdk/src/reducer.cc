@@ -226,7 +226,15 @@ void Reducer::launch(std::size_t b) {
   // Entering this step's collectives. A rank stuck before its collective keeps its previous
   // step while the ranks waiting for it report this one: the launcher names it as the rank
   // that stopped first (hang detection).
-  if (b == 0) heartbeat(step_offset_ + static_cast<std::int64_t>(stats_.synced_iterations) + 1);
+  if (b == 0) {
+    const std::int64_t step = step_offset_ + static_cast<std::int64_t>(stats_.synced_iterations) + 1;
+    if (synced_at_) {  // busy since the previous pass's synchronisation ended (stragglers)
+      heartbeat(step, std::chrono::duration<double>(std::chrono::steady_clock::now() - *synced_at_)
+                          .count());
+    } else {
+      heartbeat(step);
+    }
+  }
   Bucket& bucket = buckets_[b];
   for (std::size_t k = 0; k < bucket.params.size(); ++k) {
     const Param& p = params_[bucket.params[k]];
@@ -292,6 +300,7 @@ void Reducer::finalize() {
     stats_.comm_wait += std::chrono::steady_clock::now() - wait_start;
     write_back(results, used_anywhere);
     ++stats_.synced_iterations;
+    synced_at_ = std::chrono::steady_clock::now();
     if (options_.static_graph && !first_pass_done_) {
       static_used_anywhere_ = used_anywhere;
       statically_unused_.assign(params_.size(), 0);

@@ -20,9 +20,11 @@
 //             hooks' results in bucket order, [bucket-order broadcast, once]
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -125,6 +127,8 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   int authoritative_rank_ = 0;
   std::int64_t step_offset_ = 0;
   DdpStats stats_;
+  // When the last pass's synchronisation ended: the next pass's busy time starts there.
+  std::optional<std::chrono::steady_clock::time_point> synced_at_;
 };
 
 }  // namespace ddp::detail

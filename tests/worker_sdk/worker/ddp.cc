@@ -1,7 +1,9 @@
 // DistributedDataParallel across ranks: the modes compared with one process by ddp_test.cc,
 // buffer broadcasts, bucket rebuilding, uneven inputs (join) and heartbeats.
+#include <chrono>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 #include "tests/worker_sdk/test_models.h"
 #include "tests/worker_sdk/worker/worker.h"
@@ -219,7 +221,8 @@ int join(Group g, const Args& args) {
 }
 
 // After every synchronised step the heartbeat file (DDPRUN_HEARTBEAT_FILE) holds the step,
-// counted from the offset set after a (pretend) resume.
+// counted from the offset set after a (pretend) resume, and from the second step on the rank's
+// busy time: from the end of the previous step's synchronisation to this one's (stragglers).
 int heartbeat(Group g, const Args&) {
   const char* file = std::getenv("DDPRUN_HEARTBEAT_FILE");
   CHECK_THAT(file != nullptr, "DDPRUN_HEARTBEAT_FILE is not set");
@@ -228,20 +231,33 @@ int heartbeat(Group g, const Args&) {
     std::string text((std::istreambuf_iterator<char>(in)), {});
     return text.substr(0, text.find('\n') + 1);
   };
+  // "<step>" of "<step>[ <busy>]\n", and the busy seconds (-1: none).
+  auto step_of = [](const std::string& line) { return line.substr(0, line.find_first_of(" \n")); };
+  auto busy_of = [](const std::string& line) {
+    const auto blank = line.find(' ');
+    return blank == std::string::npos ? -1.0 : std::stod(line.substr(blank + 1));
+  };
   auto net = make_mixed_net();
   ddp::DdpOptions options;
   options.unused_parameters = mixed_net_unused_names();
   ddp::DistributedDataParallel model(net, g, options);
   model.set_step_offset(100);
+  constexpr double kWorkSeconds = 0.2;  // before step 4: at least its busy time
   for (int step = 1; step <= 4; ++step) {
     auto b = rank_slice(global_batch(step, g->size(), kPerRank), g->rank(), kPerRank);
     if (step == 3) {
       auto guard = model.no_sync();  // not synchronised: no step
       torch::nn::functional::cross_entropy(model(b.x, false), b.y).backward();
-      CHECK_THAT(read() == std::to_string(100 + step - 1) + "\n", "after no_sync: " << read());
+      CHECK_THAT(step_of(read()) == std::to_string(100 + step - 1), "after no_sync: " << read());
     }
+    if (step == 4) std::this_thread::sleep_for(std::chrono::duration<double>(kWorkSeconds));
     torch::nn::functional::cross_entropy(model(b.x, false), b.y).backward();
-    CHECK_THAT(read() == std::to_string(100 + step) + "\n", "step " << step << ": " << read());
+    const std::string line = read();
+    CHECK_THAT(step_of(line) == std::to_string(100 + step), "step " << step << ": " << line);
+    CHECK_THAT(line.back() == '\n', "step " << step << ": " << line);
+    if (step == 1) CHECK_THAT(busy_of(line) < 0, "a busy time before any synchronisation: " << line);
+    if (step > 1) CHECK_THAT(busy_of(line) >= 0, "no busy time at step " << step << ": " << line);
+    if (step == 4) CHECK_THAT(busy_of(line) >= kWorkSeconds, "step 4 was busy longer: " << line);
   }
   ddp::heartbeat();  // no step: the last one again
   CHECK_THAT(read() == "104\n", "after heartbeat(): " << read());
