@@ -3,8 +3,14 @@
 // ddp-rendezvous process. Reports the time until every node has its assignment, and the
 // server's CPU time and peak RSS (from /proc). Not a test: run by hand, see docs/benchmarks.md.
 //
-//   rendezvous_load [nodes=1000] [plain|token|tls]
+//   rendezvous_load [nodes=1000] [plain|token|tls] [straggler_sweeps=0]
 //   DDPRUN_LOAD_DAEMON_ARGS="--state-dir DIR" rendezvous_load 1000   (state_latency.sh)
+//
+// straggler_sweeps > 0 (issue 23): once the round runs, every node shares its 8 ranks' progress
+// with busy times (one rank of the job five times slower) and a 1.5x threshold, that many
+// times; each share is answered with the job's stragglers, judged over every rank. Reports the
+// time until a sweep's answers are all in, the server's CPU per share, and the time of one
+// finding over that many ranks in this process (find_stragglers alone).
 //
 // token: the daemon has --token-file and every node the token (the challenge-response on every
 // connection); tls: that plus TLS (a server certificate made with the openssl command, every
@@ -15,11 +21,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -31,6 +39,7 @@
 #include "rendezvous/client.h"
 #include "rendezvous/rdzv_conf.h"
 #include "rendezvous/security/credentials.h"
+#include "rendezvous/stragglers.h"
 #include "tests/rendezvous/test_pki.h"
 
 namespace {
@@ -74,11 +83,47 @@ double seconds_since(BenchClock::time_point t) {
   return std::chrono::duration<double>(BenchClock::now() - t).count();
 }
 
+constexpr uint32_t kRanksPerNode = 8;
+
+// Node `node`'s ranks at `step`: 50 ms busy each, but global rank `slow` 250 ms.
+std::vector<RankProgressEntry> node_ranks(int node, int64_t step, uint32_t slow) {
+  std::vector<RankProgressEntry> ranks(kRanksPerNode);
+  for (uint32_t l = 0; l < kRanksPerNode; ++l) {
+    RankProgressEntry& r = ranks[l];
+    r.rank = static_cast<uint32_t>(node) * kRanksPerNode + l;
+    r.local_rank = l;
+    r.step = step;
+    r.heartbeat_seen = true;
+    r.busy_us = r.rank == slow ? 250'000 : 50'000 + r.rank % 7 * 100;
+  }
+  return ranks;
+}
+
+// One finding over every rank, in this process: the server's work per share, without I/O.
+double finding_microseconds(int nodes, uint32_t slow) {
+  std::vector<std::vector<RankProgressEntry>> all;
+  std::vector<std::string> hosts;
+  for (int n = 0; n < nodes; ++n) {
+    all.push_back(node_ranks(n, 1, slow));
+    hosts.push_back("127.0.0." + std::to_string(1 + n % 250));
+  }
+  std::vector<NodeRanks> view;
+  for (int n = 0; n < nodes; ++n) view.push_back({hosts[n], all[n]});
+  constexpr int kRepeats = 200;
+  size_t named = 0;
+  const auto t = BenchClock::now();
+  for (int i = 0; i < kRepeats; ++i) named += find_stragglers(view, 1500).stragglers.size();
+  const double us = seconds_since(t) * 1e6 / kRepeats;
+  if (named != kRepeats) std::fprintf(stderr, "find_stragglers named %zu, not 1 each\n", named);
+  return us;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int nodes = argc > 1 ? std::stoi(argv[1]) : 1000;
   const std::string mode = argc > 2 ? argv[2] : "plain";
+  const int straggler_sweeps = argc > 3 ? std::stoi(argv[3]) : 0;
   if (mode != "plain" && mode != "token" && mode != "tls") {
     std::fprintf(stderr, "mode must be plain, token or tls\n");
     return 2;
@@ -163,6 +208,49 @@ int main(int argc, char** argv) {
       "server_peak_rss=%.1fMiB server_rss=%.1fMiB failed=%d\n",
       mode.c_str(), nodes, connect_s, cpu_before - cpu_start, join_s, cpu_after - cpu_before,
       cpu_after, hwm, rss, failed);
+
+  if (straggler_sweeps > 0 && failed == 0) {
+    const uint32_t slow = static_cast<uint32_t>(nodes) * kRanksPerNode / 2 + 3;
+    double slowest_sweep = 0, total_sweeps = 0;
+    int wrong = 0;
+    double cpu0 = 0;
+    server_usage(server.pid, cpu0, hwm, rss);
+    for (int sweep = 1; sweep <= straggler_sweeps; ++sweep) {
+      int answered = 0;
+      const auto t_sweep = BenchClock::now();
+      for (int i = 0; i < nodes; ++i) {
+        clients[i]->share_progress(node_ranks(i, sweep, slow), 1500,
+                                   [&](Result<StragglerFinding> f) {
+                                     ++answered;
+                                     if (!f.ok()) ++wrong;
+                                   });
+      }
+      while (answered < nodes) io.run_one();
+      const double s = seconds_since(t_sweep);
+      slowest_sweep = std::max(slowest_sweep, s);
+      total_sweeps += s;
+    }
+    // A last share, to check what the job's finding says once every node has shared.
+    std::optional<StragglerFinding> last;
+    clients[0]->share_progress(node_ranks(0, straggler_sweeps + 1, slow), 1500,
+                               [&](Result<StragglerFinding> f) {
+                                 last = f.ok() ? *f : StragglerFinding{};
+                               });
+    while (!last) io.run_one();
+    double cpu1 = 0;
+    server_usage(server.pid, cpu1, hwm, rss);
+    const bool right = last->stragglers.size() == 1 && last->stragglers[0].rank == slow &&
+                       last->ranks_measured == static_cast<uint32_t>(nodes) * kRanksPerNode;
+    std::printf(
+        "stragglers: ranks=%u sweeps=%d (one share per node each) mean_sweep=%.3fs "
+        "slowest_sweep=%.3fs server_cpu_per_share=%.1fus finding_in_process=%.1fus "
+        "slow_rank_named=%s failed_shares=%d\n",
+        static_cast<uint32_t>(nodes) * kRanksPerNode, straggler_sweeps,
+        total_sweeps / straggler_sweeps, slowest_sweep,
+        (cpu1 - cpu0) * 1e6 / (static_cast<double>(nodes) * straggler_sweeps + 1),
+        finding_microseconds(nodes, slow), right ? "yes" : "NO", wrong);
+    if (!right || wrong) failed = 1;
+  }
   clients.clear();
   server.end();
   return failed == 0 ? 0 : 1;

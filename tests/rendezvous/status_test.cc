@@ -82,6 +82,63 @@ TEST_F(StatusTest, ReportsEveryJobItsRoundNodesAndRestarts) {
   EXPECT_EQ(report->jobs[1].nodes.size(), 1u);
 }
 
+// Stragglers across nodes: each node shares its ranks' busy times and gets back the job's
+// stragglers by the threshold it asks for; the status report shows them too.
+TEST_F(StatusTest, EachProgressIsAnsweredWithTheJobsStragglersAndTheStatusShowsThem) {
+  auto nodes = run_job("job-s", 2);
+  auto ranks = [](uint32_t first, uint64_t busy0, uint64_t busy1) {
+    std::vector<RankProgressEntry> r(2);
+    r[0].rank = first, r[0].local_rank = 0, r[0].step = 9, r[0].busy_us = busy0;
+    r[1].rank = first + 1, r[1].local_rank = 1, r[1].step = 9, r[1].busy_us = busy1;
+    return r;
+  };
+  auto share = [&](TestNode& node, std::vector<RankProgressEntry> r, uint32_t threshold) {
+    std::optional<Result<StragglerFinding>> got;
+    node.client->share_progress(std::move(r), threshold,
+                                [&](Result<StragglerFinding> f) { got = std::move(f); });
+    EXPECT_TRUE(run_until(io_, [&] { return got.has_value(); }));
+    return got.value_or(Status::error("no answer"));
+  };
+  // The first node alone: two ranks measured, nobody over 1.5x.
+  auto first = share(*nodes[0], ranks(0, 50'000, 52'000), 1500);
+  ASSERT_TRUE(first.ok()) << first.error_message();
+  EXPECT_EQ(first->ranks_measured, 2u);
+  EXPECT_TRUE(first->stragglers.empty());
+  // The second node's rank 3 is four times slower: named, with the node as hang reports name it.
+  auto second = share(*nodes[1], ranks(2, 49'000, 210'000), 1500);
+  ASSERT_TRUE(second.ok()) << second.error_message();
+  EXPECT_EQ(second->ranks_measured, 4u);
+  EXPECT_EQ(second->median_us, 50'000u);
+  ASSERT_EQ(second->stragglers.size(), 1u);
+  EXPECT_EQ(second->stragglers[0].rank, 3u);
+  EXPECT_EQ(second->stragglers[0].local_rank, 1u);
+  EXPECT_EQ(second->stragglers[0].node.rfind("127.0.0.", 0), 0u) << second->stragglers[0].node;
+  // Any node asking sees the job's finding.
+  auto again = share(*nodes[0], ranks(0, 50'000, 52'000), 1500);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *second);
+  // Without a threshold nothing is judged.
+  auto unjudged = share(*nodes[0], ranks(0, 50'000, 52'000), 0);
+  ASSERT_TRUE(unjudged.ok());
+  EXPECT_EQ(*unjudged, StragglerFinding{});
+  // The status report judges by the threshold last asked for (none now), then by 1.5x again.
+  auto report = query();
+  ASSERT_TRUE(report.ok()) << report.error_message();
+  EXPECT_EQ(report->jobs[0].stragglers, StragglerFinding{});
+  ASSERT_TRUE(share(*nodes[0], ranks(0, 50'000, 52'000), 1500).ok());
+  report = query();
+  ASSERT_TRUE(report.ok()) << report.error_message();
+  EXPECT_EQ(report->jobs[0].stragglers, *second);
+  const std::string table = render_status_table(*report);
+  EXPECT_NE(table.find("stragglers (busy over 1.5x the median of 4 ranks, 50 ms): 1"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("rank 3 (node 127.0.0."), std::string::npos) << table;
+  const auto json = status_to_json(*report);
+  EXPECT_EQ(json["jobs"][0]["stragglers"]["ranks"][0]["rank"], 3);
+  EXPECT_DOUBLE_EQ(json["jobs"][0]["stragglers"]["median_busy_seconds"].get<double>(), 0.05);
+}
+
 TEST_F(StatusTest, AStatusQueryIsReadOnlyAndBelongsToNoJob) {
   auto a = run_job("job-a", 1);
   ASSERT_TRUE(query().ok());
@@ -214,9 +271,29 @@ TEST(StatusReportTest, KeepsTheFrameWithinTheLimitAndSaysSo) {
   EXPECT_TRUE(decode_server_frame(encode_frame(ServerMessage(cut)), limits).ok());
 }
 
+// A job with many stragglers (every rank slow but the median) keeps within the limit too.
+TEST(StatusReportTest, StragglersAreCutToTheFrameLimitToo) {
+  JobRegistry::JobView job;
+  job.id = "job";
+  job.stragglers = {1500, 1000, 10'000, {}};
+  for (uint32_t r = 0; r < 400; ++r) {
+    job.stragglers.stragglers.push_back({r, 0, "node-" + std::to_string(r), 90'000});
+  }
+  const uint32_t limit = 2000;
+  const StatusReport cut = build_status_report({job}, SteadyTime{}, limit);
+  EXPECT_TRUE(cut.truncated);
+  ASSERT_EQ(cut.jobs.size(), 1u);
+  EXPECT_GT(cut.jobs[0].stragglers.stragglers.size(), 10u);
+  EXPECT_LT(cut.jobs[0].stragglers.stragglers.size(), 400u);
+  CodecLimits limits;
+  limits.max_frame_bytes = limit;
+  EXPECT_LE(encode_frame(ServerMessage(cut)).size(), limit);
+  EXPECT_TRUE(decode_server_frame(encode_frame(ServerMessage(cut)), limits).ok());
+}
+
 StatusReport table_report() {
   StatusReport r;
-  JobStatus j{"train-42", JobPhase::kRunning, 3, 1, 5, 1, 4, 2, {}};
+  JobStatus j{"train-42", JobPhase::kRunning, 3, 1, 5, 1, 4, 2, {}, {}};
   j.nodes.push_back({"gpu01:77:1", "10.0.0.1:5000", NodePhase::kMember, 0, 8, 1500});
   j.nodes.push_back({"gpu02:88:2", "", NodePhase::kIdle, 1, 8, -1});
   r.jobs.push_back(j);
