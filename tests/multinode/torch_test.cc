@@ -273,7 +273,7 @@ class TorchStragglerTest : public MultinodeTest {
       spec.nnodes = "2";
       spec.nproc_per_node = kNproc;
       spec.endpoint = endpoint;
-      spec.extra = {"--straggler_threshold", "1.5"};
+      spec.extra = {"--straggler_threshold", "1.5", "--tee", "2"};  // stderr in the failure output
       spec.entry = {
           std::string(DDPRUN_TEST_SOURCE_DIR) + "/tests/integration/workers/torch_straggler.py",
           std::to_string(slow_rank), std::to_string(steps)};
