@@ -66,8 +66,8 @@ class Agent final : private WorkerGroupObserver {
   // Whether the ranks' heartbeats are read (hang detection, --straggler_threshold).
   bool watches_progress() const { return progress_watch_.watching(); }
   // Each local rank's progress now, with its global rank (last step, heartbeat age, busy time),
-  // while heartbeats are read and an attempt's workers exist; empty otherwise. Unlike progress(), ranks
-  // whose worker exited stay in (their last step still counts). Read-only, for observers
+  // while heartbeats are read and an attempt's workers exist; empty otherwise. Unlike progress(),
+  // ranks whose worker exited stay in (their last step still counts). Read-only, for observers
   // (metrics).
   std::vector<RankProgress> rank_progress() const;
 
@@ -155,7 +155,7 @@ class Agent final : private WorkerGroupObserver {
   // verdict. The attempt's failure is then settled as a hang (settle_hang).
   std::vector<RankProgress> hang_ranks_;
   HangInvestigation hang_investigation_;
-  HealthCheck health_check_;  // --health_check, before each round
+  HealthCheck health_check_;     // --health_check, before each round
   StragglerNotices stragglers_;  // the job's stragglers as last found (--straggler_threshold)
 };
 

@@ -86,8 +86,11 @@ class Coordinator {
   // rendezvous/stragglers.h; 0: none), `on_stragglers` then gets the job's stragglers by it, as
   // far as this coordinator sees the job (a networked one: every node; a local one: this node's
   // ranks), unless the answer is lost (the next share asks again).
+  // Overrides keep `on_stragglers`, by value.
+  // NOLINTBEGIN(performance-unnecessary-value-param)
   virtual void share_progress(const std::vector<RankProgress>& ranks,
                               uint32_t straggler_threshold_milli, StragglerHandler on_stragglers) {}
+  // NOLINTEND(performance-unnecessary-value-param)
   // The latest progress every node shared in the current round (this node's too), or an error.
   // Only called when shares_progress().
   // NOLINTNEXTLINE(performance-unnecessary-value-param): overrides keep `done`, by value.

@@ -9,6 +9,7 @@
 #include <array>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -70,12 +71,12 @@ std::optional<std::chrono::microseconds> parse_busy_seconds(std::string_view tex
     return std::nullopt;
   }
   double seconds = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds,
-                                   std::chars_format::fixed);
+  auto [end, ec] =
+      std::from_chars(text.data(), text.data() + text.size(), seconds, std::chars_format::fixed);
   if (ec != std::errc() || end != text.data() + text.size() || seconds >= kMostSeconds) {
     return std::nullopt;
   }
-  return std::chrono::microseconds(static_cast<std::int64_t>(seconds * 1e6 + 0.5));
+  return std::chrono::microseconds(std::llround(seconds * 1e6));
 }
 
 }  // namespace

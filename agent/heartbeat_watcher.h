@@ -27,11 +27,11 @@
 // step" once; consumers keep the last step they knew (HangDetector does).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -63,8 +63,8 @@ HeartbeatContent parse_heartbeat(std::string_view content);
 // One heartbeat as observed.
 struct Heartbeat {
   int local_rank = 0;
-  std::optional<std::int64_t> step;  // nullopt: a touch, or no whole step in the file
-  SteadyTime at;                     // when the agent woke up for it
+  std::optional<std::int64_t> step;               // nullopt: a touch, or no whole step in the file
+  SteadyTime at;                                  // when the agent woke up for it
   std::optional<std::chrono::microseconds> busy;  // the busy time it reported, if any
 };
 

@@ -256,15 +256,15 @@ void RendezvousCoordinator::share_progress(const std::vector<RankProgress>& rank
   std::vector<rdzv::RankProgressEntry> entries;
   entries.reserve(ranks.size());
   for (const RankProgress& r : ranks) entries.push_back(to_progress_entry(r));
-  client_.share_progress(
-      std::move(entries), straggler_threshold_milli,
-      [this, on_stragglers = std::move(on_stragglers),
-       straggler_threshold_milli](Result<rdzv::StragglerFinding> finding) {
-        if (closed_ || !on_stragglers || straggler_threshold_milli == 0) return;
-        // A lost answer is not news: the next share asks again.
-        if (!finding) return spdlog::debug("stragglers: {}", finding.status().message());
-        on_stragglers(*finding);
-      });
+  client_.share_progress(std::move(entries), straggler_threshold_milli,
+                         [this, on_stragglers = std::move(on_stragglers),
+                          straggler_threshold_milli](Result<rdzv::StragglerFinding> finding) {
+                           if (closed_ || !on_stragglers || straggler_threshold_milli == 0) return;
+                           // A lost answer is not news: the next share asks again.
+                           if (!finding)
+                             return spdlog::debug("stragglers: {}", finding.status().message());
+                           on_stragglers(*finding);
+                         });
 }
 
 void RendezvousCoordinator::job_progress(

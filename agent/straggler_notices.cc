@@ -29,10 +29,11 @@ bool StragglerNotices::update(const rdzv::StragglerFinding& finding) {
   for (const rdzv::StragglerEntry& s : current_.stragglers) {
     if (named(finding.stragglers, s.rank)) continue;
     changed = true;
-    spdlog::info("straggler no more: rank {} (node {}, local_rank {}) is within {:g}x the job's "
-                 "median busy time of {}",
-                 s.rank, s.node, s.local_rank, finding.threshold_milli / 1000.0,
-                 rdzv::format_busy(finding.median_us));
+    spdlog::info(
+        "straggler no more: rank {} (node {}, local_rank {}) is within {:g}x the job's "
+        "median busy time of {}",
+        s.rank, s.node, s.local_rank, finding.threshold_milli / 1000.0,
+        rdzv::format_busy(finding.median_us));
   }
   current_ = finding;
   return changed;
@@ -44,9 +45,10 @@ std::string StragglerNotices::summary() const {
   for (const rdzv::StragglerEntry& s : current_.stragglers) {
     named += fmt::format("{}rank {} (node {})", named.empty() ? "" : ", ", s.rank, s.node);
   }
-  return fmt::format("stragglers: {} over {:g}x the job's median busy time of {} ({} ranks measured)",
-                     named.empty() ? "none" : named, current_.threshold_milli / 1000.0,
-                     rdzv::format_busy(current_.median_us), current_.ranks_measured);
+  return fmt::format(
+      "stragglers: {} over {:g}x the job's median busy time of {} ({} ranks measured)",
+      named.empty() ? "none" : named, current_.threshold_milli / 1000.0,
+      rdzv::format_busy(current_.median_us), current_.ranks_measured);
 }
 
 }  // namespace ddprun::agent

@@ -202,13 +202,12 @@ const FlagTable<LauncherFlags>& launcher_flag_table() {
             .help = "Name a rank a straggler when its busy time per step is over this many times "
                     "the job's median, e.g. 1.5 (reported, never stopped; 0: off)",
             .default_text = "0",
-            .check =
-                [](const std::string& text) -> Status {
-                  if (Status number = in_range(0, rdzv::kMaxStragglerThreshold)(text); !number)
-                    return number;
-                  const double ratio = std::strtod(text.c_str(), nullptr);
-                  return ratio == 0 ? Status{} : rdzv::straggler_threshold_milli(ratio).status();
-                }},
+            .check = [](const std::string& text) -> Status {
+              if (Status number = in_range(0, rdzv::kMaxStragglerThreshold)(text); !number)
+                return number;
+              const double ratio = std::strtod(text.c_str(), nullptr);
+              return ratio == 0 ? Status{} : rdzv::straggler_threshold_milli(ratio).status();
+            }},
            &F::straggler_threshold},
           {{.name = "health_check",
             .help = "Shell command run before this node joins each round; a failure (any exit "

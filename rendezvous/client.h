@@ -86,7 +86,8 @@ class RendezvousClient {
   // This node's ranks' progress in the current round (hang detection across nodes). With a
   // straggler threshold (thousandths; 0: none), `done` gets the job's stragglers by it; without
   // one, an empty finding. `done` may be empty.
-  virtual void share_progress(std::vector<RankProgressEntry> ranks, uint32_t straggler_threshold_milli,
+  virtual void share_progress(std::vector<RankProgressEntry> ranks,
+                              uint32_t straggler_threshold_milli,
                               std::function<void(Result<StragglerFinding>)> done) = 0;
   // Every member's latest shared progress in the current round.
   virtual void job_progress(std::function<void(Result<std::vector<NodeProgress>>)> done) = 0;

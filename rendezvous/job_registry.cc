@@ -227,8 +227,7 @@ void JobRegistry::progress(Job& job, Peer& peer, const ProgressMsg& msg,
   reply.request_id = msg.request_id;
   // A report for another round is stale: not kept, but still answered (the sender waits).
   auto link = job.links.find(node_id);
-  if (!node_id.empty() && job.round && msg.round == job.round->round() &&
-      link != job.links.end()) {
+  if (!node_id.empty() && job.round && msg.round == job.round->round() && link != job.links.end()) {
     link->second.progress = msg.ranks;
     link->second.progress_round = msg.round;
     link->second.progress_at = clock_.steady_now();

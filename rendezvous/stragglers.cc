@@ -63,9 +63,10 @@ std::string format_straggler(const StragglerEntry& straggler, const StragglerFin
   const double ratio = finding.median_us == 0 ? 0.0
                                               : static_cast<double>(straggler.busy_us) /
                                                     static_cast<double>(finding.median_us);
-  return fmt::format("rank {} (node {}, local_rank {}): busy {} per step, {:.1f}x the job's median of {}",
-                     straggler.rank, straggler.node, straggler.local_rank,
-                     format_busy(straggler.busy_us), ratio, format_busy(finding.median_us));
+  return fmt::format(
+      "rank {} (node {}, local_rank {}): busy {} per step, {:.1f}x the job's median of {}",
+      straggler.rank, straggler.node, straggler.local_rank, format_busy(straggler.busy_us), ratio,
+      format_busy(finding.median_us));
 }
 
 }  // namespace ddprun::rdzv

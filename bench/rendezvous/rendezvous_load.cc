@@ -232,10 +232,9 @@ int main(int argc, char** argv) {
     }
     // A last share, to check what the job's finding says once every node has shared.
     std::optional<StragglerFinding> last;
-    clients[0]->share_progress(node_ranks(0, straggler_sweeps + 1, slow), 1500,
-                               [&](Result<StragglerFinding> f) {
-                                 last = f.ok() ? *f : StragglerFinding{};
-                               });
+    clients[0]->share_progress(
+        node_ranks(0, straggler_sweeps + 1, slow), 1500,
+        [&](Result<StragglerFinding> f) { last = f.ok() ? *f : StragglerFinding{}; });
     while (!last) io.run_one();
     double cpu1 = 0;
     server_usage(server.pid, cpu1, hwm, rss);

@@ -59,9 +59,10 @@ TEST(HeartbeatStep, TheBusySecondsAfterTheStep) {
 }
 
 TEST(HeartbeatStep, ABusyTimeThatIsNotOneLeavesTheStepKnown) {
-  for (const char* content : {"8 -0.1\n", "8 1e-3\n", "8 .5\n", "8 5.\n", "8 0.1 0.2\n",
-                              "8 abc\n", "8 nan\n", "8 inf\n", "8 1000000\n", "8 0x1\n"}) {
-    EXPECT_EQ(parse_heartbeat(content), (HeartbeatContent{8, std::nullopt})) << '"' << content << '"';
+  for (const char* content : {"8 -0.1\n", "8 1e-3\n", "8 .5\n", "8 5.\n", "8 0.1 0.2\n", "8 abc\n",
+                              "8 nan\n", "8 inf\n", "8 1000000\n", "8 0x1\n"}) {
+    EXPECT_EQ(parse_heartbeat(content), (HeartbeatContent{8, std::nullopt}))
+        << '"' << content << '"';
   }
 }
 

@@ -39,7 +39,8 @@ class ScriptedRendezvousClient final : public rdzv::RendezvousClient {
     ++success_reports;
     pending_success = std::move(done);
   }
-  void share_progress(std::vector<rdzv::RankProgressEntry> ranks, uint32_t straggler_threshold_milli,
+  void share_progress(std::vector<rdzv::RankProgressEntry> ranks,
+                      uint32_t straggler_threshold_milli,
                       std::function<void(Result<rdzv::StragglerFinding>)> done) override {
     shared_progress.push_back(std::move(ranks));
     shared_threshold = straggler_threshold_milli;

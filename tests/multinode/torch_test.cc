@@ -309,7 +309,8 @@ TEST_F(TorchStragglerTest, WithoutASlowRankNobodyIsNamed) {
   // 80 steps of 50 ms: at least one share after every rank has reported busy times.
   const auto runs = run_job(-1, 80);
   ASSERT_EQ(runs.size(), 2u);
-  const std::regex none(R"(stragglers: none over 1\.5x the job's median busy time of \d+ ms \(([2-4]) ranks measured\))");
+  const std::regex none(
+      R"(stragglers: none over 1\.5x the job's median busy time of \d+ ms \(([2-4]) ranks measured\))");
   for (const RunResult& run : runs) {
     ASSERT_TRUE(ExitedWith(run, 0)) << run.err;
     EXPECT_EQ(run.err.find("straggler: rank"), std::string::npos) << run.err;

@@ -22,9 +22,11 @@ std::vector<ClientMessage> sample_client_messages() {
           ReportFailureMsg{4, 2, "{\"json\":1}", -9},
           ReportSuccessMsg{5, 2},
           LeaveMsg{6},
-          ProgressMsg{7, 3, 1500,
-                      {{0, 0, 12, 250, true, 2, "step at train.py:40", 153'000},
-                       {1, 1, -1, 900, false}}},
+          ProgressMsg{
+              7,
+              3,
+              1500,
+              {{0, 0, 12, 250, true, 2, "step at train.py:40", 153'000}, {1, 1, -1, 900, false}}},
           ProgressMsg{9, 3, 0, {}},
           ProgressQueryMsg{8},
           StatusQuery{},
@@ -177,7 +179,8 @@ TEST(CodecTest, JobProgressRoundTripsAndRefusesGarbage) {
 
 TEST(CodecTest, RankProgressRefusesAnUnknownActivityAndALongFrame) {
   const RankProgressEntry good{0, 0, 7, 10, true, 2, "load at data.py:88"};
-  ASSERT_TRUE(decode_client_frame(encode_frame(ClientMessage(ProgressMsg{1, 1, 0, {good}})), {}).ok());
+  ASSERT_TRUE(
+      decode_client_frame(encode_frame(ClientMessage(ProgressMsg{1, 1, 0, {good}})), {}).ok());
   RankProgressEntry unknown_activity = good;
   unknown_activity.activity = 5;
   EXPECT_FALSE(
@@ -186,12 +189,13 @@ TEST(CodecTest, RankProgressRefusesAnUnknownActivityAndALongFrame) {
   RankProgressEntry long_where = good;
   long_where.where.assign(257, 'x');
   EXPECT_FALSE(
-      decode_client_frame(encode_frame(ClientMessage(ProgressMsg{1, 1, 0, {long_where}})), {}).ok());
+      decode_client_frame(encode_frame(ClientMessage(ProgressMsg{1, 1, 0, {long_where}})), {})
+          .ok());
 }
 
 TEST(CodecTest, StragglersRoundTripAndRefuseGarbage) {
-  const StragglerFinding finding{1500, 4, 200'000,
-                                 {{1, 1, "10.0.0.1", 420'000}, {3, 1, "10.0.0.2", 390'000}}};
+  const StragglerFinding finding{
+      1500, 4, 200'000, {{1, 1, "10.0.0.1", 420'000}, {3, 1, "10.0.0.2", 390'000}}};
   const std::string payload = encode_stragglers(finding);
   auto back = decode_stragglers(payload, CodecLimits{});
   ASSERT_TRUE(back.ok()) << back.error_message();

@@ -40,8 +40,8 @@ void write_step(int fd, std::int64_t step, double busy_seconds = -1) noexcept {
   // At most 10^6 s (what the launcher reads): a busy time beyond that is left out.
   if (std::isfinite(busy_seconds) && busy_seconds >= 0 && busy_seconds < 1e6) {
     *end++ = ' ';
-    auto [busy_end, busy_ec] = std::to_chars(end, text + sizeof text - 1, busy_seconds,
-                                             std::chars_format::fixed, 6);
+    auto [busy_end, busy_ec] =
+        std::to_chars(end, text + sizeof text - 1, busy_seconds, std::chars_format::fixed, 6);
     if (busy_ec != std::errc()) return;
     end = busy_end;
   }

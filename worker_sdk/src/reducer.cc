@@ -227,10 +227,12 @@ void Reducer::launch(std::size_t b) {
   // step while the ranks waiting for it report this one: the launcher names it as the rank
   // that stopped first (hang detection).
   if (b == 0) {
-    const std::int64_t step = step_offset_ + static_cast<std::int64_t>(stats_.synced_iterations) + 1;
+    const std::int64_t step =
+        step_offset_ + static_cast<std::int64_t>(stats_.synced_iterations) + 1;
     if (synced_at_) {  // busy since the previous pass's synchronisation ended (stragglers)
-      heartbeat(step, std::chrono::duration<double>(std::chrono::steady_clock::now() - *synced_at_)
-                          .count());
+      heartbeat(
+          step,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - *synced_at_).count());
     } else {
       heartbeat(step);
     }

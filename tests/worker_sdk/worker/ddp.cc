@@ -255,7 +255,8 @@ int heartbeat(Group g, const Args&) {
     const std::string line = read();
     CHECK_THAT(step_of(line) == std::to_string(100 + step), "step " << step << ": " << line);
     CHECK_THAT(line.back() == '\n', "step " << step << ": " << line);
-    if (step == 1) CHECK_THAT(busy_of(line) < 0, "a busy time before any synchronisation: " << line);
+    if (step == 1)
+      CHECK_THAT(busy_of(line) < 0, "a busy time before any synchronisation: " << line);
     if (step > 1) CHECK_THAT(busy_of(line) >= 0, "no busy time at step " << step << ": " << line);
     if (step == 4) CHECK_THAT(busy_of(line) >= kWorkSeconds, "step 4 was busy longer: " << line);
   }
