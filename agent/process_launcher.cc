@@ -25,12 +25,7 @@ namespace {
 
 std::string errno_text(int err) { return std::strerror(err); }
 
-// Descriptors prepared in the parent for one child stream: `child_fd` is what the child
-// dup2()s onto 1 or 2 (-1: inherit), `parent_read` is the pipe end the agent keeps.
-struct StreamFds {
-  UniqueFd child_fd;
-  UniqueFd parent_read;
-};
+}  // namespace
 
 Result<StreamFds> prepare_stream(const StdioTarget& target) {
   StreamFds fds;
@@ -55,6 +50,8 @@ Result<StreamFds> prepare_stream(const StdioTarget& target) {
   }
   return fds;
 }
+
+namespace {
 
 // Everything below runs in the forked child before exec: async-signal-safe calls only, no
 // allocation. On any failure the errno goes up `error_fd` and the child exits 127.
@@ -151,16 +148,24 @@ void PosixProcessLauncher::workers_done() {
   if (sentinel_) sentinel_->release();
 }
 
-Result<SpawnedProcess> PosixProcessLauncher::spawn(const SpawnRequest& request) {
-  if (!sentinel_ && !sentinel_failed_) {
-    auto sentinel = GroupSentinel::start();
-    if (sentinel) {
-      sentinel_.emplace(std::move(sentinel.value()));
-    } else {
-      sentinel_failed_ = true;
-      spdlog::warn("{}; workers' children may outlive a killed ddprun", sentinel.error_message());
-    }
+void PosixProcessLauncher::start_sentinel() {
+  if (sentinel_ || sentinel_failed_) return;
+  auto sentinel = GroupSentinel::start();
+  if (sentinel) {
+    sentinel_.emplace(std::move(sentinel.value()));
+  } else {
+    sentinel_failed_ = true;
+    spdlog::warn("{}; workers' children may outlive a killed ddprun", sentinel.error_message());
   }
+}
+
+void PosixProcessLauncher::watch_group(pid_t pgid) {
+  start_sentinel();
+  if (sentinel_) sentinel_->watch(pgid);
+}
+
+Result<SpawnedProcess> PosixProcessLauncher::spawn(const SpawnRequest& request) {
+  start_sentinel();
   auto out = prepare_stream(request.stdout_target);
   if (!out) return out.status();
   auto err = prepare_stream(request.stderr_target);

@@ -49,6 +49,16 @@ struct SpawnedProcess {
   std::string executable;  // for error messages
 };
 
+// Descriptors prepared in the parent for one child stream: `child_fd` is what the child
+// dup2()s onto 1 or 2 (invalid: inherit the agent's), `parent_read` is the pipe end the agent
+// keeps (kPipe only).
+struct StreamFds {
+  UniqueFd child_fd;
+  UniqueFd parent_read;
+};
+// Opens what `target` names (close-on-exec): the file, or a pipe. Errors name the path.
+Result<StreamFds> prepare_stream(const StdioTarget& target);
+
 // Thread-safety: call from the agent's thread only.
 class ProcessLauncher {
  public:
@@ -104,8 +114,13 @@ class PosixProcessLauncher final : public ProcessLauncher {
   // The group sentinel is told to go (it exits on its own; end_all_children reaps it).
   void workers_done() override;
   int end_all_children() override;
+  // A process group this launcher did not start itself but whose leader is our child (a
+  // worker forked by the preload template and re-parented here): the group sentinel ends it
+  // with the others should the agent die.
+  void watch_group(pid_t pgid);
 
  private:
+  void start_sentinel();
   void watch_children();
   void reap_children();
 

@@ -321,6 +321,10 @@ Status build_command(const LauncherFlags& f, std::vector<std::string> rest, Laun
     if (!exe) return exe.status().with_context("--no_python entry point");
     cmd.executable = *exe;
     cmd.argv = rest;
+    if (!f.preload.empty()) {
+      config.warnings.push_back("--preload applies to Python entry points; ignored with "
+                                "--no_python");
+    }
     return {};
   }
   const char* python_exec = std::getenv("PYTHON_EXEC");
@@ -332,6 +336,11 @@ Status build_command(const LauncherFlags& f, std::vector<std::string> rest, Laun
   if (f.module) cmd.argv.push_back("-m");
   cmd.argv.insert(cmd.argv.end(), rest.begin(), rest.end());
   cmd.python = true;
+  if (!f.preload.empty()) {
+    auto modules = parse_module_list(f.preload);
+    if (!modules) return modules.status();
+    config.preload = std::move(*modules);
+  }
   return {};
 }
 

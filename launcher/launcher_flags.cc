@@ -197,6 +197,12 @@ const FlagTable<LauncherFlags>& launcher_flag_table() {
             .default_text = "600",
             .check = kSeconds},
            &F::first_heartbeat_timeout},
+          {{.name = "preload",
+            .type = T::kList,
+            .help = "Python modules imported once per node by a template interpreter that then "
+                    "forks every worker, e.g. torch (docs/preload.md)",
+            .check = parses(parse_module_list)},
+           &F::preload},
           {{.name = "straggler_threshold",
             .type = T::kNumber,
             .help = "Name a rank a straggler when its busy time per step is over this many times "

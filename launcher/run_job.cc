@@ -24,6 +24,7 @@
 #include "launcher/master_address.h"
 #include "launcher/metrics_service.h"
 #include "launcher/python_torch.h"
+#include "launcher/worker_launcher.h"
 #include "rendezvous/server.h"
 
 namespace ddprun::launcher {
@@ -84,7 +85,8 @@ int run_static(const LaunchConfig& config) {
   boost::asio::io_context io(1);
   const agent::AgentOptions options = agent_options(config);
   agent::SystemAgentParts parts(io, options, SystemClock::instance());  // catches signals now
-  agent::PosixProcessLauncher launcher(io);
+  WorkerLauncher workers(io, config);
+  agent::ProcessLauncher& launcher = workers.get();
   AgentWatchers watchers(io, launcher, config);
   agent::LocalCoordinator coordinator(io, config.job, config.rendezvous.node_rank.value_or(0));
   agent::Agent node_agent(options, io, parts.with(launcher, coordinator));
@@ -234,7 +236,8 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
   }
   std::optional<rdzv::RendezvousServer> standby;
   if (!server) start_standby(standby, io, r, options.master_addr, node_id);
-  agent::PosixProcessLauncher launcher(io);
+  WorkerLauncher workers(io, config);
+  agent::ProcessLauncher& launcher = workers.get();
   AgentWatchers watchers(io, launcher, config);
   rdzv::TcpRendezvousClient client(
       io, client_options(r, port,

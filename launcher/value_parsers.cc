@@ -187,4 +187,29 @@ int count_cuda_devices() {
   return count;
 }
 
+Result<std::vector<std::string>> parse_module_list(const std::string& text) {
+  std::vector<std::string> modules;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    std::string name = text.substr(start, comma - start);
+    bool valid = !name.empty() && name.front() != '.' && name.back() != '.' &&
+                 name.find("..") == std::string::npos;
+    for (size_t i = 0; valid && i < name.size(); ++i) {
+      const char c = name[i];
+      const bool starts_part = i == 0 || name[i - 1] == '.';
+      valid = c == '.' || c == '_' || std::isalpha(static_cast<unsigned char>(c)) ||
+              (!starts_part && std::isdigit(static_cast<unsigned char>(c)));
+    }
+    if (!valid) {
+      return Status::invalid_argument("--preload: '" + name +
+                                      "' is not a Python module name (give modules like "
+                                      "torch,numpy)");
+    }
+    modules.push_back(std::move(name));
+    start = comma + 1;
+  }
+  return modules;
+}
+
 }  // namespace ddprun::launcher

@@ -23,6 +23,8 @@ Result<int> parse_nproc_per_node(const std::string& text);
 Result<agent::PerRankStreams> parse_std_streams(const std::string& flag, const std::string& text);
 // "0,1,2": local ranks, each >= 0.
 Result<std::vector<int>> parse_rank_list(const std::string& flag, const std::string& text);
+// --preload's modules, "torch,numpy": Python module names (dotted identifiers); at least one.
+Result<std::vector<std::string>> parse_module_list(const std::string& text);
 // "SIGTERM,SIGINT" (names with or without SIG, or numbers); errors name `flag`.
 Result<std::vector<int>> parse_signal_list(const std::string& text,
                                            const std::string& flag = "--signals_to_handle");

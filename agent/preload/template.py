@@ -26,6 +26,10 @@ import sys
 import time
 
 _AGENT_PID = os.getppid()
+# Every signal's disposition as this interpreter started, which is a fresh worker's: the agent
+# starts the template as it starts workers, with PYTHONFAULTHANDLER when the workers get it.
+_STARTUP_SIGNALS = {s: signal.getsignal(s) for s in signal.valid_signals()
+                    if s not in (signal.SIGKILL, signal.SIGSTOP)}
 _MAX_REQUEST_BYTES = 1 << 24
 
 
@@ -164,19 +168,15 @@ def _become_agents_child():
 
 def _fresh_process_state(request, fds):
     _become_agents_child()
-    # The signal mask and dispositions of a fresh interpreter (the template changed none, but
-    # a preloaded module may have).
+    # The signal mask and dispositions of a fresh interpreter: what a preloaded module changed
+    # goes back (None: a handler installed in C at start-up, faulthandler's, left as it is).
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    for signo in signal.valid_signals():
-        if signo in (signal.SIGKILL, signal.SIGSTOP):
-            continue
-        try:
-            signal.signal(signo, signal.SIG_DFL)
-        except (OSError, ValueError):
-            pass
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    for signo, startup in _STARTUP_SIGNALS.items():
+        if startup is not None and signal.getsignal(signo) != startup:
+            try:
+                signal.signal(signo, startup)
+            except (OSError, ValueError):
+                pass
     # Standard streams, and nothing else open.
     for target, fd in enumerate(fds):
         os.dup2(fd, target, inheritable=True)
@@ -199,8 +199,9 @@ def _fresh_process_state(request, fds):
         threads = _torch_threads()
         if threads is not None and threads != torch.get_num_threads():
             torch.set_num_threads(threads)
-    if os.environ.get("PYTHONFAULTHANDLER"):
-        import faulthandler
+    # faulthandler: on in the template exactly when the workers' environment turns it on.
+    import faulthandler
+    if os.environ.get("PYTHONFAULTHANDLER") and not faulthandler.is_enabled():
         faulthandler.enable()
 
 
@@ -216,12 +217,30 @@ def _torch_threads():
 
 def _strip_own_frames(kind, value, tb):
     """Tracebacks start at the worker's own code, as under `python -u script`."""
-    here = os.path.abspath(__file__)
     import runpy
-    own = {here, os.path.abspath(runpy.__file__)}
-    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) in own:
+    own = {os.path.abspath(__file__), os.path.abspath(runpy.__file__), "<frozen runpy>"}
+    while tb is not None and (tb.tb_frame.f_code.co_filename in own or
+                              os.path.abspath(tb.tb_frame.f_code.co_filename) in own):
         tb = tb.tb_next
-    sys.__excepthook__(kind, value, tb)
+    sys.__excepthook__(kind, value.with_traceback(tb), tb)
+
+
+def _run_script(path):
+    """As the interpreter runs `python script`: the code in a module named __main__ (no
+    __spec__, __package__ None, __file__ absolute), which stays sys.modules["__main__"]."""
+    import builtins
+    import importlib.machinery
+    import io
+    import types
+    with io.open_code(path) as f:
+        source = f.read()
+    code = compile(source, path, "exec", dont_inherit=True)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=path, __cached__=None, __package__=None, __spec__=None,
+                         __loader__=importlib.machinery.SourceFileLoader("__main__", path),
+                         __builtins__=builtins)
+    sys.modules["__main__"] = main
+    exec(code, main.__dict__)
 
 
 def _run(request):
@@ -229,15 +248,16 @@ def _run(request):
     sys.excepthook = _strip_own_frames
     args = request["args"]
     if request["kind"] == "module":
-        sys.argv = [request["target"]] + args  # runpy puts the module's file in argv[0]
+        # As `python -m`: argv[0] becomes the module's file, sys.path[0] the working directory,
+        # and the module runs as __main__ (with its __spec__).
+        sys.argv = ["-m"] + args
         sys.path[0] = os.getcwd()
-        runpy._run_module_as_main(request["target"], alter_argv=True)
+        runpy.run_module(request["target"], run_name="__main__", alter_sys=True)
     else:
         script = request["target"]
         sys.argv = [script] + args
         sys.path[0] = os.path.dirname(os.path.realpath(script))
-        # Since Python 3.9 __main__.__file__ (and its tracebacks) name the script absolutely.
-        runpy.run_path(os.path.abspath(script), run_name="__main__")
+        _run_script(os.path.abspath(script))
 
 
 _request, _fds = serve()
