@@ -14,8 +14,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "agent/preload_template_source.h"
 
@@ -178,8 +178,8 @@ Status PreloadLauncher::await_ready() {
     socklen_t length = sizeof peer;
     if (::getsockopt(control_.get(), SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0 ||
         peer.pid != template_pid_) {
-      return Status::refused("a process other than the template (pid " +
-                             std::to_string(peer.pid) + ") connected to its socket");
+      return Status::refused("a process other than the template (pid " + std::to_string(peer.pid) +
+                             ") connected to its socket");
     }
     listener_.reset();  // one connection, ever
   }
@@ -196,7 +196,8 @@ Result<nlohmann::json> PreloadLauncher::read_answer(SteadyClock::time_point dead
                                                     const char* what) {
   constexpr size_t kMostAnswerBytes = 1 << 16;
   while (pending_.find('\n') == std::string::npos) {
-    if (pending_.size() > kMostAnswerBytes) return Status::malformed("the template's answer is too long");
+    if (pending_.size() > kMostAnswerBytes)
+      return Status::malformed("the template's answer is too long");
     if (Status s = wait_readable(control_.get(), deadline, template_pid_, what); !s) return s;
     char buffer[4096];
     const ssize_t n = ::recv(control_.get(), buffer, sizeof buffer, 0);
@@ -235,8 +236,8 @@ std::optional<std::string> PreloadLauncher::template_request(const SpawnRequest&
     r["kind"] = "script";
     r["target"] = argv[2];
   }
-  r["args"] = std::vector<std::string>(argv.begin() + static_cast<std::ptrdiff_t>(first_arg),
-                                       argv.end());
+  r["args"] =
+      std::vector<std::string>(argv.begin() + static_cast<std::ptrdiff_t>(first_arg), argv.end());
   nlohmann::json env = nlohmann::json::object();
   for (const std::string& entry : request.envp) {
     const size_t eq = entry.find('=');
@@ -258,7 +259,8 @@ Result<SpawnedProcess> PreloadLauncher::spawn(const SpawnRequest& request) {
   std::optional<std::string> json;
   if (state_ == State::kStarting || state_ == State::kReady) json = template_request(request);
   if (json && state_ == State::kStarting) {
-    if (Status ready = await_ready(); !ready) give_up("the template is not ready: " + ready.message());
+    if (Status ready = await_ready(); !ready)
+      give_up("the template is not ready: " + ready.message());
   }
   if (json && state_ == State::kReady) {
     auto warm = fork_warm(request, *json);

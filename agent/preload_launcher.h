@@ -103,8 +103,8 @@ class PreloadLauncher final : public ProcessLauncher {
   State state_ = State::kOff;
   std::string dir_;  // private: the template's program and the socket
   UniqueFd listener_;
-  UniqueFd control_;        // the template's connection
-  std::string pending_;     // bytes read past the last answer
+  UniqueFd control_;     // the template's connection
+  std::string pending_;  // bytes read past the last answer
   pid_t template_pid_ = -1;
   PreloadStats stats_;
 };

@@ -322,8 +322,9 @@ Status build_command(const LauncherFlags& f, std::vector<std::string> rest, Laun
     cmd.executable = *exe;
     cmd.argv = rest;
     if (!f.preload.empty()) {
-      config.warnings.push_back("--preload applies to Python entry points; ignored with "
-                                "--no_python");
+      config.warnings.push_back(
+          "--preload applies to Python entry points; ignored with "
+          "--no_python");
     }
     return {};
   }

@@ -49,9 +49,22 @@ probe["signals"] = {signal.Signals(s).name: disposition(s) for s in signal.valid
 probe["signal_mask"] = sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
 st = os.fstat(0)
 probe["stdin"] = [stat.S_ISCHR(st.st_mode), os.major(st.st_rdev), os.minor(st.st_rdev)]
-listing = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY)
-probe["fds"] = sorted(int(fd) for fd in os.listdir(listing) if int(fd) != listing)
-os.close(listing)
+
+
+def open_fds():
+    """Descriptors open in this process, without the one listing them."""
+    fds = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # the listing's own descriptor, closed by now
+        if not (target.startswith("/proc/") and target.endswith("/fd")):
+            fds.append(int(fd))
+    return sorted(fds)
+
+
+probe["fds"] = open_fds()
 probe["pgid_is_pid"] = os.getpgid(0) == os.getpid()
 probe["same_session_as_parent"] = os.getsid(0) == os.getsid(os.getppid())
 with open(f"/proc/{os.getppid()}/comm") as f:
