@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -303,6 +304,15 @@ Result<SpawnedProcess> PreloadLauncher::fork_warm(const SpawnRequest& request,
 Status PreloadLauncher::confirm_started(SpawnedProcess& process) {
   // A forked worker has no exec to confirm: it exists once the template names it.
   return process.exec_check.valid() ? inner_.confirm_started(process) : Status{};
+}
+
+void PreloadLauncher::workers_done() {
+  if (state_ != State::kGone && template_pid_ > 0) {
+    state_ = State::kGone;  // quietly: the job is over, nothing to warn about
+    control_.reset();
+    inner_.signal_group(template_pid_, SIGKILL);
+  }
+  inner_.workers_done();
 }
 
 int PreloadLauncher::end_all_children() {

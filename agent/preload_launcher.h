@@ -76,7 +76,9 @@ class PreloadLauncher final : public ProcessLauncher {
   Status confirm_started(SpawnedProcess& process) override;
   void signal_group(pid_t pgid, int signo) override { inner_.signal_group(pgid, signo); }
   void release_group(pid_t pgid) override { inner_.release_group(pgid); }
-  void workers_done() override { inner_.workers_done(); }
+  // No worker will start any more: the template is killed now, so that its teardown overlaps
+  // the agent's last work instead of being waited for at the end.
+  void workers_done() override;
   int end_all_children() override;
 
   const PreloadStats& stats() const { return stats_; }

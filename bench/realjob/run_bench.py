@@ -57,6 +57,8 @@ def free_port():
 def launcher_cmd(name, ddprun):
     if name == "ddprun":
         return [ddprun, "--nproc_per_node", "2"]
+    if name == "ddprun_preload":  # issue 24: workers forked from a template that imported torch
+        return [ddprun, "--preload", "torch", "--nproc_per_node", "2"]
     interval = "5" if name == "torchrun_default" else "0.1"
     return TORCHRUN + ["--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port",
                        str(free_port()), "--monitor_interval", interval]
@@ -76,7 +78,7 @@ def run_in(out, name, ddprun, steps, fail):
         cmd += ["--fail-at-step", "20"]
     env = dict(os.environ, PYTHON_EXEC=PYTHON, OMP_NUM_THREADS="1")
     env.pop("TORCHELASTIC_USE_AGENT_STORE", None)
-    if name != "ddprun":
+    if not name.startswith("ddprun"):
         env["TMPDIR"] = out  # torchrun leaves its log directory behind; ddprun removes its own
     start = time.time()
     # Its own session, so that a launcher that hangs is ended with every worker it started.
@@ -133,7 +135,7 @@ def main():
 def measure(ddprun, args, version):
     torch_version = subprocess.run([PYTHON, "-c", "import torch; print(torch.__version__)"],
                                    capture_output=True, text=True, check=True).stdout.strip()
-    launchers = ["ddprun", "torchrun_fast"]
+    launchers = ["ddprun", "ddprun_preload", "torchrun_fast"]
     results = {(n, s): [] for n in launchers + ["torchrun_default"] for s in ("plain", "fail")}
     hung = {}  # (launcher, scenario) -> why each failed run failed
     for rep in range(args.reps):
@@ -164,9 +166,10 @@ def measure(ddprun, args, version):
         return statistics.median(values) * 1000 if values else float("nan")
 
     print(f"\ntorch {torch_version} (workers: {PYTHON})\n")
-    print(f"| metric (median of {args.reps}, ms) | ddprun | torchrun {torch_version} "
-          "--monitor_interval 0.1 | torchrun 1.13 (its default 5) | torchrun 0.1 / ddprun |")
-    print("|---|---:|---:|---:|---:|")
+    print(f"| metric (median of {args.reps}, ms) | ddprun | ddprun --preload torch | "
+          f"torchrun {torch_version} --monitor_interval 0.1 | torchrun 1.13 (its default 5) | "
+          "torchrun 0.1 / ddprun | torchrun 0.1 / ddprun --preload |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     rows = [("init_process_group, median rank", "plain", "init"),
             ("init_process_group, last rank in → every rank done", "plain", "init_joint"),
             (f"whole job, {args.steps} steps (wall)", "plain", "wall"),
@@ -178,9 +181,11 @@ def measure(ddprun, args, version):
              ("  last step → launcher exited", "plain", "after_end")]
     for label, scenario, key in rows:
         d, t = med("ddprun", scenario, key), med("torchrun_fast", scenario, key)
+        p = med("ddprun_preload", scenario, key)
         td = med("torchrun_default", scenario, key) if scenario == "plain" and key == "wall" \
             else float("nan")
-        print(f"| {label} | {d:.0f} | {t:.0f} | {td:.0f} | {t / d:.2f}× |")
+        print(f"| {label} | {d:.0f} | {p:.0f} | {t:.0f} | {td:.0f} | {t / d:.2f}× | "
+              f"{t / p:.2f}× |")
     for (name, scenario), whys in hung.items():
         print(f"\n{name} {scenario}: {len(whys)} of {args.reps} runs failed, left out of the "
               f"medians: {'; '.join(whys)}")

@@ -46,7 +46,8 @@ class TorchTest : public MultinodeTest {
     }
   }
 
-  void run_c10d(int nodes) {
+  // With `extra` flags on every node (e.g. --preload torch).
+  std::vector<RunResult> run_c10d(int nodes, const std::vector<std::string>& extra = {}) {
     const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
     std::vector<std::unique_ptr<ChildProcess>> children;
     for (int n = 1; n <= nodes; ++n) {
@@ -55,19 +56,31 @@ class TorchTest : public MultinodeTest {
       spec.nnodes = std::to_string(nodes);
       spec.nproc_per_node = kNproc;
       spec.endpoint = endpoint;
+      spec.extra = extra;
       spec.entry = {mn_worker("allreduce.py")};
       children.push_back(start_node(spec));
-      ASSERT_NE(children.back(), nullptr);
+      EXPECT_NE(children.back(), nullptr);
+      if (!children.back()) return {};
     }
-    const auto runs = finish_all(children, deadline_after(120s));
-    for (int n = 0; n < nodes; ++n) ASSERT_TRUE(ExitedWith(runs[n], 0)) << "node " << n + 1;
+    auto runs = finish_all(children, deadline_after(120s));
+    for (int n = 0; n < nodes; ++n) EXPECT_TRUE(ExitedWith(runs[n], 0)) << "node " << n + 1;
     expect_all_reduced(nodes);
+    return runs;
   }
 };
 
 TEST_F(TorchTest, GlooAllReduceOnTwoNodesOverC10d) { run_c10d(2); }
 
 TEST_F(TorchTest, GlooAllReduceOnFourNodesOverC10d) { run_c10d(4); }
+
+// Issue 24: every node forks its workers from its own preload template.
+TEST_F(TorchTest, GlooAllReduceOnTwoNodesWithPreloadedTorch) {
+  const auto runs = run_c10d(2, {"--preload", "torch"});
+  ASSERT_EQ(runs.size(), 2u);
+  for (const RunResult& run : runs) {
+    EXPECT_NE(run.err.find("workers are forked from the template"), std::string::npos) << run.err;
+  }
+}
 
 TEST_F(TorchTest, GlooAllReduceOnTwoNodesOverStaticRendezvous) {
   const std::string master_port = std::to_string(free_port());
@@ -85,7 +98,12 @@ TEST_F(TorchTest, GlooAllReduceOnTwoNodesOverStaticRendezvous) {
   expect_all_reduced(2);
 }
 
-TEST_F(TorchTest, KilledNodeMakesTheSurvivorTrainOnInTheSmallerWorld) {
+class KilledNodeTest : public TorchTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(KilledNodeTest, MakesTheSurvivorTrainOnInTheSmallerWorld) {
+  // With the parameter, every node runs --preload torch (issue 24): the survivor's next round
+  // is forked from its template too.
+  const bool preload = GetParam();
   // Nodes 1 (hosting the rendezvous) and 2 train in a world of 4, all-reducing every step, until
   // node 2's agent is killed. Node 1's workers then either fail in the all_reduce (a restart) or
   // are stopped for a new round, whichever comes first; either way node 1 must end up training
@@ -100,6 +118,7 @@ TEST_F(TorchTest, KilledNodeMakesTheSurvivorTrainOnInTheSmallerWorld) {
     spec.endpoint = endpoint;
     spec.timeouts.last_call_timeout = "20";
     spec.extra = {"--max_restarts", "3"};
+    if (preload) spec.extra.insert(spec.extra.end(), {"--preload", "torch"});
     spec.entry = {mn_worker("train_on.py"), "--exit-when-world", "2"};
     nodes.push_back(start_node(spec));
     ASSERT_NE(nodes.back(), nullptr);
@@ -127,7 +146,15 @@ TEST_F(TorchTest, KilledNodeMakesTheSurvivorTrainOnInTheSmallerWorld) {
     EXPECT_EQ(m["GROUP_WORLD_SIZE"], "1") << name;
   }
   EXPECT_TRUE(markers("allreduce_n2_w2_").empty());
+  if (preload) {
+    EXPECT_NE(survivor.err.find("workers are forked from the template"), std::string::npos)
+        << survivor.err;
+    EXPECT_EQ(survivor.err.find("fresh processes"), std::string::npos) << survivor.err;
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(FreshOrPreloaded, KilledNodeTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "preload" : "fresh"; });
 
 // Issue 22: losing the node that hosts the rendezvous (c10d without ddp-rendezvous) ended the
 // job within a second, blaming a survivor's rank for a gloo "Connection closed by peer". Now the
