@@ -48,7 +48,7 @@ struct LauncherFlags {
   std::string log_line_prefix_template;
   double hang_timeout = 0;  // seconds; 0 = off
   double first_heartbeat_timeout = 0;
-  std::string preload;                // comma-separated module names; empty: off
+  std::string preload;               // comma-separated module names; empty: off
   double straggler_threshold = 0;    // ratio to the job's median busy time; 0 = off
   std::string health_check;          // shell command; empty: none
   double health_check_timeout = 60;  // seconds
