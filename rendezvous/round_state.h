@@ -179,7 +179,9 @@ class RoundState {
   // Counts over nodes_, kept by set_node() and count_node() only (never assigned elsewhere):
   //   pending_count_    nodes in kPending          member_count_      nodes in kMember
   //   succeeded_count_  members that succeeded     expected_missing_  expected nodes, still kIdle
+  //   standby_count_    nodes in kStandby (waiting spares)
   size_t pending_count_ = 0;
+  size_t standby_count_ = 0;
   size_t member_count_ = 0;
   size_t succeeded_count_ = 0;
   size_t expected_missing_ = 0;
