@@ -8,6 +8,12 @@
 // A failed save stops the journal for good: nothing it was holding, nor anything later, is
 // delivered, and the owner is told once (the daemon exits; agents reconnect to its successor).
 //
+// Group commit: a job has at most one save in flight. Decisions recorded meanwhile wait
+// together for the next save, which writes the job's state as it is then (states are whole,
+// so the one write covers them all), read from the caller only when that save starts. So the
+// writes of a burst of N decisions (N nodes joining one round) follow the store's speed, not
+// N: without this, each decision encoded and wrote the whole job, O(N) each, O(N²) a round.
+//
 // Thread-safety: none; the server's io_context thread, like the registry that owns it.
 #pragma once
 
@@ -15,6 +21,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "common/result.h"
 #include "rendezvous/state/state_store.h"
@@ -38,15 +46,32 @@ class DecisionJournal {
   void detach();
   bool recording() const { return store_ != nullptr; }
 
-  // Records `state` for `job_id` (nullopt: forget the job) and runs `deliver` once it is
-  // durable; at once when not recording. `deliver` may be empty.
-  void record(const std::string& job_id, std::optional<std::string> state,
-              std::function<void()> deliver);
+  // The job's state to record now (nullopt: forget the job).
+  using StateSource = std::function<std::optional<std::string>()>;
+
+  // Records `job_id`'s state, as `state` gives it when its save starts (at once, or after the
+  // save in flight), and runs `deliver` once that state is durable; at once when not
+  // recording. `deliver` may be empty. The latest `state` of a job is the one used.
+  void record(const std::string& job_id, StateSource state, std::function<void()> deliver);
+
+  // Saves made so far (tests and benchmarks: how many decisions shared a write).
+  uint64_t saves() const { return saves_; }
 
  private:
+  struct JobQueue {
+    bool in_flight = false;
+    StateSource state;                          // the latest source recorded
+    std::vector<std::function<void()>> next;    // deliveries waiting for the next save
+  };
+  void start_save(const std::string& job_id);
+  void saved(const std::string& job_id, const Status& status,
+             std::vector<std::function<void()>> batch);
+
   state::StateStore* store_ = nullptr;
   FailureHandler on_failure_;
   bool failed_ = false;
+  std::unordered_map<std::string, JobQueue> queues_;  // jobs with a save in flight
+  uint64_t saves_ = 0;
   // Shared with the completions in flight: false once destroyed or detached.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

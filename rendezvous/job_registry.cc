@@ -302,8 +302,17 @@ void JobRegistry::commit(Job& job, Peer* reply_to, const std::string& reply_node
     after_change(j, prune_links);
   };
   if (!journal_.recording()) return deliver();
-  journal_.record(job.id, snapshot(job), std::move(deliver));
+  journal_.record(job.id, state_of(job.id), std::move(deliver));
   schedule(job);  // the deadlines move now; the pushes wait for the record
+}
+
+// Read when the journal saves, not when the decision is made: one save covers every decision
+// made while the previous one was in flight. A job erased meanwhile is forgotten.
+DecisionJournal::StateSource JobRegistry::state_of(const std::string& job_id) const {
+  return [this, job_id]() -> std::optional<std::string> {
+    auto it = jobs_.find(job_id);
+    return it == jobs_.end() ? std::nullopt : snapshot(*it->second);
+  };
 }
 
 std::optional<std::string> JobRegistry::snapshot(const Job& job) const {
@@ -429,7 +438,7 @@ void JobRegistry::erase_if_idle(Job& job) {
   const std::string id = job.id;  // copied: erasing destroys `job`
   spdlog::debug("job '{}' has no nodes and no connections left; forgetting it", id);
   jobs_.erase(id);
-  if (journal_.recording()) journal_.record(id, std::nullopt, {});
+  if (journal_.recording()) journal_.record(id, state_of(id), {});
 }
 
 std::vector<JobRegistry::JobView> JobRegistry::views() const {
