@@ -60,8 +60,8 @@ class DecisionJournal {
  private:
   struct JobQueue {
     bool in_flight = false;
-    StateSource state;                          // the latest source recorded
-    std::vector<std::function<void()>> next;    // deliveries waiting for the next save
+    StateSource state;                        // the latest source recorded
+    std::vector<std::function<void()>> next;  // deliveries waiting for the next save
   };
   void start_save(const std::string& job_id);
   void saved(const std::string& job_id, const Status& status,

@@ -9,6 +9,7 @@
 
 #include <atomic>
 
+#include "tests/store/init_traffic.h"
 #include "tests/store/store_test_util.h"
 #include "tests/support/descriptor_exhaustion.h"
 
@@ -375,6 +376,42 @@ TEST(StoreServerTest, OutOfDescriptorsItShedsNewcomersKeepsServingAndDoesNotSpin
   ASSERT_TRUE(after);
   EXPECT_EQ(after->get("/k"), "v");
 }
+
+}  // namespace
+}  // namespace ddprun::store::testing
+
+namespace ddprun::store::testing {
+namespace {
+
+// Issue 25: 1,024 clients, each one rank's init_process_group traffic (init_traffic.h), all at
+// once, in both dialects: every client is released, having read the right values (its PING's
+// nonce, the "done" key's value), and the store holds what they wrote.
+class InitTrafficTest : public ::testing::TestWithParam<Dialect> {};
+
+TEST_P(InitTrafficTest, EveryClientOfAThousandIsReleasedWithTheRightValues) {
+  constexpr int kClients = 1024;
+  StoreThread server;
+  boost::asio::io_context io(1);
+  InitTrafficResult result;
+  start_init_traffic(io, server.port(), GetParam(), kClients, 0, kClients, result);
+  // Bounded: a client that is never released would leave work pending forever.
+  io.run_for(std::chrono::seconds(60));
+  EXPECT_EQ(result.errors, 0) << result.first_error;
+  ASSERT_EQ(result.released, kClients);
+  auto client = TestClient::connect(server.port(), GetParam());
+  ASSERT_NE(client, nullptr);
+  EXPECT_EQ(client->add("init/count", 0), kClients);
+  EXPECT_EQ(client->add("final/count", 0), kClients);
+  EXPECT_EQ(client->get("final/done"), "1");
+  EXPECT_EQ(client->get("rank/1023"), "127.0.0.1:29500");
+  EXPECT_EQ(client->num_keys(), kClients + 4);  // every rank's key, two counters, two flags
+}
+
+INSTANTIATE_TEST_SUITE_P(BothDialects, InitTrafficTest,
+                         ::testing::Values(Dialect::kValidated, Dialect::kLegacy),
+                         [](const auto& info) {
+                           return info.param == Dialect::kValidated ? "validated" : "legacy";
+                         });
 
 }  // namespace
 }  // namespace ddprun::store::testing
