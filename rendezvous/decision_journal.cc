@@ -36,14 +36,14 @@ void DecisionJournal::start_save(const std::string& job_id) {
   queue.next.clear();
   ++saves_;
   store_->save(job_id, queue.state ? queue.state() : std::nullopt,
-               [this, alive = alive_, job_id, batch = std::move(batch)](const Status& s) mutable {
+               [this, alive = alive_, job_id, batch = std::move(batch)](const Status& s) {
                  if (!*alive) return;
-                 saved(job_id, s, std::move(batch));
+                 saved(job_id, s, batch);
                });
 }
 
 void DecisionJournal::saved(const std::string& job_id, const Status& status,
-                            std::vector<std::function<void()>> batch) {
+                            const std::vector<std::function<void()>>& batch) {
   if (failed_) return;
   if (!status) {
     failed_ = true;

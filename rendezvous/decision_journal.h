@@ -65,7 +65,7 @@ class DecisionJournal {
   };
   void start_save(const std::string& job_id);
   void saved(const std::string& job_id, const Status& status,
-             std::vector<std::function<void()>> batch);
+             const std::vector<std::function<void()>>& batch);
 
   state::StateStore* store_ = nullptr;
   FailureHandler on_failure_;
