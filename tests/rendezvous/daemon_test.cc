@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <random>
+#include <set>
 #include <sstream>
 
 #include "tests/rendezvous/rdzv_test_util.h"
@@ -26,8 +28,9 @@ class Daemon {
   // with stdout when `merge_stderr`.
   // `max_fds` > 0: the daemon's RLIMIT_NOFILE (set on this process around the spawn, which
   // the child inherits; posix_spawn cannot set it).
+  // `port` 0: a free one.
   explicit Daemon(std::vector<std::string> extra = {}, bool merge_stderr = false,
-                  rlim_t max_fds = 0) {
+                  rlim_t max_fds = 0, uint16_t port = 0) {
     int fds[2];
     EXPECT_EQ(::pipe2(fds, O_CLOEXEC), 0);
     posix_spawn_file_actions_t actions;
@@ -35,7 +38,7 @@ class Daemon {
     posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
     if (merge_stderr) posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
     std::vector<std::string> args = {
-        DDP_RENDEZVOUS_BIN, "--host", "127.0.0.1",        "--port", "0",
+        DDP_RENDEZVOUS_BIN, "--host", "127.0.0.1",        "--port", std::to_string(port),
         "--log-level",      "warn",   "--shutdown-grace", "300ms"};
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
@@ -150,6 +153,86 @@ TEST(DaemonTest, ServesTwoJobsAtOnceAndStopsOnSigterm) {
   EXPECT_EQ(daemon.terminate(5s), 0);
   ASSERT_TRUE(run_until(
       io, [&] { return all([](TestNode& n) { return n.count<ConnectionLost>() > 0; }); }));
+}
+
+// Issue 25: the daemon, with its state in SQLite, is SIGKILLed twice at random moments of a
+// 1,000-node round and started again on the same port and state directory each time. Every
+// node must get exactly one assignment, all of the same round, with group ranks 0..999 each
+// once. The seed is printed so that a failure can be replayed (DDPRUN_TEST_SEED).
+//
+// DISABLED: it exposes an open bug. In about 2 runs of 10 the restarted daemon's round never
+// fills: "rendezvous of job 'big' timed out: 58 of at least 1000 nodes joined round 1", every
+// client connected and none lost. The same happens with one save per decision (before group
+// commit), so it is older than issue 25's journal; it is the next thing to fix there (run with
+// --gtest_also_run_disabled_tests).
+TEST(DaemonDurabilityTest,
+     DISABLED_KilledAtRandomMomentsOfAThousandNodeRoundEachNodeIsAssignedOnce) {
+  constexpr int kNodes = 1000;
+  const char* fixed = std::getenv("DDPRUN_TEST_SEED");
+  const unsigned seed = fixed ? static_cast<unsigned>(std::stoul(fixed)) : std::random_device{}();
+  SCOPED_TRACE("DDPRUN_TEST_SEED=" + std::to_string(seed));
+  std::mt19937 random(seed);
+  ddprun::testing::TempDir state;
+  auto daemon = std::make_unique<Daemon>(std::vector<std::string>{"--state-dir", state.path()});
+  const uint16_t port = daemon->port();
+  boost::asio::io_context io;
+  std::vector<std::unique_ptr<TestNode>> nodes;
+  std::vector<int> assignments(kNodes, 0);
+  for (int i = 0; i < kNodes; ++i) {
+    ClientOptions o = node_options(port, "big", i);
+    o.heartbeat_timeout = 60s;  // places are kept across the restarts
+    nodes.push_back(start_node(io, o));
+  }
+  ASSERT_TRUE(run_until(io, [&] {
+    for (auto& n : nodes)
+      if (!n->connected) return false;
+    return true;
+  }));
+  for (int i = 0; i < kNodes; ++i) {
+    JoinRequest r = join_request("node-" + std::to_string(i), kNodes, kNodes);
+    r.job.heartbeat_timeout = 60s;
+    // The helper's 2 s is for small rounds: after two restarts, 1,000 clients come back with
+    // their reconnect backoff (up to 3 s each).
+    r.job.join_timeout = 60s;
+    nodes[i]->client->join(r, [&, i](Result<RoundAssignment> a) {
+      ++assignments[i];
+      nodes[i]->assignment = std::move(a);
+    });
+  }
+  for (int kill = 0; kill < 2; ++kill) {
+    // Somewhere in the round: a random number of the client loop's handlers after the joins.
+    std::uniform_int_distribution<int> handlers(0, 3 * kNodes);
+    for (int h = handlers(random); h > 0 && io.run_one_for(50ms) > 0; --h) {
+    }
+    int assigned_before = 0;
+    for (auto& n : nodes) assigned_before += n->assignment.has_value();
+    RecordProperty("assigned_at_kill_" + std::to_string(kill), assigned_before);
+    daemon.reset();  // SIGKILL, by PID, and reaped
+    daemon = std::make_unique<Daemon>(std::vector<std::string>{"--state-dir", state.path()}, false,
+                                      0, port);
+    ASSERT_EQ(daemon->port(), port) << daemon->text();
+  }
+  ASSERT_TRUE(run_until(
+      io,
+      [&] {
+        for (auto& n : nodes)
+          if (!n->assignment) return false;
+        return true;
+      },
+      90s));
+  std::set<uint32_t> ranks;
+  std::set<uint64_t> rounds;
+  for (int i = 0; i < kNodes; ++i) {
+    EXPECT_EQ(assignments[i], 1) << "node " << i;
+    ASSERT_TRUE(nodes[i]->assignment->ok()) << nodes[i]->assignment->error_message();
+    const RoundAssignment& a = nodes[i]->assignment->value();
+    ranks.insert(a.group_rank);
+    rounds.insert(a.round);
+    EXPECT_EQ(a.group_world_size, static_cast<uint32_t>(kNodes));
+  }
+  EXPECT_EQ(ranks.size(), static_cast<size_t>(kNodes)) << "a group rank was given twice";
+  EXPECT_EQ(*ranks.rbegin(), static_cast<uint32_t>(kNodes - 1));
+  EXPECT_EQ(rounds.size(), 1u) << "the nodes were assigned to different rounds";
 }
 
 // CPU time (user + system) the process has used, from /proc/<pid>/stat, in clock ticks.
