@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -390,6 +391,13 @@ class InitTrafficTest : public ::testing::TestWithParam<Dialect> {};
 
 TEST_P(InitTrafficTest, EveryClientOfAThousandIsReleasedWithTheRightValues) {
   constexpr int kClients = 1024;
+  // Both ends of every connection live in this process: over 2,048 descriptors, more than a
+  // default soft limit of 1,024 (raised to the hard limit, as ddprun raises its own).
+  rlimit limit{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &limit), 0);
+  limit.rlim_cur = limit.rlim_max;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &limit), 0);
+  ASSERT_GE(limit.rlim_cur, rlim_t{2 * kClients + 64}) << "the hard descriptor limit is too low";
   StoreThread server;
   boost::asio::io_context io(1);
   InitTrafficResult result;
