@@ -5,7 +5,8 @@ usage: preload_helpers.py hello            prints "hello from <RANK>" and exits 
                                            template, waits until it is gone, and every rank
                                            exits 3; later attempts write
                                            $DDPRUN_TEST_OUT/after_<RANK>_<restart> and exit 0
-       preload_helpers.py sleep            writes $DDPRUN_TEST_OUT/running_<RANK>, then sleeps
+       preload_helpers.py sleep            writes $DDPRUN_TEST_OUT/running_<RANK> (its pid, whole),
+                                           then sleeps
 """
 import os
 import signal
@@ -67,6 +68,9 @@ elif what == "kill_template":
     with open(os.path.join(out, f"after_{rank}_{restart}"), "w") as f:
         f.write("ok")
 elif what == "sleep":
-    with open(os.path.join(out, f"running_{rank}"), "w") as f:
+    # Written whole, then renamed into place: whoever sees the file reads the whole pid.
+    path = os.path.join(out, f"running_{rank}")
+    with open(path + ".tmp", "w") as f:
         f.write(str(os.getpid()))
+    os.replace(path + ".tmp", path)
     time.sleep(300)
