@@ -31,16 +31,6 @@ double now_unix() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-Request request(Op op, std::vector<std::string> keys, std::vector<std::string> values = {},
-                int64_t delta = 0) {
-  Request r;
-  r.op = op;
-  r.keys = std::move(keys);
-  r.values = std::move(values);
-  r.delta = delta;
-  return r;
-}
-
 asio::awaitable<void> send(tcp::socket& s, const Request& r, Dialect d) {
   const std::string bytes = encode_request(r, d);
   co_await asio::async_write(s, asio::buffer(bytes), asio::use_awaitable);
@@ -57,13 +47,13 @@ asio::awaitable<uint64_t> read_le(tcp::socket& s, size_t size) {
 
 // (Requests are built before each co_await: GCC 12 miscompiles braced temporaries inside one.)
 asio::awaitable<int64_t> add(tcp::socket& s, const std::string& key, Dialect d) {
-  const Request r = request(Op::kAdd, std::vector<std::string>{key}, {}, 1);
+  const Request r = make(Op::kAdd, std::vector<std::string>{key}, {}, 1);
   co_await send(s, r, d);
   co_return static_cast<int64_t>(co_await read_le(s, 8));
 }
 
 asio::awaitable<void> wait_for(tcp::socket& s, const std::string& key, Dialect d) {
-  const Request r = request(Op::kWait, std::vector<std::string>{key});
+  const Request r = make(Op::kWait, std::vector<std::string>{key});
   co_await send(s, r, d);
   co_await read_le(s, 1);  // STOP_WAITING
 }
@@ -87,13 +77,13 @@ asio::awaitable<void> client(tcp::socket s, tcp::endpoint server, int64_t rank, 
         throw std::runtime_error("PING answered with another nonce");
       }
     }
-    const Request own = request(Op::kSet, std::vector<std::string>{"rank/" + std::to_string(rank)},
-                                std::vector<std::string>{"127.0.0.1:29500"});
+    const Request own = make(Op::kSet, std::vector<std::string>{"rank/" + std::to_string(rank)},
+                             std::vector<std::string>{"127.0.0.1:29500"});
     const Request init_done =
-        request(Op::kSet, std::vector<std::string>{"init/done"}, std::vector<std::string>{"1"});
-    const Request get_done = request(Op::kGet, std::vector<std::string>{"init/done"});
+        make(Op::kSet, std::vector<std::string>{"init/done"}, std::vector<std::string>{"1"});
+    const Request get_done = make(Op::kGet, std::vector<std::string>{"init/done"});
     const Request final_done =
-        request(Op::kSet, std::vector<std::string>{"final/done"}, std::vector<std::string>{"1"});
+        make(Op::kSet, std::vector<std::string>{"final/done"}, std::vector<std::string>{"1"});
     co_await send(s, own, d);
     if (co_await add(s, "init/count", d) == run.world) co_await send(s, init_done, d);
     co_await wait_for(s, "init/done", d);
@@ -112,6 +102,15 @@ asio::awaitable<void> client(tcp::socket s, tcp::endpoint server, int64_t rank, 
 }
 
 }  // namespace
+
+Request make(Op op, std::vector<std::string> keys, std::vector<std::string> values, int64_t delta) {
+  Request r;
+  r.op = op;
+  r.keys = std::move(keys);
+  r.values = std::move(values);
+  r.delta = delta;
+  return r;
+}
 
 void start_init_traffic(asio::io_context& io, uint16_t port, Dialect dialect, int64_t world,
                         int64_t first, int count, InitTrafficResult& result) {

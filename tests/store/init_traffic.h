@@ -11,12 +11,17 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 
 #include "store/messages.h"
 
 namespace ddprun::store::testing {
+
+// One query, for encode_request (the store tests build theirs with it too).
+Request make(Op op, std::vector<std::string> keys = {}, std::vector<std::string> values = {},
+             int64_t delta = 0);
 
 struct InitTrafficResult {
   int released = 0;

@@ -22,15 +22,6 @@ bool StoreThread::stats_until(const std::function<bool(const StoreStats&)>& done
   return true;
 }
 
-Request make(Op op, std::vector<std::string> keys, std::vector<std::string> values, int64_t delta) {
-  Request r;
-  r.op = op;
-  r.keys = std::move(keys);
-  r.values = std::move(values);
-  r.delta = delta;
-  return r;
-}
-
 std::unique_ptr<TestClient> TestClient::connect(uint16_t port, Dialect dialect) {
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in addr{};

@@ -21,6 +21,7 @@
 #include "common/posix_fd.h"
 #include "store/codec.h"
 #include "store/server.h"
+#include "tests/store/init_traffic.h"  // make()
 
 namespace ddprun::store::testing {
 
@@ -104,8 +105,5 @@ class TestClient {
   UniqueFd fd_;
   Dialect dialect_;
 };
-
-Request make(Op op, std::vector<std::string> keys = {}, std::vector<std::string> values = {},
-             int64_t delta = 0);
 
 }  // namespace ddprun::store::testing
