@@ -46,8 +46,10 @@ class TorchTest : public MultinodeTest {
     }
   }
 
-  // With `extra` flags on every node (e.g. --preload torch).
-  std::vector<RunResult> run_c10d(int nodes, const std::vector<std::string>& extra = {}) {
+  // Runs `nodes` nodes × kNproc workers of `entry` over c10d (node 1 hosts the rendezvous),
+  // with `extra` flags on every node, to their end; empty when a node could not start.
+  std::vector<RunResult> run_nodes(int nodes, const std::vector<std::string>& extra,
+                                   const std::vector<std::string>& entry) {
     const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
     std::vector<std::unique_ptr<ChildProcess>> children;
     for (int n = 1; n <= nodes; ++n) {
@@ -57,12 +59,18 @@ class TorchTest : public MultinodeTest {
       spec.nproc_per_node = kNproc;
       spec.endpoint = endpoint;
       spec.extra = extra;
-      spec.entry = {mn_worker("allreduce.py")};
+      spec.entry = entry;
       children.push_back(start_node(spec));
       EXPECT_NE(children.back(), nullptr);
       if (!children.back()) return {};
     }
-    auto runs = finish_all(children, deadline_after(120s));
+    return finish_all(children, deadline_after(120s));
+  }
+
+  // The all_reduce job, with `extra` flags on every node (e.g. --preload torch).
+  std::vector<RunResult> run_c10d(int nodes, const std::vector<std::string>& extra = {}) {
+    auto runs = run_nodes(nodes, extra, {mn_worker("allreduce.py")});
+    if (runs.empty()) return runs;
     for (int n = 0; n < nodes; ++n) EXPECT_TRUE(ExitedWith(runs[n], 0)) << "node " << n + 1;
     expect_all_reduced(nodes);
     return runs;
@@ -289,25 +297,14 @@ INSTANTIATE_TEST_SUITE_P(HungBeforeOrAfterItsHeartbeat, TorchHangAcrossNodesTest
 // times (written with each heartbeat) tell it apart. With --straggler_threshold 1.5 both nodes
 // name rank 3, on the same node, and nobody else; the job is not stopped. Without a slow rank,
 // nobody is named, though every rank was measured.
-class TorchStragglerTest : public MultinodeTest {
+class TorchStragglerTest : public TorchTest {
  protected:
   std::vector<RunResult> run_job(int slow_rank, int steps) {
-    const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
-    std::vector<std::unique_ptr<ChildProcess>> nodes;
-    for (int n = 1; n <= 2; ++n) {
-      NodeSpec spec;
-      spec.node = n;
-      spec.nnodes = "2";
-      spec.nproc_per_node = kNproc;
-      spec.endpoint = endpoint;
-      spec.extra = {"--straggler_threshold", "1.5", "--tee", "2"};  // stderr in the failure output
-      spec.entry = {
-          std::string(DDPRUN_TEST_SOURCE_DIR) + "/tests/integration/workers/torch_straggler.py",
-          std::to_string(slow_rank), std::to_string(steps)};
-      nodes.push_back(start_node(spec));
-      if (!nodes.back()) return {};
-    }
-    return finish_all(nodes, deadline_after(120s));
+    // --tee 2: the workers' stderr in the failure output.
+    return run_nodes(
+        2, {"--straggler_threshold", "1.5", "--tee", "2"},
+        {std::string(DDPRUN_TEST_SOURCE_DIR) + "/tests/integration/workers/torch_straggler.py",
+         std::to_string(slow_rank), std::to_string(steps)});
   }
 };
 
