@@ -99,6 +99,7 @@ void JobRegistry::join(Job& job, Peer& peer, const JoinMsg& msg, std::string& no
   l.standby_host = msg.node.master_addr;
   l.standby_port = msg.standby_port;
   if (l.token == 0) l.token = token_rng_() | 1;  // never 0: 0 means "no token"
+  l.join_request = msg.request_id;
   node_id = joining;
   Reply ok;
   ok.request_id = msg.request_id;
@@ -318,10 +319,13 @@ DecisionJournal::StateSource JobRegistry::state_of(const std::string& job_id) co
 std::optional<std::string> JobRegistry::snapshot(const Job& job) const {
   if (!job.round) return std::nullopt;
   std::map<std::string, uint64_t> tokens;
+  std::map<std::string, uint32_t> join_requests;
   for (const auto& [id, link] : job.links) {
-    if (link.token != 0 && job.round->knows(id)) tokens.emplace(id, link.token);
+    if (link.token == 0 || !job.round->knows(id)) continue;
+    tokens.emplace(id, link.token);
+    if (link.join_request != 0) join_requests.emplace(id, link.join_request);
   }
-  return encode_job_snapshot(*job.round, tokens);
+  return encode_job_snapshot(*job.round, tokens, join_requests);
 }
 
 Status JobRegistry::restore(state::StateStore& store, DecisionJournal::FailureHandler on_failure) {
@@ -344,6 +348,14 @@ Status JobRegistry::restore(state::StateStore& store, DecisionJournal::FailureHa
       // What the old server sent is unknown: the node's first push after the restart says
       // where the job is, in case it missed a decision recorded but not yet sent.
       link.delivery = DeliveryLog::restored();
+      if (auto join = snap.join_requests.find(node); join != snap.join_requests.end()) {
+        // A node whose answer the old server never sent joins again with this request id.
+        link.join_request = join->second;
+        Reply answer;
+        answer.request_id = join->second;
+        answer.integer = static_cast<int64_t>(token);
+        link.delivery.remember(answer);
+      }
       if (job->round) {
         if (auto now = job->round->catch_up(node)) link.delivery.record(std::move(*now));
       }

@@ -52,9 +52,10 @@ class JobRegistry {
     explicit Job(const boost::asio::any_io_executor& ex, std::string job_id)
         : id(std::move(job_id)), timer(ex) {}
     struct Link {
-      Peer* peer = nullptr;  // the node's current connection; null while disconnected
-      uint64_t token = 0;    // proves a reconnect is the same node
-      DeliveryLog delivery;  // pushes not yet acknowledged, answers to recent requests
+      Peer* peer = nullptr;       // the node's current connection; null while disconnected
+      uint64_t token = 0;         // proves a reconnect is the same node
+      uint32_t join_request = 0;  // the join that made it a member (kept in the state store)
+      DeliveryLog delivery;       // pushes not yet acknowledged, answers to recent requests
       // The node's latest progress report, for the round it was sent in.
       std::vector<RankProgressEntry> progress;
       uint64_t progress_round = 0;

@@ -174,8 +174,10 @@ struct RoundStateCodec {
 };
 
 std::string encode_job_snapshot(const RoundState& round,
-                                const std::map<std::string, uint64_t>& tokens) {
+                                const std::map<std::string, uint64_t>& tokens,
+                                const std::map<std::string, uint32_t>& join_requests) {
   json j = {{"v", kFormatVersion}, {"round", RoundStateCodec::to_json(round)}, {"tokens", tokens}};
+  if (!join_requests.empty()) j["join_requests"] = join_requests;
   return j.dump();
 }
 
@@ -201,6 +203,9 @@ Result<JobSnapshot> decode_job_snapshot(const std::string& job_id, const std::st
       out.round.emplace(RoundStateCodec::from_json(job_id, j["round"], version, now));
     }
     out.tokens = j.at("tokens").get<std::map<std::string, uint64_t>>();
+    if (j.contains("join_requests")) {
+      out.join_requests = j["join_requests"].get<std::map<std::string, uint32_t>>();
+    }
     return out;
   } catch (const std::exception& e) {
     return bad(e.what());

@@ -25,10 +25,16 @@ namespace ddprun::rdzv {
 struct JobSnapshot {
   std::optional<RoundState> round;         // nullopt: no node has joined yet
   std::map<std::string, uint64_t> tokens;  // node id -> membership token
+  // node id -> the request id of the join that made it a member, so that the join sent again
+  // by a node that never got its answer (the server was killed first) is answered again after
+  // the restart instead of being taken for a restarted node (which restarts the job). Absent
+  // in state written before it was kept ("join_requests" is optional in format 2).
+  std::map<std::string, uint32_t> join_requests;
 };
 
 std::string encode_job_snapshot(const RoundState& round,
-                                const std::map<std::string, uint64_t>& tokens);
+                                const std::map<std::string, uint64_t>& tokens,
+                                const std::map<std::string, uint32_t>& join_requests = {});
 // Errors (kMalformed, or kRefused for a newer format) name the job and what is wrong.
 Result<JobSnapshot> decode_job_snapshot(const std::string& job_id, const std::string& bytes,
                                         SteadyTime now);
