@@ -70,6 +70,8 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
   LauncherFlags flags;
   CLI::App app{kAbout, "ddprun"};
   app.footer("usage: ddprun [--config job.yaml] [options] <script|module|executable> [args...]");
+  // Installed copies (pip, the Debian package) say which release they are.
+  app.set_version_flag("--version", std::string("ddprun ") + DDPRUN_VERSION);
   if (Status declared = table.declare(app, flags); !declared) {
     return usage_error(declared.message());
   }
@@ -90,6 +92,9 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     parsed.output = app.help();
+    return parsed;
+  } catch (const CLI::CallForVersion& version) {
+    parsed.output = version.what();
     return parsed;
   } catch (const CLI::ParseError& e) {
     return usage_error(e.what());

@@ -12,7 +12,7 @@ namespace ddprun::launcher {
 
 struct ParsedCommandLine {
   std::optional<LaunchConfig> config;  // set when the job should run
-  int exit_code = 0;                   // otherwise: 0 for --help, 2 for a usage error
+  int exit_code = 0;                   // otherwise: 0 for --help/--version, 2 for a usage error
   std::string output;                  // help text, or the error naming the problem
 };
 

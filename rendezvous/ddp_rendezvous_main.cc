@@ -249,6 +249,7 @@ int usage_error(const std::string& message) {
 
 int main(int argc, char** argv) {
   CLI::App app{"ddp-rendezvous: rendezvous server for ddprun jobs (many jobs, one daemon)"};
+  app.set_version_flag("--version", std::string("ddp-rendezvous ") + DDPRUN_VERSION);
   const auto& table = ddprun::rdzv::daemon_flag_table();
   DaemonFlags flags;
   if (ddprun::Status s = table.declare(app, flags); !s) return usage_error(s.message());

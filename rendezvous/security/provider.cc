@@ -14,6 +14,11 @@ namespace ddprun::rdzv {
 namespace {
 
 constexpr const char* kModuleName = "libddprun_security.so";
+#ifdef DDPRUN_SECURITY_MODULE_FROM_BINDIR
+constexpr const char* kModuleFromProgramDir = DDPRUN_SECURITY_MODULE_FROM_BINDIR;
+#else
+constexpr const char* kModuleFromProgramDir = "../lib/ddprun";
+#endif
 
 std::string program_dir() {
   std::error_code ec;
@@ -29,8 +34,10 @@ std::vector<std::string> candidates() {
     paths.emplace_back(chosen);
     return paths;
   }
+  // Relative first: a relocated install (a wheel in any environment, a package built with
+  // another prefix than its build) finds its own module, not another install's.
   if (const std::string dir = program_dir(); !dir.empty()) {
-    paths.push_back(dir + "/../lib/ddprun/" + kModuleName);
+    paths.push_back(dir + "/" + kModuleFromProgramDir + "/" + kModuleName);
   }
 #ifdef DDPRUN_SECURITY_MODULE_INSTALLED
   paths.emplace_back(DDPRUN_SECURITY_MODULE_INSTALLED);

@@ -4,8 +4,10 @@
 // about 1.7 MB of RSS (their own relocations, before any use) in the many runs that use
 // neither; loaded on demand they cost nothing there.
 //
-// The module is looked for next to an installed program (<prefix>/lib/ddprun/) and where the
-// build put it; DDPRUN_SECURITY_MODULE names another file.
+// The module is looked for relative to the running program (<prefix>/<libdir>/ddprun/ from
+// <prefix>/bin/, as `cmake --install`, the Debian package and the wheel put it), then where
+// this configuration installs it and where the build put it; DDPRUN_SECURITY_MODULE names
+// another file.
 #pragma once
 
 #include <array>

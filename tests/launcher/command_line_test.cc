@@ -331,6 +331,13 @@ TEST_F(CommandLineTest, HelpExitsZeroWithText) {
   EXPECT_NE(parsed.output.find("--nproc_per_node"), std::string::npos);
 }
 
+TEST_F(CommandLineTest, VersionExitsZeroNamingTheRelease) {
+  auto parsed = parse_command_line({"--version"});
+  EXPECT_FALSE(parsed.config);
+  EXPECT_EQ(parsed.exit_code, 0);
+  EXPECT_EQ(parsed.output.rfind("ddprun ", 0), 0u) << parsed.output;
+}
+
 TEST(ValueParsers, NprocKeywords) {
   EXPECT_GE(parse_nproc_per_node("cpu").value(), 1);
   EXPECT_GE(parse_nproc_per_node("auto").value(), 1);

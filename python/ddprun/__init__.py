@@ -1,0 +1,33 @@
+"""ddprun, installed from its wheel: the native ``ddprun`` and ``ddp-rendezvous`` programs live
+in the environment's ``bin/`` (the wheel's scripts); this package only finds them, so that
+``python -m ddprun ...`` runs the same launcher as ``ddprun ...``."""
+
+import os
+import sys
+import sysconfig
+
+__all__ = ["executable"]
+
+
+def executable(name: str = "ddprun") -> str:
+    """The path of the installed program `name` (``ddprun`` or ``ddp-rendezvous``).
+
+    Looked for where pip put the wheel's scripts for this interpreter's install scheme (the
+    environment's bin/, or ~/.local/bin for a --user install), then beside the interpreter.
+    Raises FileNotFoundError naming the places looked at."""
+    places = []
+    for scheme in (None, f"{os.name}_user"):
+        try:
+            scripts = sysconfig.get_path("scripts", scheme) if scheme else sysconfig.get_path("scripts")
+        except KeyError:
+            continue
+        if scripts and scripts not in places:
+            places.append(scripts)
+    beside = os.path.dirname(sys.executable)
+    if beside not in places:
+        places.append(beside)
+    for place in places:
+        candidate = os.path.join(place, name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    raise FileNotFoundError(f"{name} is not installed in {', '.join(places)}: reinstall the ddprun wheel")
