@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds (GCC), and runs the whole test suite (what CI runs). Then: the
-# worker SDK against LibTorch 2.x; the in-process tests once more under AddressSanitizer and
-# UBSan; the programs built with clang 14 and the style checks (scripts/lint.sh: clang-format,
-# clang-tidy); the fuzz targets (clang) for a few seconds each.
+# wheel and the Debian package (tests/packaging/); the worker SDK against LibTorch 2.x; the
+# in-process tests once more under AddressSanitizer and UBSan; the programs built with clang 14
+# and the style checks (scripts/lint.sh: clang-format, clang-tidy); the fuzz targets (clang)
+# for a few seconds each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_DIR=build DDPRUN_CMAKE_ARGS="-DDDPRUN_BUILD_BENCH=OFF" scripts/setup.sh
 ctest --test-dir build --output-on-failure -j2 --timeout 300
+
+# The packages (issue 26, docs/packaging.md): the wheel built by pip (its own CMake build,
+# build-wheel/, kept between runs) and run in a fresh venv with torch 2.x; the Debian
+# package made by CPack from build/ (no compiling), installed, verified and purged.
+if [ "${DDPRUN_SKIP_PACKAGING:-0}" != 1 ]; then
+  echo "== packaging: the wheel, the Debian package =="
+  tests/packaging/test_wheel.sh
+  tests/packaging/test_deb.sh build
+fi
 
 # The worker SDK against LibTorch 2.x (the PyTorch 2.x wheel of .venv/torch2, NCCL path
 # compiled in): its own build directory, then its whole test suite on CPU/Gloo.

@@ -27,6 +27,7 @@ PACKAGES=(
   libsqlite3-dev etcd-server libssl-dev openssl iproute2 util-linux
   libtorch-dev libgloo-dev python3-torch python3-venv dataset-fashion-mnist
   prometheus
+  dpkg-dev lintian adduser
 )
 # libclang-rt-14-dev holds libFuzzer and the sanitizer runtimes; clang-14 only recommends it.
 if [ "${WITH_CLANG:-0}" = 1 ] || [ "${WITH_FUZZ:-0}" = 1 ]; then

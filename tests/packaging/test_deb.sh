@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The Debian package (issue 26, docs/packaging.md): made by CPack from a build's install
+# rules, inspected (dpkg-deb, lintian), installed with apt on this machine, its units checked
+# with systemd-analyze verify, ddprun run from /usr/bin, then removed and purged: nothing of
+# it may be left, and the machine is left as it was found, failure or not.
+#
+#   tests/packaging/test_deb.sh [BUILD_DIR]   (default: build; its programs must be built)
+#
+# Needs root (apt, a system user): without it, or without dpkg/apt/cpack, it says so and
+# skips. It also skips when a ddprun package or a ddprun user is already on the machine: the
+# test would take away what it did not make.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=$(realpath "${1:-build}")
+skip() { echo "test_deb: skipped: $*"; exit 0; }
+fail() { echo "test_deb: FAIL: $*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || skip "not root (apt install and a system user need it)"
+for tool in dpkg dpkg-deb apt-get cpack lintian systemd-analyze; do
+  command -v "$tool" >/dev/null || skip "$tool is missing (scripts/setup.sh installs it)"
+done
+[ -f "$build/CPackConfig.cmake" ] || fail "$build has no CPackConfig.cmake (configure it first)"
+if dpkg-query -W -f='${Status}' ddprun 2>/dev/null | grep -q "installed"; then
+  skip "a ddprun package is already installed"
+fi
+getent passwd ddprun >/dev/null && skip "a ddprun user already exists"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/ddprun-deb.XXXXXX")
+cleanup() {
+  # Whatever happened, the package and what its postinst made go.
+  if dpkg-query -W -f='${Status}' ddprun 2>/dev/null | grep -q "install"; then
+    DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq ddprun >/dev/null 2>&1 || dpkg --purge ddprun || true
+  fi
+  if getent passwd ddprun >/dev/null; then userdel ddprun || true; fi
+  if getent group ddprun >/dev/null; then groupdel ddprun || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+echo "== cpack -G DEB ($build) =="
+started=$SECONDS
+cpack --config "$build/CPackConfig.cmake" -G DEB -B "$work/pkg" >"$work/cpack.log" 2>&1 ||
+  { cat "$work/cpack.log"; fail "cpack"; }
+echo "packages made in $((SECONDS - started)) s"
+debs=("$work"/pkg/ddprun_*.deb)
+[ -f "${debs[0]}" ] || fail "no ddprun_*.deb in $work/pkg"
+deb=${debs[0]}
+
+echo "== $(basename "$deb") =="
+dpkg-deb --info "$deb" | sed -n '/Package:/,$p'
+dpkg-deb --contents "$deb" | awk '{print $6}' >"$work/contents"
+for path in ./usr/bin/ddprun ./usr/bin/ddp-rendezvous ./usr/lib/ddprun/libddprun_security.so \
+  ./lib/systemd/system/ddp-rendezvous.service ./lib/systemd/system/ddprun-agent@.service \
+  ./usr/share/doc/ddprun/examples/single-node.yaml ./usr/share/doc/ddprun/copyright \
+  ./usr/share/doc/ddprun/changelog.Debian.gz; do
+  grep -qxF "$path" "$work/contents" || fail "$path is not in the package"
+done
+dpkg-deb --field "$deb" Depends | grep -q adduser || fail "Depends lacks adduser"
+
+echo "== lintian =="
+for package in "$work"/pkg/*.deb; do
+  # Errors and warnings fail; each tag the package keeps is overridden in the package with
+  # the reason (packaging/deb/lintian-overrides, docs/packaging.md).
+  lintian --fail-on error,warning --display-info "$package" || fail "lintian: $(basename "$package")"
+done
+
+echo "== apt install =="
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$deb" >"$work/apt.log" 2>&1 ||
+  { cat "$work/apt.log"; fail "apt-get install"; }
+dpkg -L ddprun >"$work/installed"
+getent passwd ddprun >/dev/null || fail "postinst made no ddprun user"
+[ "$(/usr/bin/ddprun --version)" = "ddprun $(dpkg-query -W -f='${Version}' ddprun | cut -d- -f1)" ] ||
+  fail "/usr/bin/ddprun --version: $(/usr/bin/ddprun --version)"
+/usr/bin/ddp-rendezvous --version
+# Installed, not enabled: nothing links to the units.
+if find /etc/systemd/system -name 'ddp*' | grep -q .; then fail "the package enabled a unit"; fi
+# The template is verified as an instance of it.
+(cd "$work" && cp /lib/systemd/system/ddprun-agent@.service "ddprun-agent@check.service" &&
+  systemd-analyze verify /lib/systemd/system/ddp-rendezvous.service \
+    "$work/ddprun-agent@check.service") || fail "systemd-analyze verify"
+
+echo "== apt remove, apt purge =="
+DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq ddprun >/dev/null
+[ ! -e /usr/bin/ddprun ] || fail "/usr/bin/ddprun left after apt remove"
+DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq ddprun >/dev/null
+! dpkg-query -W -f='${Status}' ddprun 2>/dev/null | grep -q "install" || fail "ddprun still known to dpkg"
+getent passwd ddprun >/dev/null && fail "the ddprun user is left after purge"
+getent group ddprun >/dev/null && fail "the ddprun group is left after purge"
+# Every file and every directory of its own (not /usr, /usr/bin, ...) is gone.
+while read -r path; do
+  if [ -d "$path" ] && [ ! -L "$path" ]; then
+    case "$path" in /usr/lib/ddprun* | /usr/share/doc/ddprun*) ;; *) continue ;; esac
+  fi
+  [ ! -e "$path" ] || fail "$path is left after purge"
+done <"$work/installed"
+echo "test_deb: ok"
