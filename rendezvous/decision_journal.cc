@@ -35,7 +35,7 @@ void DecisionJournal::start_save(const std::string& job_id) {
   std::vector<std::function<void()>> batch = std::move(queue.next);
   queue.next.clear();
   ++saves_;
-  store_->save(job_id, queue.state ? queue.state() : std::nullopt,
+  store_->save(job_id, queue.state ? queue.state() : state::JobChange{},
                [this, alive = alive_, job_id, batch = std::move(batch)](const Status& s) {
                  if (!*alive) return;
                  saved(job_id, s, batch);

@@ -9,10 +9,10 @@
 // delivered, and the owner is told once (the daemon exits; agents reconnect to its successor).
 //
 // Group commit: a job has at most one save in flight. Decisions recorded meanwhile wait
-// together for the next save, which writes the job's state as it is then (states are whole,
-// so the one write covers them all), read from the caller only when that save starts. So the
-// writes of a burst of N decisions (N nodes joining one round) follow the store's speed, not
-// N: without this, each decision encoded and wrote the whole job, O(N) each, O(N²) a round.
+// together for the next save, which writes what changed in the job since the save before
+// (the caller's source gives that change only when the save starts, so one write covers them
+// all). So the writes of a burst of N decisions (N nodes joining one round) follow the
+// store's speed, not N, and each writes only the nodes that changed: a round costs O(N).
 //
 // Thread-safety: none; the server's io_context thread, like the registry that owns it.
 #pragma once
@@ -46,11 +46,12 @@ class DecisionJournal {
   void detach();
   bool recording() const { return store_ != nullptr; }
 
-  // The job's state to record now (nullopt: forget the job).
-  using StateSource = std::function<std::optional<std::string>()>;
+  // What changed in the job since the source was last called (a change without a job record:
+  // forget the job). Called once per save, when the save starts.
+  using StateSource = std::function<state::JobChange()>;
 
-  // Records `job_id`'s state, as `state` gives it when its save starts (at once, or after the
-  // save in flight), and runs `deliver` once that state is durable; at once when not
+  // Records `job_id`'s change, as `state` gives it when its save starts (at once, or after the
+  // save in flight), and runs `deliver` once that change is durable; at once when not
   // recording. `deliver` may be empty. The latest `state` of a job is the one used.
   void record(const std::string& job_id, StateSource state, std::function<void()> deliver);
 

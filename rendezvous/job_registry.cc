@@ -100,6 +100,7 @@ void JobRegistry::join(Job& job, Peer& peer, const JoinMsg& msg, std::string& no
   l.standby_port = msg.standby_port;
   if (l.token == 0) l.token = token_rng_() | 1;  // never 0: 0 means "no token"
   l.join_request = msg.request_id;
+  job.round->mark_changed(joining);  // its token and join request are in its record
   node_id = joining;
   Reply ok;
   ok.request_id = msg.request_id;
@@ -302,30 +303,39 @@ void JobRegistry::commit(Job& job, Peer* reply_to, const std::string& reply_node
     dispatch(j, decisions);
     after_change(j, prune_links);
   };
-  if (!journal_.recording()) return deliver();
+  if (!journal_.recording()) {
+    if (job.round) job.round->take_changed_nodes();  // nothing keeps them: forget at once
+    return deliver();
+  }
   journal_.record(job.id, state_of(job.id), std::move(deliver));
   schedule(job);  // the deadlines move now; the pushes wait for the record
 }
 
 // Read when the journal saves, not when the decision is made: one save covers every decision
 // made while the previous one was in flight. A job erased meanwhile is forgotten.
-DecisionJournal::StateSource JobRegistry::state_of(const std::string& job_id) const {
-  return [this, job_id]() -> std::optional<std::string> {
+DecisionJournal::StateSource JobRegistry::state_of(const std::string& job_id) {
+  return [this, job_id]() -> state::JobChange {
     auto it = jobs_.find(job_id);
-    return it == jobs_.end() ? std::nullopt : snapshot(*it->second);
+    return it == jobs_.end() ? state::JobChange{} : changes(*it->second);
   };
 }
 
-std::optional<std::string> JobRegistry::snapshot(const Job& job) const {
-  if (!job.round) return std::nullopt;
-  std::map<std::string, uint64_t> tokens;
-  std::map<std::string, uint32_t> join_requests;
-  for (const auto& [id, link] : job.links) {
-    if (link.token == 0 || !job.round->knows(id)) continue;
-    tokens.emplace(id, link.token);
-    if (link.join_request != 0) join_requests.emplace(id, link.join_request);
+state::JobChange JobRegistry::changes(Job& job) {
+  state::JobChange change;
+  if (!job.round) return change;  // no round: nothing to keep
+  change.job = encode_job_record(*job.round);
+  for (std::string& id : job.round->take_changed_nodes()) {
+    if (!job.round->knows(id)) {
+      change.nodes.emplace(std::move(id), std::nullopt);
+      continue;
+    }
+    auto link = job.links.find(id);
+    const bool linked = link != job.links.end();
+    std::string record = encode_node_record(*job.round, id, linked ? link->second.token : 0,
+                                            linked ? link->second.join_request : 0);
+    change.nodes.emplace(std::move(id), std::move(record));
   }
-  return encode_job_snapshot(*job.round, tokens, join_requests);
+  return change;
 }
 
 Status JobRegistry::restore(state::StateStore& store, DecisionJournal::FailureHandler on_failure) {
@@ -342,6 +352,10 @@ Status JobRegistry::restore(state::StateStore& store, DecisionJournal::FailureHa
     auto& job = jobs_[id];
     job = std::make_unique<Job>(executor_, id);
     if (snap.round) job->round.emplace(std::move(*snap.round));
+    if (job->round && snap.whole_record) {
+      // Its nodes are inside the old job record: the first save gives each a record of its own.
+      for (const auto& node : job->round->snapshot().nodes) job->round->mark_changed(node.node_id);
+    }
     for (const auto& [node, token] : snap.tokens) {
       Job::Link& link = job->links[node];
       link.token = token;

@@ -155,8 +155,9 @@ class JobRegistry {
                                const JoinMsg& msg, std::string& node_id);
   // `peer` becomes the node's connection; an older one is closed.
   void take_over(Job::Link& link, Peer& peer, const std::string& node_id);
-  std::optional<std::string> snapshot(const Job& job) const;
-  DecisionJournal::StateSource state_of(const std::string& job_id) const;
+  // What changed in the job since the last call: its record and the nodes that changed.
+  state::JobChange changes(Job& job);
+  DecisionJournal::StateSource state_of(const std::string& job_id);
   void dispatch(Job& job, const Decisions& decisions);
   void name_successor(const Job& job, Decisions& decisions) const;
   void after_change(Job& job, bool prune_links);

@@ -6,8 +6,10 @@
 namespace ddprun::rdzv {
 
 namespace {
-// Format 2 stores enums by name; format 1 (read, never written) stored their integers.
-constexpr int kFormatVersion = 2;
+// Format 3 stores the job's record and one record per node; format 2 (read, never written)
+// kept the nodes inside the job's record; it stores enums by name, where format 1 (read too)
+// stored their integers.
+constexpr int kFormatVersion = 3;
 using json = nlohmann::json;
 
 // One stored enum value: its name (format 2) and the integer format 1 stored. Both are pinned
@@ -121,9 +123,8 @@ struct RoundStateCodec {
     return r;
   }
 
-  static json to_json(const RoundState& s) {
-    json nodes = json::object();
-    for (const auto& [id, rec] : s.nodes_) nodes[id] = node_to_json(rec);
+  // The round's own fields; with `with_nodes`, its nodes too (format 2's whole record).
+  static json to_json(const RoundState& s, bool with_nodes) {
     json out = {{"options", options_to_json(s.options_)},
                 {"phase", stored_name(s.phase_, kPhases)},
                 {"round", s.round_},
@@ -131,8 +132,12 @@ struct RoundStateCodec {
                 {"next_join_seq", s.next_join_seq_},
                 {"expected_total", s.expected_total_},
                 {"min_reached", s.min_reached_at_.has_value()},
-                {"barrier", s.barrier_deadline_.has_value()},
-                {"nodes", std::move(nodes)}};
+                {"barrier", s.barrier_deadline_.has_value()}};
+    if (with_nodes) {
+      json nodes = json::object();
+      for (const auto& [id, rec] : s.nodes_) nodes[id] = node_to_json(rec);
+      out["nodes"] = std::move(nodes);
+    }
     if (s.failure_) {
       out["failure"] = {{"reason", stored_name(s.failure_->reason, kFailureReasons)},
                         {"message", s.failure_->message},
@@ -159,56 +164,109 @@ struct RoundStateCodec {
           stored_value(f.at("reason"), version, kFailureReasons, "the job's failure reason"),
           f.at("message"), f.at("report"), f.at("exit_code")};
     }
-    for (const auto& [id, n] : j.at("nodes").items()) {
-      RoundState::NodeRecord rec = node_from_json(id, n, version);
-      // Nobody is connected to a daemon that just started: each node has heartbeat_timeout to
-      // resume, as if its connection had dropped now (without the restart that detach() makes:
-      // the daemon died, not the node).
-      rec.grace_deadline = now + s.options_.heartbeat_timeout;
-      s.graces_.emplace(*rec.grace_deadline, id);
-      s.count_node(rec, +1);
-      s.nodes_.emplace(id, std::move(rec));
+    if (j.contains("nodes")) {  // format 1 and 2: the nodes inside the job's record
+      for (const auto& [id, n] : j.at("nodes").items()) add_node(s, id, n, version, now);
     }
     return s;
   }
+
+  // Adds a stored node to a state being rebuilt.
+  static void add_node(RoundState& s, const std::string& id, const json& n, int version,
+                       SteadyTime now) {
+    RoundState::NodeRecord rec = node_from_json(id, n, version);
+    // Nobody is connected to a daemon that just started: each node has heartbeat_timeout to
+    // resume, as if its connection had dropped now (without the restart that detach() makes:
+    // the daemon died, not the node).
+    rec.grace_deadline = now + s.options_.heartbeat_timeout;
+    s.graces_.emplace(*rec.grace_deadline, id);
+    s.count_node(rec, +1);
+    s.nodes_.emplace(id, std::move(rec));
+  }
+
+  static json node_json(const RoundState& s, const std::string& id) {
+    return node_to_json(s.nodes_.at(id));
+  }
 };
 
-std::string encode_job_snapshot(const RoundState& round,
-                                const std::map<std::string, uint64_t>& tokens,
-                                const std::map<std::string, uint32_t>& join_requests) {
-  json j = {{"v", kFormatVersion}, {"round", RoundStateCodec::to_json(round)}, {"tokens", tokens}};
-  if (!join_requests.empty()) j["join_requests"] = join_requests;
-  return j.dump();
+namespace {
+json job_json(const RoundState& round) {
+  json j = {{"v", kFormatVersion}, {"round", RoundStateCodec::to_json(round, false)}};
+  return j;
+}
+}  // namespace
+
+std::string encode_job_record(const RoundState& round) { return job_json(round).dump(); }
+
+std::string encode_node_record(const RoundState& round, const std::string& node_id, uint64_t token,
+                               uint32_t join_request) {
+  json n = RoundStateCodec::node_json(round, node_id);
+  n["v"] = kFormatVersion;
+  if (token != 0) n["token"] = token;
+  if (join_request != 0) n["join_request"] = join_request;
+  return n.dump();
 }
 
-Result<JobSnapshot> decode_job_snapshot(const std::string& job_id, const std::string& bytes,
+state::StoredJob encode_job_snapshot(const RoundState& round,
+                                     const std::map<std::string, uint64_t>& tokens,
+                                     const std::map<std::string, uint32_t>& join_requests) {
+  state::StoredJob out;
+  out.job = encode_job_record(round);
+  for (const auto& node : round.snapshot().nodes) {
+    auto token = tokens.find(node.node_id);
+    auto join = join_requests.find(node.node_id);
+    out.nodes.emplace(
+        node.node_id,
+        encode_node_record(round, node.node_id, token == tokens.end() ? 0 : token->second,
+                           join == join_requests.end() ? 0 : join->second));
+  }
+  return out;
+}
+
+Result<JobSnapshot> decode_job_snapshot(const std::string& job_id, const state::StoredJob& stored,
                                         SteadyTime now) {
   auto bad = [&](const std::string& why) {
     return Status::malformed(
         fmt::format("the stored state of job '{}' is unreadable: {}", job_id, why));
   };
-  const json j = json::parse(bytes, nullptr, /*allow_exceptions=*/false);
+  auto newer = [&](int version) {
+    return Status::refused(fmt::format(
+        "the stored state of job '{}' was written by a newer ddp-rendezvous (format {}; this "
+        "build reads up to {})",
+        job_id, version, kFormatVersion));
+  };
+  const json j = json::parse(stored.job, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+  std::string where = "the job's record";
   try {
     const int version = j.at("v");
     if (version < 1) return bad(fmt::format("unknown format {}", version));
-    if (version > kFormatVersion) {
-      return Status::refused(fmt::format(
-          "the stored state of job '{}' was written by a newer ddp-rendezvous (format {}; this "
-          "build reads up to {})",
-          job_id, version, kFormatVersion));
-    }
+    if (version > kFormatVersion) return newer(version);
     JobSnapshot out;
+    out.whole_record = version < 3;
     if (j.contains("round")) {
       out.round.emplace(RoundStateCodec::from_json(job_id, j["round"], version, now));
     }
-    out.tokens = j.at("tokens").get<std::map<std::string, uint64_t>>();
+    if (j.contains("tokens")) {  // formats 1 and 2
+      out.tokens = j.at("tokens").get<std::map<std::string, uint64_t>>();
+    }
     if (j.contains("join_requests")) {
       out.join_requests = j["join_requests"].get<std::map<std::string, uint32_t>>();
     }
+    for (const auto& [id, bytes] : stored.nodes) {
+      where = fmt::format("node '{}'", id);
+      const json n = json::parse(bytes, nullptr, /*allow_exceptions=*/false);
+      if (n.is_discarded() || !n.is_object()) return bad(where + ": not a JSON object");
+      const int node_version = n.at("v");
+      if (node_version > kFormatVersion) return newer(node_version);
+      if (node_version < 3) return bad(fmt::format("{}: unknown format {}", where, node_version));
+      if (!out.round) return bad(where + " is stored for a job without a round");
+      RoundStateCodec::add_node(*out.round, id, n, node_version, now);
+      if (n.contains("token")) out.tokens[id] = n["token"].get<uint64_t>();
+      if (n.contains("join_request")) out.join_requests[id] = n["join_request"].get<uint32_t>();
+    }
     return out;
   } catch (const std::exception& e) {
-    return bad(e.what());
+    return bad(where + ": " + e.what());
   }
 }
 

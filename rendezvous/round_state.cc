@@ -39,9 +39,11 @@ Result<Decisions> RoundState::join(const NodeInfo& node, const JobOptions& asked
   auto [it, inserted] = nodes_.try_emplace(node.node_id);
   NodeRecord& rec = it->second;
   if (!inserted && (rec.state == NodeState::kPending || rec.state == NodeState::kStandby)) {
+    if (!(rec.info == node)) changed_.insert(node.node_id);
     rec.info = node;  // a repeated join while waiting: idempotent
     return out;
   }
+  changed_.insert(node.node_id);
   rec.info = node;
   rec.join_seq = next_join_seq_++;
   if (inserted) rec.state = NodeState::kIdle;  // idle and not expected: in no count yet
@@ -54,6 +56,9 @@ Result<Decisions> RoundState::join(const NodeInfo& node, const JobOptions& asked
 }
 
 void RoundState::set_node(NodeRecord& rec, NodeState state, bool expected, bool succeeded) {
+  if (rec.state != state || rec.expected != expected || rec.succeeded != succeeded) {
+    changed_.insert(rec.info.node_id);
+  }
   count_node(rec, -1);
   rec.state = state;
   rec.expected = expected;
@@ -200,6 +205,7 @@ void RoundState::close_round(Decisions& out) {
   for (auto& [rank, rec] : ranks) {
     set_node(*rec, NodeState::kMember, rec->expected, /*succeeded=*/false);
     rec->last_group_rank = rank;
+    changed_.insert(rec->info.node_id);
     RoundAssigned a{job_id_,
                     round_,
                     rank,
@@ -221,6 +227,16 @@ void RoundState::close_round(Decisions& out) {
   expected_total_ = 0;
   min_reached_at_.reset();
   phase_ = Phase::kRunning;
+}
+
+std::vector<std::string> RoundState::take_changed_nodes() {
+  std::vector<std::string> out(changed_.begin(), changed_.end());
+  changed_.clear();
+  return out;
+}
+
+void RoundState::mark_changed(const std::string& node_id) {
+  if (nodes_.contains(node_id)) changed_.insert(node_id);
 }
 
 std::optional<Push> RoundState::catch_up(const std::string& node_id) const {
@@ -317,6 +333,7 @@ void RoundState::drop(const std::string& node_id, SteadyTime now, const std::str
   NodeRecord rec = std::move(it->second);
   count_node(rec, -1);
   nodes_.erase(it);
+  changed_.insert(node_id);
   if (rec.grace_deadline) graces_.erase({*rec.grace_deadline, node_id});
   if (finished()) return;
   switch (rec.state) {

@@ -34,6 +34,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -129,6 +130,14 @@ class RoundState {
   };
   Snapshot snapshot() const;
 
+  // The nodes whose stored fields (job_snapshot.h: info, state, join order, group rank,
+  // expected, succeeded; or the node itself, added or removed) changed since the last call:
+  // what a save must write (issue 25: a save writes what changed, not the whole job).
+  std::vector<std::string> take_changed_nodes();
+  // Marks a node changed for a reason outside the round (its membership token, kept by the
+  // registry). Unknown nodes are ignored.
+  void mark_changed(const std::string& node_id);
+
  private:
   enum class NodeState {
     kIdle,     // known, not in a round: a previous member that has not re-joined yet
@@ -175,6 +184,7 @@ class RoundState {
   uint64_t next_join_seq_ = 0;
   std::unordered_map<std::string, NodeRecord> nodes_;
   std::set<std::pair<SteadyTime, std::string>> graces_;  // detached nodes by drop deadline
+  std::unordered_set<std::string> changed_;              // since take_changed_nodes(); see there
 
   // Counts over nodes_, kept by set_node() and count_node() only (never assigned elsewhere):
   //   pending_count_    nodes in kPending          member_count_      nodes in kMember

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <boost/asio/post.hpp>
 
+#include "rendezvous/state/etcd_records.h"
+
 namespace ddprun::rdzv::state {
 
 EtcdStateStore::EtcdStateStore(std::shared_ptr<EtcdClient> client, EtcdStateStoreOptions options)
@@ -18,7 +20,7 @@ std::string EtcdStateStore::describe() const {
                      keys_.jobs_prefix());
 }
 
-Result<std::map<std::string, std::string>> EtcdStateStore::load_all() {
+Result<std::map<std::string, StoredJob>> EtcdStateStore::load_all() {
   // A private loop and client: load_all may be called from a handler on the owner's loop,
   // which must not be run re-entrantly. The private client starts at the member that answered
   // the shared one last.
@@ -30,7 +32,7 @@ Result<std::map<std::string, std::string>> EtcdStateStore::load_all() {
   auto client = std::make_shared<EtcdClient>(io, std::move(o));
   const std::string prefix = keys_.jobs_prefix();
   etcd::RangeRequest request{prefix, etcd::prefix_range_end(prefix), options_.load_page_size, 0};
-  std::map<std::string, std::string> jobs;
+  std::map<std::string, StoredJob> jobs;
   for (;;) {
     std::optional<Result<etcd::RangeResponse>> page;
     client->range(request, [&](Result<etcd::RangeResponse> r) { page = std::move(r); });
@@ -38,17 +40,26 @@ Result<std::map<std::string, std::string>> EtcdStateStore::load_all() {
     io.restart();
     if (!page) return Status::error("etcd range ended without an answer");
     if (!*page) return page->status().with_context("loading the rendezvous state from etcd");
-    for (auto& kv : (*page)->kvs) jobs[kv.key.substr(prefix.size())] = std::move(kv.value);
+    for (auto& kv : (*page)->kvs) {
+      std::string job_id = kv.key.substr(prefix.size());
+      auto stored = decode_job_records(kv.value);
+      if (!stored) return stored.status().with_context(fmt::format("etcd key {}", kv.key));
+      jobs[std::move(job_id)] = std::move(*stored);
+    }
     if (!(*page)->more || (*page)->kvs.empty()) break;
     // The next page at the same revision, from just after the last key.
     request.revision = (*page)->revision;
     request.key = (*page)->kvs.back().key + '\0';
   }
+  jobs_ = jobs;
   return jobs;
 }
 
-void EtcdStateStore::save(std::string job_id, std::optional<std::string> state,
-                          std::function<void(Status)> done) {
+void EtcdStateStore::save(std::string job_id, JobChange change, std::function<void(Status)> done) {
+  apply_change(jobs_, job_id, std::move(change));
+  auto job = jobs_.find(job_id);
+  std::optional<std::string> state;
+  if (job != jobs_.end()) state = encode_job_records(job->second);
   if (state && state->size() > options_.max_state_bytes) {
     Status too_big = Status::refused(fmt::format(
         "the state of job '{}' is {} bytes, more than the {} bytes an etcd state store accepts",

@@ -1,12 +1,19 @@
-// The StateStore that replicas share: one etcd key per job under /ddprun/<cluster>/jobs/.
-// A save is one put (or delete), or, once fenced, one transaction that writes only if this
-// replica still holds the leader key it won (LeaderFence), so a deposed leader cannot overwrite
-// the state of its successor. Durable when etcd answers: a quorum of members has it in its
-// fsynced raft log.
+// The StateStore that replicas share: one etcd key per job under /ddprun/<cluster>/jobs/,
+// holding the job's record and all its node records (etcd_records.h). A save is one put (or
+// delete), or, once fenced, one transaction that writes only if this replica still holds the
+// leader key it won (LeaderFence), so a deposed leader cannot overwrite the state of its
+// successor. Durable when etcd answers: a quorum of members has it in its fsynced raft log.
+//
+// Why one key, when a save only changes some nodes: a round's close changes every node, and
+// one etcd transaction holds at most 128 operations and 1.5 MiB by default (--max-txn-ops,
+// --max-request-bytes); nodes under keys of their own would need several transactions, and a
+// replica killed between them would leave a job half written. So the store keeps every job it
+// wrote or loaded in memory, applies each change there and writes the whole job: O(job) per
+// save, and a job's size is bounded by max_state_bytes (about 5,000 nodes at 1 MiB).
 //
 // Saves of one job are sent one at a time (the next waits for the answer to the previous), so
 // they reach etcd in order even when a request fails over to another member; saves made while
-// one is in flight are merged into one write of the newest state (see the StateStore contract).
+// one is in flight are merged into one write of the newest state.
 #pragma once
 
 #include <cstddef>
@@ -44,9 +51,9 @@ class EtcdStateStore final : public StateStore {
   // Reads every job at one revision, page by page, on a private io_context with its own client
   // (the owner's io_context is not run from here). Blocks for at most pages × members ×
   // request_timeout.
-  Result<std::map<std::string, std::string>> load_all() override;
-  void save(std::string job_id, std::optional<std::string> state,
-            std::function<void(Status)> done) override;
+  Result<std::map<std::string, StoredJob>> load_all() override;
+  void save(std::string job_id, JobChange change, std::function<void(Status)> done) override;
+  using StateStore::save;
   std::string describe() const override;
 
   // From now on, saves write only while `fence.leader_key` still has `fence.create_revision`;
@@ -70,7 +77,8 @@ class EtcdStateStore final : public StateStore {
   const EtcdStateStoreOptions options_;
   const EtcdKeys keys_;
   std::optional<LeaderFence> fence_;
-  std::unordered_map<std::string, JobQueue> queues_;            // jobs with a write in flight
+  std::unordered_map<std::string, JobQueue> queues_;  // jobs with a write in flight
+  std::map<std::string, StoredJob> jobs_;             // every job as loaded and changed since
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // false once destroyed
 };
 

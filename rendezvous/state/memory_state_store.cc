@@ -6,20 +6,16 @@
 
 namespace ddprun::rdzv::state {
 
-Result<std::map<std::string, std::string>> MemoryStateStore::load_all() {
+Result<std::map<std::string, StoredJob>> MemoryStateStore::load_all() {
   if (!failure_) return failure_;
   return jobs_;
 }
 
-void MemoryStateStore::save(std::string job_id, std::optional<std::string> state,
+void MemoryStateStore::save(std::string job_id, JobChange change,
                             std::function<void(Status)> done) {
   Status result = failure_;
   if (result) {
-    if (state) {
-      jobs_[job_id] = std::move(*state);
-    } else {
-      jobs_.erase(job_id);
-    }
+    apply_change(jobs_, job_id, std::move(change));
     ++save_count_;
   }
   // Posted, never inline: the server must not rely on a completion re-entering it.

@@ -19,21 +19,21 @@ class MemoryStateStore final : public StateStore {
  public:
   explicit MemoryStateStore(boost::asio::io_context& io) : io_(io) {}
 
-  Result<std::map<std::string, std::string>> load_all() override;
+  Result<std::map<std::string, StoredJob>> load_all() override;
   // Applies the save at once (a later load_all() sees it) and posts `done`. With an injected
   // failure, nothing is applied and `done` gets the failure.
-  void save(std::string job_id, std::optional<std::string> state,
-            std::function<void(Status)> done) override;
+  void save(std::string job_id, JobChange change, std::function<void(Status)> done) override;
+  using StateStore::save;
   std::string describe() const override { return "memory:"; }
 
   // Test hooks. Every save (and load_all) fails with `error` until cleared with an ok Status.
   void fail_with(Status error) { failure_ = std::move(error); }
   size_t save_count() const { return save_count_; }  // saves applied so far
-  const std::map<std::string, std::string>& contents() const { return jobs_; }
+  const std::map<std::string, StoredJob>& contents() const { return jobs_; }
 
  private:
   boost::asio::io_context& io_;
-  std::map<std::string, std::string> jobs_;
+  std::map<std::string, StoredJob> jobs_;
   Status failure_;
   size_t save_count_ = 0;
 };

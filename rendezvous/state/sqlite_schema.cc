@@ -19,6 +19,12 @@ Status refuse(ErrorKind kind, const SqliteDatabase& db, const std::string& why) 
                                          db.path(), why, kWhatToDo));
 }
 
+// WITHOUT ROWID: the rows live in the primary key's b-tree, so a job's nodes are adjacent and
+// an upsert touches one tree.
+constexpr const char* kCreateNodes =
+    "CREATE TABLE nodes (job_id TEXT NOT NULL, node_id TEXT NOT NULL, state BLOB NOT NULL,"
+    " PRIMARY KEY (job_id, node_id)) WITHOUT ROWID;";
+
 Status create_schema(SqliteDatabase& db) {
   return db.exec(
       fmt::format("BEGIN IMMEDIATE;"
@@ -27,8 +33,9 @@ Status create_schema(SqliteDatabase& db) {
                   "INSERT INTO schema_version (version) VALUES ({});"
                   "CREATE TABLE jobs (job_id TEXT PRIMARY KEY NOT NULL, state BLOB NOT NULL,"
                   " updated_ms INTEGER NOT NULL DEFAULT 0);"
+                  "{}"
                   "COMMIT;",
-                  kApplicationId, kSchemaVersion));
+                  kApplicationId, kSchemaVersion, kCreateNodes));
 }
 
 // Step from `from` to `from + 1`. Each step is plain SQL run inside the migration's transaction.
@@ -36,6 +43,8 @@ const char* migration_step(int64_t from) {
   switch (from) {
     case 1:
       return "ALTER TABLE jobs ADD COLUMN updated_ms INTEGER NOT NULL DEFAULT 0;";
+    case 2:
+      return kCreateNodes;  // version 2 jobs keep their nodes inside their own record
     default:
       return nullptr;
   }

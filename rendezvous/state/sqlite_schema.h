@@ -6,8 +6,10 @@
 // Layout (see README.md): PRAGMA application_id = kApplicationId;
 //   schema_version(version INTEGER NOT NULL)            exactly one row
 //   jobs(job_id TEXT PRIMARY KEY, state BLOB NOT NULL, updated_ms INTEGER NOT NULL)
-// History: version 1 had no `updated_ms`; version 2 (current) adds it (wall-clock ms of the
-// last save, for operators inspecting the file).
+//   nodes(job_id TEXT, node_id TEXT, state BLOB NOT NULL, PRIMARY KEY (job_id, node_id))
+// History: version 1 had no `updated_ms`; version 2 adds it (wall-clock ms of the last save,
+// for operators inspecting the file); version 3 (current) adds `nodes`, one row per node, so
+// that a save writes the nodes that changed instead of the whole job (issue 25).
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,7 @@ namespace ddprun::rdzv::state {
 // "ddpr": marks the file as ours (`file` and `sqlite3` show it).
 inline constexpr int32_t kApplicationId = 0x64647072;
 // The schema this build writes; it reads every version up to this one (older ones migrate).
-inline constexpr int64_t kSchemaVersion = 2;
+inline constexpr int64_t kSchemaVersion = 3;
 
 // Brings `db` to the current schema: creates it when the file is new and empty, migrates an
 // older version in one transaction, and refuses (kRefused for a newer version or a foreign

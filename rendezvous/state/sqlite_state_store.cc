@@ -9,7 +9,6 @@
 #include <cstring>
 #include <filesystem>
 #include <system_error>
-#include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
@@ -64,27 +63,35 @@ Result<std::unique_ptr<SqliteStateStore>> SqliteStateStore::open(boost::asio::io
   auto db = SqliteDatabase::open(path);
   if (!db) return db.status();
   if (Status s = prepare_state_database(*db); !s) return s;
-  auto upsert = db->prepare(
+  auto upsert_job = db->prepare(
       "INSERT INTO jobs (job_id, state, updated_ms) VALUES (?1, ?2, ?3) ON CONFLICT (job_id) DO "
       "UPDATE SET state = excluded.state, updated_ms = excluded.updated_ms;");
-  if (!upsert) return upsert.status();
-  auto erase = db->prepare("DELETE FROM jobs WHERE job_id = ?1;");
-  if (!erase) return erase.status();
+  if (!upsert_job) return upsert_job.status();
+  auto erase_job = db->prepare("DELETE FROM jobs WHERE job_id = ?1;");
+  if (!erase_job) return erase_job.status();
+  auto upsert_node = db->prepare(
+      "INSERT INTO nodes (job_id, node_id, state) VALUES (?1, ?2, ?3) ON CONFLICT (job_id, "
+      "node_id) DO UPDATE SET state = excluded.state;");
+  if (!upsert_node) return upsert_node.status();
+  auto erase_node = db->prepare("DELETE FROM nodes WHERE job_id = ?1 AND node_id = ?2;");
+  if (!erase_node) return erase_node.status();
+  auto erase_nodes = db->prepare("DELETE FROM nodes WHERE job_id = ?1;");
+  if (!erase_nodes) return erase_nodes.status();
+  Statements sql{std::move(*upsert_job), std::move(*erase_job), std::move(*upsert_node),
+                 std::move(*erase_node), std::move(*erase_nodes)};
   return std::unique_ptr<SqliteStateStore>(
       new SqliteStateStore(io, path, std::max<size_t>(1, options.max_batch), std::move(*lock),
-                           std::move(*db), std::move(*upsert), std::move(*erase)));
+                           std::move(*db), std::move(sql)));
 }
 
 SqliteStateStore::SqliteStateStore(boost::asio::io_context& io, std::string path, size_t max_batch,
-                                   UniqueFd lock, SqliteDatabase db, SqliteStatement upsert,
-                                   SqliteStatement erase)
+                                   UniqueFd lock, SqliteDatabase db, Statements statements)
     : io_(io),
       path_(std::move(path)),
       max_batch_(max_batch),
       lock_(std::move(lock)),
       db_(std::move(db)),
-      upsert_(std::move(upsert)),
-      erase_(std::move(erase)),
+      sql_(std::move(statements)),
       writer_([this] { writer_loop(); }) {}
 
 SqliteStateStore::~SqliteStateStore() {
@@ -96,25 +103,47 @@ SqliteStateStore::~SqliteStateStore() {
   writer_.join();
 }
 
-Result<std::map<std::string, std::string>> SqliteStateStore::load_all() {
+Result<std::map<std::string, StoredJob>> SqliteStateStore::load_all() {
   std::lock_guard lock(db_mutex_);
-  auto stmt = db_.prepare("SELECT job_id, state FROM jobs;");
-  if (!stmt) return stmt.status();
-  std::map<std::string, std::string> jobs;
-  for (;;) {
-    auto row = stmt->step();
-    if (!row) return row.status().with_context("loading the rendezvous state");
-    if (!*row) break;
-    jobs.emplace(stmt->column_bytes(0), stmt->column_bytes(1));
-  }
+  // One read transaction: the jobs and their nodes as of one commit.
+  if (Status s = db_.exec("BEGIN;"); !s) return s.with_context("loading the rendezvous state");
+  std::map<std::string, StoredJob> jobs;
+  auto read = [&]() -> Status {
+    auto job_rows = db_.prepare("SELECT job_id, state FROM jobs;");
+    if (!job_rows) return job_rows.status();
+    for (;;) {
+      auto row = job_rows->step();
+      if (!row) return row.status();
+      if (!*row) break;
+      jobs[job_rows->column_bytes(0)].job = job_rows->column_bytes(1);
+    }
+    auto node_rows = db_.prepare("SELECT job_id, node_id, state FROM nodes;");
+    if (!node_rows) return node_rows.status();
+    for (;;) {
+      auto row = node_rows->step();
+      if (!row) return row.status();
+      if (!*row) break;
+      auto job = jobs.find(node_rows->column_bytes(0));
+      if (job == jobs.end()) {
+        return Status::malformed(fmt::format("{}: node '{}' of job '{}', which has no job row",
+                                             path_, node_rows->column_bytes(1),
+                                             node_rows->column_bytes(0)));
+      }
+      job->second.nodes.emplace(node_rows->column_bytes(1), node_rows->column_bytes(2));
+    }
+    return Status();
+  };
+  const Status result = read();
+  if (Status s = db_.exec("COMMIT;"); !s) spdlog::warn("rendezvous state: {}", s.message());
+  if (!result) return result.with_context("loading the rendezvous state");
   return jobs;
 }
 
-void SqliteStateStore::save(std::string job_id, std::optional<std::string> state,
+void SqliteStateStore::save(std::string job_id, JobChange change,
                             std::function<void(Status)> done) {
   {
     std::lock_guard lock(queue_mutex_);
-    queue_.push_back(Pending{std::move(job_id), std::move(state), std::move(done),
+    queue_.push_back(Pending{std::move(job_id), std::move(change), std::move(done),
                              boost::asio::make_work_guard(io_)});
   }
   queue_cv_.notify_one();
@@ -147,14 +176,12 @@ void SqliteStateStore::roll_back() {
 }
 
 Status SqliteStateStore::commit(const std::vector<Pending>& batch) {
-  // Only the last save of each job in the batch reaches the disk: states are whole.
-  std::unordered_map<std::string_view, const Pending*> last;
-  for (const auto& save : batch) last[save.job_id] = &save;
+  // Every save of the batch, in order (each is a change on top of the ones before), in one
+  // transaction: one fsync.
   const int64_t now = wall_ms();
   std::lock_guard lock(db_mutex_);
   if (Status s = db_.exec("BEGIN IMMEDIATE;"); !s) return s.with_context("saving rendezvous state");
   for (const auto& save : batch) {
-    if (last[save.job_id] != &save) continue;
     if (Status s = apply(save, now); !s) {
       roll_back();
       return s.with_context(fmt::format("saving the state of job '{}'", save.job_id));
@@ -168,16 +195,41 @@ Status SqliteStateStore::commit(const std::vector<Pending>& batch) {
   return Status();
 }
 
-Status SqliteStateStore::apply(const Pending& save, int64_t now_ms) {
-  SqliteStatement& stmt = save.state ? upsert_ : erase_;
+namespace {
+// Runs `stmt` once with `bind` applied; leaves it reset for the next use.
+template <class Bind>
+Status run(SqliteStatement& stmt, Bind bind) {
   stmt.reset();
-  Status s = stmt.bind_text(1, save.job_id);
-  if (s && save.state) s = stmt.bind_blob(2, *save.state);
-  if (s && save.state) s = stmt.bind_int64(3, now_ms);
-  if (!s) return s;
+  if (Status s = bind(stmt); !s) return s;
   auto done = stmt.step();
   stmt.reset();
   return done.status();
+}
+}  // namespace
+
+Status SqliteStateStore::apply(const Pending& save, int64_t now_ms) {
+  const std::string& job = save.job_id;
+  if (!save.change.job) {
+    Status s = run(sql_.erase_nodes, [&](SqliteStatement& st) { return st.bind_text(1, job); });
+    if (!s) return s;
+    return run(sql_.erase_job, [&](SqliteStatement& st) { return st.bind_text(1, job); });
+  }
+  Status s = run(sql_.upsert_job, [&](SqliteStatement& st) {
+    Status b = st.bind_text(1, job);
+    if (b) b = st.bind_blob(2, *save.change.job);
+    if (b) b = st.bind_int64(3, now_ms);
+    return b;
+  });
+  for (auto node = save.change.nodes.begin(); s && node != save.change.nodes.end(); ++node) {
+    const auto& [node_id, record] = *node;
+    s = run(record ? sql_.upsert_node : sql_.erase_node, [&](SqliteStatement& st) {
+      Status b = st.bind_text(1, job);
+      if (b) b = st.bind_text(2, node_id);
+      if (b && record) b = st.bind_blob(3, *record);
+      return b;
+    });
+  }
+  return s;
 }
 
 }  // namespace ddprun::rdzv::state

@@ -53,9 +53,9 @@ class SqliteStateStore final : public StateStore {
 
   // Reads the committed state (saves still queued are not in it). Blocks on disk I/O and on a
   // commit in progress.
-  Result<std::map<std::string, std::string>> load_all() override;
-  void save(std::string job_id, std::optional<std::string> state,
-            std::function<void(Status)> done) override;
+  Result<std::map<std::string, StoredJob>> load_all() override;
+  void save(std::string job_id, JobChange change, std::function<void(Status)> done) override;
+  using StateStore::save;
   std::string describe() const override { return "sqlite:" + path_; }
 
   const std::string& path() const { return path_; }
@@ -64,13 +64,17 @@ class SqliteStateStore final : public StateStore {
   using WorkGuard = boost::asio::executor_work_guard<boost::asio::io_context::executor_type>;
   struct Pending {
     std::string job_id;
-    std::optional<std::string> state;
+    JobChange change;
     std::function<void(Status)> done;
     WorkGuard work;  // keeps the owner's io_context running until `done` is posted
   };
 
+  // The statements a save runs, prepared once.
+  struct Statements {
+    SqliteStatement upsert_job, erase_job, upsert_node, erase_node, erase_nodes;
+  };
   SqliteStateStore(boost::asio::io_context& io, std::string path, size_t max_batch, UniqueFd lock,
-                   SqliteDatabase db, SqliteStatement upsert, SqliteStatement erase);
+                   SqliteDatabase db, Statements statements);
   void writer_loop();
   Status commit(const std::vector<Pending>& batch);
   Status apply(const Pending& save, int64_t now_ms);
@@ -84,8 +88,7 @@ class SqliteStateStore final : public StateStore {
 
   std::mutex db_mutex_;  // guards db_ and its statements (the writer and load_all)
   SqliteDatabase db_;
-  SqliteStatement upsert_;
-  SqliteStatement erase_;
+  Statements sql_;
 
   std::mutex queue_mutex_;  // guards queue_ and stopping_
   std::condition_variable queue_cv_;

@@ -51,6 +51,23 @@ Result<StateSpec> parse_etcd(const std::string& spec, std::string_view rest) {
 
 }  // namespace
 
+void apply_change(std::map<std::string, StoredJob>& jobs, const std::string& job_id,
+                  JobChange change) {
+  if (!change.job) {
+    jobs.erase(job_id);
+    return;
+  }
+  StoredJob& stored = jobs[job_id];
+  stored.job = std::move(*change.job);
+  for (auto& [node, record] : change.nodes) {
+    if (record) {
+      stored.nodes[node] = std::move(*record);
+    } else {
+      stored.nodes.erase(node);
+    }
+  }
+}
+
 Result<StateSpec> parse_state_spec(const std::string& spec) {
   const std::string_view s(spec);
   if (s.empty()) {

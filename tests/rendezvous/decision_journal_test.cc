@@ -23,10 +23,10 @@ class DecisionJournalTest : public ::testing::Test {
     journal_.attach(&store_, [this](const Status& why) { failures_.push_back(why.message()); });
   }
   DecisionJournal::StateSource source() {
-    return [this]() -> std::optional<std::string> { return state_; };
+    return [this]() { return state::JobChange{state_, {}}; };
   }
   std::function<void()> deliver(const std::string& what) {
-    return [this, what] { delivered_.push_back(what + "@" + store_.contents().at("j")); };
+    return [this, what] { delivered_.push_back(what + "@" + store_.contents().at("j").job); };
   }
   // Runs the loop until nothing is left to do (the store's completions are posted).
   void settle() {
@@ -72,10 +72,10 @@ TEST_F(DecisionJournalTest, ADecisionMadeWhileDeliveringWaitsForASaveOfItsOwn) {
 
 TEST_F(DecisionJournalTest, JobsAreSavedIndependently) {
   journal_.record("j", source(), deliver("a"));
-  journal_.record("k", [] { return std::optional<std::string>("k1"); }, {});
+  journal_.record("k", [] { return state::JobChange{"k1", {}}; }, {});
   EXPECT_EQ(store_.save_count(), 2u);  // k does not wait for j
   settle();
-  EXPECT_EQ(store_.contents().at("k"), "k1");
+  EXPECT_EQ(store_.contents().at("k").job, "k1");
   EXPECT_EQ(delivered_, (std::vector<std::string>{"a@v1"}));
 }
 

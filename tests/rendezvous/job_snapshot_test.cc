@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <random>
+
 namespace ddprun::rdzv {
 namespace {
 
@@ -26,9 +29,9 @@ class JobSnapshotTest : public ::testing::Test {
   }
   // A restart: encode, then decode `later` on (another process's clock).
   RoundState reload(milliseconds later, std::map<std::string, uint64_t>* tokens = nullptr) {
-    const std::string bytes = encode_job_snapshot(*state_, {{"a", 11}, {"b", 22}});
+    const state::StoredJob stored = encode_job_snapshot(*state_, {{"a", 11}, {"b", 22}});
     clock_.advance(later);
-    auto snap = decode_job_snapshot("job", bytes, clock_.steady_now());
+    auto snap = decode_job_snapshot("job", stored, clock_.steady_now());
     EXPECT_TRUE(snap.ok()) << snap.error_message();
     if (tokens) *tokens = snap->tokens;
     return std::move(*snap->round);
@@ -39,7 +42,7 @@ class JobSnapshotTest : public ::testing::Test {
   std::optional<RoundState> state_;
 };
 
-// What encode_job_snapshot wrote for the fixture's running 2-node job when format 2 began.
+// What encode_job_snapshot wrote for the fixture's running 2-node job in format 2 (still read).
 constexpr const char* kFormat2Snapshot =
     R"({"round":{"barrier":false,"expected_total":0,"min_reached":false,"next_join_seq":2,)"
     R"("nodes":{"a":{"expected":false,"group_rank":0,"join_seq":0,"local_world_size":2,)"
@@ -137,17 +140,31 @@ TEST_F(JobSnapshotTest, AFailedJobKeepsWhatItsNodesWereTold) {
 }
 
 TEST_F(JobSnapshotTest, UnreadableOrNewerStateIsRefusedNamingTheJob) {
-  auto garbage = decode_job_snapshot("job-x", "{not json", clock_.steady_now());
+  auto garbage = decode_job_snapshot("job-x", {"{not json", {}}, clock_.steady_now());
   ASSERT_FALSE(garbage.ok());
   EXPECT_NE(garbage.error_message().find("job 'job-x'"), std::string::npos);
   auto partial =
-      decode_job_snapshot("job-x", R"({"v":1,"round":{"phase":1}})", clock_.steady_now());
+      decode_job_snapshot("job-x", {R"({"v":1,"round":{"phase":1}})", {}}, clock_.steady_now());
   ASSERT_FALSE(partial.ok());
   EXPECT_NE(partial.error_message().find("unreadable"), std::string::npos);
-  auto newer = decode_job_snapshot("job-x", R"({"v":99})", clock_.steady_now());
+  auto newer = decode_job_snapshot("job-x", {R"({"v":99})", {}}, clock_.steady_now());
   ASSERT_FALSE(newer.ok());
   EXPECT_TRUE(newer.status().is_refused());
   EXPECT_NE(newer.error_message().find("newer ddp-rendezvous"), std::string::npos);
+  // A node's record: named, whether unreadable, newer, or without a job round to belong to.
+  state::StoredJob stored = encode_job_snapshot(*state_, {{"a", 11}, {"b", 22}});
+  stored.nodes["b"] = "[1]";
+  auto bad_node = decode_job_snapshot("job-x", stored, clock_.steady_now());
+  ASSERT_FALSE(bad_node.ok());
+  EXPECT_NE(bad_node.error_message().find("node 'b': not a JSON object"), std::string::npos)
+      << bad_node.error_message();
+  stored.nodes["b"] = R"({"v":4})";
+  EXPECT_TRUE(decode_job_snapshot("job-x", stored, clock_.steady_now()).status().is_refused());
+  stored.nodes["b"] = R"({"v":3,"state":"member"})";
+  auto partial_node = decode_job_snapshot("job-x", stored, clock_.steady_now());
+  ASSERT_FALSE(partial_node.ok());
+  EXPECT_NE(partial_node.error_message().find("node 'b'"), std::string::npos)
+      << partial_node.error_message();
 }
 
 // Format 1, as daemons before format 2 stored it (enums as integers): a failed job whose nodes
@@ -171,7 +188,7 @@ constexpr const char* kFormat1Snapshot =
     R"("phase":3,"restart_count":0,"round":1},"tokens":{"a":11,"b":22},"v":1})";
 
 TEST_F(JobSnapshotTest, Format1StateIsStillReadWithItsIntegersMeaning) {
-  auto snap = decode_job_snapshot("job", kFormat1Snapshot, clock_.steady_now());
+  auto snap = decode_job_snapshot("job", {kFormat1Snapshot, {}}, clock_.steady_now());
   ASSERT_TRUE(snap.ok()) << snap.error_message();
   ASSERT_TRUE(snap->round);
   const RoundState& r = *snap->round;
@@ -181,29 +198,53 @@ TEST_F(JobSnapshotTest, Format1StateIsStillReadWithItsIntegersMeaning) {
   auto told = r.catch_up("a");
   ASSERT_TRUE(told && std::holds_alternative<JobFailed>(*told));
   EXPECT_EQ(std::get<JobFailed>(*told).reason, JobFailureReason::kRestartsExhausted);
-  // Written again, it is format 2, by name.
-  const std::string again = encode_job_snapshot(r, snap->tokens);
+  EXPECT_TRUE(snap->whole_record) << "its nodes need records of their own";
+  // Written again, it is format 3, by name.
+  const state::StoredJob again = encode_job_snapshot(r, snap->tokens);
+  std::string all = again.job;
+  for (const auto& [id, record] : again.nodes) all += record;
   for (const char* name :
        {R"("state":"member")", R"("state":"idle")", R"("state":"standby")", R"("state":"pending")",
-        R"("phase":"failed")", R"("reason":"restarts_exhausted")", R"("v":2)"}) {
-    EXPECT_NE(again.find(name), std::string::npos) << name << " not in " << again;
+        R"("phase":"failed")", R"("reason":"restarts_exhausted")", R"("v":3)"}) {
+    EXPECT_NE(all.find(name), std::string::npos) << name << " not in " << all;
   }
 }
 
-// Format 2 pinned byte for byte: a change to what is stored must be a new format.
-TEST_F(JobSnapshotTest, Format2IsWhatIsWrittenAndReadsBack) {
-  const std::string bytes = encode_job_snapshot(*state_, {{"a", 11}, {"b", 22}});
-  EXPECT_EQ(bytes, kFormat2Snapshot);
-  auto snap = decode_job_snapshot("job", kFormat2Snapshot, clock_.steady_now());
+// What encode_job_snapshot writes for the same job in format 3: the job's record and a
+// record per node with its token and the join that made it a member.
+constexpr const char* kFormat3Job =
+    R"({"round":{"barrier":false,"expected_total":0,"min_reached":false,"next_join_seq":2,)"
+    R"("options":{"agent_store":true,"exit_barrier_timeout_ms":300000,)"
+    R"("heartbeat_timeout_ms":200,"join_timeout_ms":600000,"last_call_timeout_ms":30000,)"
+    R"("max_nodes":2,"max_restarts":3,"min_nodes":2},"phase":"running","restart_count":0,)"
+    R"("round":0},"v":3})";
+constexpr const char* kFormat3NodeA =
+    R"({"expected":false,"group_rank":0,"join_request":7,"join_seq":0,"local_world_size":2,)"
+    R"("master_addr":"addr-a","master_port":1000,"state":"member","succeeded":false,)"
+    R"("token":11,"v":3})";
+
+// Format 3 pinned byte for byte (a change to what is stored must be a new format); format 2
+// reads into the same job.
+TEST_F(JobSnapshotTest, Format3IsWhatIsWrittenAndFormat2ReadsTheSame) {
+  const state::StoredJob stored = encode_job_snapshot(*state_, {{"a", 11}, {"b", 22}}, {{"a", 7}});
+  EXPECT_EQ(stored.job, kFormat3Job);
+  ASSERT_EQ(stored.nodes.size(), 2u);
+  EXPECT_EQ(stored.nodes.at("a"), kFormat3NodeA);
+  auto snap = decode_job_snapshot("job", stored, clock_.steady_now());
   ASSERT_TRUE(snap.ok()) << snap.error_message();
-  EXPECT_EQ(snap->round->phase(), RoundState::Phase::kRunning);
-  EXPECT_EQ(encode_job_snapshot(*snap->round, snap->tokens), bytes);
+  EXPECT_FALSE(snap->whole_record);
+  EXPECT_EQ(snap->join_requests, (std::map<std::string, uint32_t>{{"a", 7}}));
+  auto old = decode_job_snapshot("job", {kFormat2Snapshot, {}}, clock_.steady_now());
+  ASSERT_TRUE(old.ok()) << old.error_message();
+  EXPECT_EQ(old->round->phase(), RoundState::Phase::kRunning);
+  EXPECT_EQ(encode_job_snapshot(*old->round, old->tokens, {{"a", 7}}).nodes, stored.nodes);
+  EXPECT_EQ(encode_job_snapshot(*old->round, old->tokens).job, stored.job);
 }
 
 TEST_F(JobSnapshotTest, UnknownNamesAreRefusedNamingWhatAndTheKnownNames) {
   std::string bytes = kFormat2Snapshot;
   bytes.replace(bytes.find(R"("phase":"running")"), 17, R"("phase":"paused")");
-  auto phase = decode_job_snapshot("job-x", bytes, clock_.steady_now());
+  auto phase = decode_job_snapshot("job-x", {bytes, {}}, clock_.steady_now());
   ASSERT_FALSE(phase.ok());
   EXPECT_TRUE(phase.status().is_malformed());
   EXPECT_NE(phase.error_message().find("job 'job-x'"), std::string::npos);
@@ -215,10 +256,74 @@ TEST_F(JobSnapshotTest, UnknownNamesAreRefusedNamingWhatAndTheKnownNames) {
       << phase.error_message();
   bytes = kFormat2Snapshot;
   bytes.replace(bytes.find(R"("state":"member")"), 16, R"("state":3)");
-  auto state = decode_job_snapshot("job-x", bytes, clock_.steady_now());
+  auto state = decode_job_snapshot("job-x", {bytes, {}}, clock_.steady_now());
   ASSERT_FALSE(state.ok()) << "format 2 stores names, not integers";
   EXPECT_NE(state.error_message().find("node 'a': state has an unknown value 3"), std::string::npos)
       << state.error_message();
+}
+
+// Issue 25: a save writes the job's record and only the nodes RoundState says changed. Through
+// random joins, leaves, losses, reports and timeouts of a 6-node elastic job, the records
+// kept that way must always equal the whole job encoded afresh: a change that forgot to mark
+// its node would show here as a stale record.
+TEST(JobSnapshotChangesTest, TheChangedNodesKeepTheRecordsEqualToTheWholeJob) {
+  const char* fixed = std::getenv("DDPRUN_TEST_SEED");
+  const unsigned seed = fixed ? static_cast<unsigned>(std::stoul(fixed)) : std::random_device{}();
+  SCOPED_TRACE("DDPRUN_TEST_SEED=" + std::to_string(seed));
+  std::mt19937 random(seed);
+  FakeClock clock;
+  JobOptions options;
+  options.min_nodes = 2;
+  options.max_nodes = 4;
+  options.max_restarts = 1000;
+  options.join_timeout = milliseconds(5000);
+  options.last_call_timeout = milliseconds(50);
+  options.heartbeat_timeout = milliseconds(100);
+  options.exit_barrier_timeout = milliseconds(300);
+  std::optional<RoundState> state;
+  state::StoredJob kept;
+  for (int step = 0; step < 4000; ++step) {
+    if (!state || state->finished()) {
+      state.emplace("job", options, clock.steady_now());
+      kept = {};
+    }
+    const std::string id = "n" + std::to_string(random() % 6);
+    const uint64_t round = state->round();
+    switch (random() % 8) {
+      case 0:
+      case 1:
+        (void)state->join(NodeInfo{id, 1 + static_cast<uint32_t>(random() % 2), {}, "addr", 1},
+                          options, clock.steady_now());
+        break;
+      case 2:
+        state->leave(id, clock.steady_now());
+        break;
+      case 3:
+        state->detach(id, clock.steady_now());
+        break;
+      case 4:
+        state->reattach(id);
+        break;
+      case 5:
+        (void)state->report_failure(id, round, "{}", 1, clock.steady_now());
+        break;
+      case 6:
+        (void)state->report_success(id, round, clock.steady_now());
+        break;
+      default:
+        clock.advance(milliseconds(random() % 120));
+        state->advance(clock.steady_now());
+    }
+    kept.job = encode_job_record(*state);
+    for (const std::string& changed : state->take_changed_nodes()) {
+      if (state->knows(changed)) {
+        kept.nodes[changed] = encode_node_record(*state, changed, 0, 0);
+      } else {
+        kept.nodes.erase(changed);
+      }
+    }
+    ASSERT_EQ(kept, encode_job_snapshot(*state, {})) << "after step " << step;
+  }
 }
 
 }  // namespace

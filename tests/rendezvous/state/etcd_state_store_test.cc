@@ -54,10 +54,35 @@ TEST_F(EtcdStateStoreTest, SavesAreReadBackByAnotherClientAndForgetsDelete) {
   EtcdStateStore other(client({cluster_->endpoint(2), cluster_->endpoint(0)}), {.cluster = "t1"});
   auto all = other.load_all();
   ASSERT_TRUE(all.ok()) << all.error_message();
-  EXPECT_EQ(*all, (std::map<std::string, std::string>{{"job-a", std::string("A\0bytes", 7)},
-                                                      {"job-b", "B1"}}));
+  EXPECT_EQ(
+      testing::job_records(*all),
+      (std::map<std::string, std::string>{{"job-a", std::string("A\0bytes", 7)}, {"job-b", "B1"}}));
   EtcdStateStore elsewhere(client(cluster_->endpoints()), {.cluster = "t2"});
   EXPECT_TRUE(elsewhere.load_all()->empty());
+}
+
+// A save carries the nodes that changed; etcd holds the whole job under one key
+// (etcd_records.h), which another replica reads back node by node.
+TEST_F(EtcdStateStoreTest, NodeRecordsChangeOneByOneAndAnotherReplicaReadsThemAll) {
+  EtcdStateStore store(client(cluster_->endpoints()), {.cluster = "nodes"});
+  std::vector<Status> results;
+  auto done = [&](Status s) { results.push_back(s); };
+  store.save("j", JobChange{"j1", {{"a", "a1"}, {"b", std::string("b\0\xff", 3)}}}, done);
+  store.save("j", JobChange{"j2", {{"a", std::nullopt}, {"c", "c1"}}}, done);
+  ASSERT_TRUE(run_until(
+      io_, [&] { return results.size() == 2; }, 30s));
+  for (const Status& s : results) EXPECT_TRUE(s.ok()) << s.message();
+  EtcdStateStore other(client({cluster_->endpoint(1)}), {.cluster = "nodes"});
+  auto all = other.load_all();
+  ASSERT_TRUE(all.ok()) << all.error_message();
+  EXPECT_EQ(*all, (std::map<std::string, StoredJob>{
+                      {"j", {"j2", {{"b", std::string("b\0\xff", 3)}, {"c", "c1"}}}}}));
+  // The replica that loaded it goes on changing it.
+  results.clear();
+  other.save("j", JobChange{"j3", {{"d", "d1"}}}, done);
+  ASSERT_TRUE(run_until(
+      io_, [&] { return results.size() == 1; }, 30s));
+  EXPECT_EQ(store.load_all()->at("j").nodes.size(), 3u);
 }
 
 TEST_F(EtcdStateStoreTest, ManySavesOfOneJobCompleteInOrderAndTheLastWins) {
@@ -74,7 +99,7 @@ TEST_F(EtcdStateStoreTest, ManySavesOfOneJobCompleteInOrderAndTheLastWins) {
   ASSERT_TRUE(run_until(
       io_, [&] { return completed.size() == kSaves; }, 30s));
   for (int i = 0; i < kSaves; ++i) ASSERT_EQ(completed[i], i);
-  EXPECT_EQ(store.load_all()->at("job"), std::to_string(kSaves - 1));
+  EXPECT_EQ(store.load_all()->at("job").job, std::to_string(kSaves - 1));
 }
 
 TEST_F(EtcdStateStoreTest, SavesGoOnWhenTheMemberInUseIsKilled) {
@@ -87,7 +112,7 @@ TEST_F(EtcdStateStoreTest, SavesGoOnWhenTheMemberInUseIsKilled) {
                         {.cluster = "loss"});
   auto all = reader.load_all();
   ASSERT_TRUE(all.ok()) << all.error_message();
-  EXPECT_EQ(all->at("job"), "after");
+  EXPECT_EQ(all->at("job").job, "after");
 }
 
 TEST_F(EtcdStateStoreTest, AFencedStoreRefusesToWriteOnceAnotherLeaderKeyExists) {
@@ -120,7 +145,7 @@ TEST_F(EtcdStateStoreTest, AFencedStoreRefusesToWriteOnceAnotherLeaderKeyExists)
   Status stale = save_and_wait(store, "job", "stale");
   EXPECT_TRUE(stale.is_refused()) << stale.message();
   EXPECT_NE(stale.message().find("no longer leads"), std::string::npos) << stale.message();
-  EXPECT_EQ(store.load_all()->at("job"), "mine");
+  EXPECT_EQ(store.load_all()->at("job").job, "mine");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "rendezvous/state/memory_state_store.h"
+#include "tests/rendezvous/state/state_test_util.h"
 
 namespace ddprun::rdzv::state {
 namespace {
@@ -20,7 +21,7 @@ TEST(MemoryStateStoreTest, CompletesLaterInOrderAndLoadsWhatWasSaved) {
   EXPECT_EQ(completed, (std::vector<std::string>{"a1", "b2", "a3", "b-"}));
   auto all = store.load_all();
   ASSERT_TRUE(all.ok());
-  EXPECT_EQ(*all, (std::map<std::string, std::string>{{"a", "3"}}));
+  EXPECT_EQ(testing::job_records(*all), (std::map<std::string, std::string>{{"a", "3"}}));
   EXPECT_EQ(store.save_count(), 4u);
 }
 
@@ -36,7 +37,7 @@ TEST(MemoryStateStoreTest, InjectedFailureAppliesNothing) {
   ASSERT_TRUE(result.has_value());
   EXPECT_TRUE(result->is_unavailable());
   store.fail_with(Status());
-  EXPECT_EQ(store.load_all()->at("a"), "1");
+  EXPECT_EQ(store.load_all()->at("a").job, "1");
 }
 
 }  // namespace

@@ -71,7 +71,36 @@ TEST(SqliteStateStoreTest, SavesSurviveReopenAndForgottenJobsStayGone) {
   ASSERT_TRUE(store);
   auto all = store->load_all();
   ASSERT_TRUE(all.ok()) << all.error_message();
-  EXPECT_EQ(*all, (std::map<std::string, std::string>{{"job-a", binary}, {"job-b", "b2"}}));
+  EXPECT_EQ(testing::job_records(*all),
+            (std::map<std::string, std::string>{{"job-a", binary}, {"job-b", "b2"}}));
+}
+
+// Issue 25: a save carries the nodes that changed; the others keep their records, and every
+// save of a batch applies in order (a node added, changed and removed in one transaction).
+TEST(SqliteStateStoreTest, NodeRecordsChangeOneByOneAndGoWithTheirJob) {
+  TempDir dir;
+  boost::asio::io_context io;
+  auto change = [](std::string job, std::map<std::string, std::optional<std::string>> nodes) {
+    return JobChange{std::move(job), std::move(nodes)};
+  };
+  {
+    auto store = open_ok(io, dir.path());
+    ASSERT_TRUE(store);
+    std::vector<Status> results;
+    auto done = [&](Status s) { results.push_back(s); };
+    store->save("j", change("j1", {{"a", "a1"}, {"b", "b1"}, {"c", "c1"}}), done);
+    store->save("j", change("j2", {{"b", "b2"}, {"c", std::nullopt}, {"d", "d1"}}), done);
+    store->save("j", change("j3", {{"d", std::nullopt}}), done);
+    store->save("gone", change("g1", {{"x", "x1"}}), done);
+    store->save("gone", JobChange{}, done);  // forgotten with its nodes
+    ASSERT_TRUE(testing::run_until(io, [&] { return results.size() == 5; }));
+    for (const Status& s : results) EXPECT_TRUE(s.ok()) << s.message();
+  }
+  auto store = open_ok(io, dir.path());
+  ASSERT_TRUE(store);
+  auto all = store->load_all();
+  ASSERT_TRUE(all.ok()) << all.error_message();
+  EXPECT_EQ(*all, (std::map<std::string, StoredJob>{{"j", {"j3", {{"a", "a1"}, {"b", "b2"}}}}}));
 }
 
 TEST(SqliteStateStoreTest, CompletionsArePostedInSaveOrderAndTheLastStateWins) {
@@ -96,7 +125,8 @@ TEST(SqliteStateStoreTest, CompletionsArePostedInSaveOrderAndTheLastStateWins) {
   for (int i = 0; i < kSaves; ++i) ASSERT_EQ(completed[i], i);
   auto all = store->load_all();
   ASSERT_TRUE(all.ok());
-  EXPECT_EQ(*all, (std::map<std::string, std::string>{{"job-0", "297"}, {"job-1", "298"}}));
+  EXPECT_EQ(testing::job_records(*all),
+            (std::map<std::string, std::string>{{"job-0", "297"}, {"job-1", "298"}}));
 }
 
 TEST(SqliteStateStoreTest, DestroyingTheStoreFinishesQueuedSaves) {
@@ -109,7 +139,7 @@ TEST(SqliteStateStoreTest, DestroyingTheStoreFinishesQueuedSaves) {
   }          // destroyed without running io: the writer still commits everything queued
   io.run();  // the completions were posted; they run now and nothing dangles
   auto store = open_ok(io, dir.path());
-  EXPECT_EQ(store->load_all()->at("job"), "99");
+  EXPECT_EQ(store->load_all()->at("job").job, "99");
 }
 
 TEST(SqliteStateStoreTest, SecondStoreOnTheSameDirectoryIsRefused) {
@@ -151,7 +181,7 @@ TEST(SqliteStateStoreTest, CompletedSavesSurviveAWriterKilledMidWrite) {
   ASSERT_TRUE(all.ok()) << all.error_message();
   for (const auto& [job, seq] : acked) {
     ASSERT_TRUE(all->count(job)) << job << " lost";
-    const uint64_t stored = std::stoull(all->at(job));
+    const uint64_t stored = std::stoull(all->at(job).job);
     EXPECT_GE(stored, seq) << job << ": an acknowledged save was lost";
     EXPECT_EQ("job-" + std::to_string(stored % 7), job) << "a state landed under another job";
   }
@@ -235,7 +265,7 @@ TEST(SqliteMigrationTest, VersionOneIsMigratedKeepingItsJobs) {
   {
     auto store = open_ok(io, dir.path());
     ASSERT_TRUE(store);
-    EXPECT_EQ(store->load_all()->at("old-job"), std::string("\0\xff\x01", 3));
+    EXPECT_EQ(store->load_all()->at("old-job").job, std::string("\0\xff\x01", 3));
     ASSERT_TRUE(save_sync(io, *store, "new-job", "n").ok());
   }
   auto db = SqliteDatabase::open(dir / "rendezvous.db");

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,10 +14,18 @@
 #include <boost/asio/io_context.hpp>
 
 #include "common/clock.h"
+#include "rendezvous/state/state_store.h"
 #include "tests/support/run_until.h"
 #include "tests/support/temp_dir.h"
 
 namespace ddprun::rdzv::state::testing {
+
+// The job records of what a store loaded, by job id (for stores saved with job records only).
+inline std::map<std::string, std::string> job_records(const std::map<std::string, StoredJob>& all) {
+  std::map<std::string, std::string> out;
+  for (const auto& [id, job] : all) out.emplace(id, job.job);
+  return out;
+}
 
 using namespace std::chrono_literals;
 
