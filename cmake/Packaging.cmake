@@ -27,7 +27,7 @@ install(PROGRAMS ${PROJECT_SOURCE_DIR}/configs/health-check.sh
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/configs/slurm ${PROJECT_SOURCE_DIR}/configs/prometheus
   ${PROJECT_SOURCE_DIR}/configs/grafana DESTINATION ${DDPRUN_EXAMPLES_DIR} COMPONENT doc)
 
-# ---- Debian's copyright and changelog.Debian.gz, one pair per package ----
+# ---- Debian's copyright, changelog.Debian.gz and lintian overrides, per package ----
 # Reproducible: the date honours SOURCE_DATE_EPOCH, gzip -n stores no name or time.
 set(DDPRUN_DEB_MAINTAINER "ddprun maintainers <maintainers@users.noreply.a-seed-c8fb3ee3.example>"
   CACHE STRING "Maintainer field of the Debian packages")
@@ -42,8 +42,13 @@ if(DDPRUN_GZIP)
   set(DDPRUN_DEB_DOCS ${DDPRUN_PACKAGING_DIR}/copyright
     ${CMAKE_CURRENT_BINARY_DIR}/packaging/changelog.Debian.gz)
   install(FILES ${DDPRUN_DEB_DOCS} DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/ddprun COMPONENT doc)
+  install(FILES ${DDPRUN_PACKAGING_DIR}/ddprun.lintian-overrides
+    DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/lintian/overrides RENAME ddprun COMPONENT doc)
   if(TARGET ddprun_worker_sdk)
     install(FILES ${DDPRUN_DEB_DOCS} DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/libddprun-dev
+      COMPONENT worker_sdk)
+    install(FILES ${DDPRUN_PACKAGING_DIR}/libddprun-dev.lintian-overrides
+      DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/lintian/overrides RENAME libddprun-dev
       COMPONENT worker_sdk)
   endif()
 endif()
@@ -54,6 +59,7 @@ set(CPACK_PACKAGE_NAME ddprun)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_CONTACT "${DDPRUN_DEB_MAINTAINER}")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_INSTALL_PREFIX /usr)  # the prefix CPack installs with under DESTDIR (below)
 # DESTDIR staging: the units' absolute /lib/systemd/system lands in the package, never on
 # this machine, and the install scripts see the package's own prefix (/usr).
 set(CPACK_SET_DESTDIR ON)
@@ -78,23 +84,27 @@ set(CPACK_DEBIAN_DDPRUN_PACKAGE_DEPENDS "adduser")
 set(CPACK_DEBIAN_DDPRUN_PACKAGE_CONTROL_EXTRA
   "${DDPRUN_PACKAGING_DIR}/postinst;${DDPRUN_PACKAGING_DIR}/prerm;${DDPRUN_PACKAGING_DIR}/postrm")
 set(CPACK_DEBIAN_DDPRUN_DESCRIPTION "elastic launcher for PyTorch distributed training
- ddprun takes torchrun's command line and runs a node's workers with an event-driven
- agent; ddp-rendezvous is the standalone rendezvous daemon for a head node.
- .
- This package holds both programs, the OpenSSL module for tokens and TLS, the
- systemd units (enabled by nobody until the administrator does) and example
- configurations.")
+ddprun takes torchrun's command line and runs a node's workers with an
+event-driven agent; ddp-rendezvous is the standalone rendezvous daemon for a
+head node.
+
+This package holds both programs, the OpenSSL module for tokens and TLS,
+the systemd units (enabled by nobody until the administrator does) and
+example configurations.")
 
 set(CPACK_DEBIAN_SDK_PACKAGE_NAME libddprun-dev)
 set(CPACK_DEBIAN_SDK_PACKAGE_SECTION libdevel)
 # The SDK's headers include LibTorch's, and its CMake package finds Torch: Debian's LibTorch.
 set(CPACK_DEBIAN_SDK_PACKAGE_DEPENDS "libtorch-dev")
 set(CPACK_DEBIAN_SDK_DESCRIPTION "C++ worker SDK of ddprun (LibTorch DDP)
- The worker SDK for C++ training programs launched by ddprun or torchrun:
- process groups, collectives, DistributedDataParallel and snapshots on LibTorch.
- .
- This package holds the headers, the shared library, the CMake package
- (find_package(ddprun)) and the pkg-config file.")
+The worker SDK for C++ training programs launched by ddprun or torchrun:
+process groups, collectives, DistributedDataParallel and snapshots on
+LibTorch.
+
+This package holds the headers, the shared library, the CMake package
+(find_package(ddprun)) and the pkg-config file.")
+# The library's shlibs file and ldconfig trigger (lintian: no-shlibs, lacks-ldconfig-trigger).
+set(CPACK_DEBIAN_SDK_PACKAGE_GENERATE_SHLIBS ON)
 
 include(CPack)
 cpack_add_component_group(ddprun)

@@ -19,3 +19,9 @@ set_target_properties(yaml-cpp PROPERTIES IMPORTED_LOCATION "${DDPRUN_YAML_CPP_A
 
 # FindSQLite3 (rendezvous/state) takes the library from this cache entry when it is set.
 find_library(SQLite3_LIBRARY NAMES libsqlite3.a REQUIRED)
+
+# OpenSSL inside the security module too (FindOpenSSL, rendezvous/): no manylinux policy lets a
+# wheel need the system's libssl/libcrypto, and OpenSSL 3 is not on every Linux. The module
+# keeps OpenSSL's symbols to itself (--exclude-libs, rendezvous/CMakeLists.txt), which also
+# lets Debian's archives, built position-independent for executables only, link into it.
+set(OPENSSL_USE_STATIC_LIBS TRUE)

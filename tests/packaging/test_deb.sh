@@ -88,7 +88,7 @@ getent passwd ddprun >/dev/null && fail "the ddprun user is left after purge"
 getent group ddprun >/dev/null && fail "the ddprun group is left after purge"
 # Every file and every directory of its own (not /usr, /usr/bin, ...) is gone.
 while read -r path; do
-  if [ -d "$path" ] && [ ! -L "$path" ]; then
+  if [ -d "$path" ]; then  # shared directories (/lib is a link on merged-/usr) stay
     case "$path" in /usr/lib/ddprun* | /usr/share/doc/ddprun*) ;; *) continue ;; esac
   fi
   [ ! -e "$path" ] || fail "$path is left after purge"
