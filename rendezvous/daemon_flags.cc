@@ -65,6 +65,14 @@ std::vector<Flag<DaemonFlags>> daemon_flags() {
             .default_text = "5",
             .check = is_duration},
            &F::lease_ttl},
+          {{.name = "etcd_max_job_bytes",
+            .type = T::kInteger,
+            .help = "With etcd: the largest job's state written, bytes (one etcd value: about "
+                    "200 bytes a node). Raise it together with etcd's --max-request-bytes for "
+                    "jobs of more than about 5,000 nodes",
+            .default_text = "1048576",
+            .check = in_range(1024, 1 << 30)},
+           &F::etcd_max_job_bytes},
       });
   return flags;
 }

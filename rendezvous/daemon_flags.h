@@ -25,6 +25,7 @@ struct DaemonFlags {
   std::string state;
   std::string advertise;
   std::string lease_ttl;
+  int etcd_max_job_bytes = 0;  // the largest job the etcd state store writes (one etcd value)
 };
 
 const FlagTable<DaemonFlags>& daemon_flag_table();

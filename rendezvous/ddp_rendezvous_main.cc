@@ -102,6 +102,7 @@ ddprun::Result<std::unique_ptr<ddprun::rdzv::Replica>> make_replica(
   auto ttl = ddprun::rdzv::parse_duration(flags.lease_ttl);
   if (!ttl) return ttl.status().with_context("--lease-ttl");
   options.lease_ttl = *ttl;
+  options.max_job_bytes = static_cast<size_t>(flags.etcd_max_job_bytes);
   auto advertised = advertised_address(flags, port);
   if (!advertised) return advertised.status();
   options.advertised_address = std::move(*advertised);

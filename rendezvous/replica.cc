@@ -33,7 +33,8 @@ Replica::Replica(boost::asio::io_context& io, RendezvousServer& server, ReplicaO
       io, state::EtcdClientOptions{.endpoints = options_.etcd.endpoints,
                                    .request_timeout = options_.etcd_request_timeout});
   store_ = std::make_unique<state::EtcdStateStore>(
-      client_, state::EtcdStateStoreOptions{.cluster = options_.etcd.cluster});
+      client_, state::EtcdStateStoreOptions{.cluster = options_.etcd.cluster,
+                                            .max_state_bytes = options_.max_job_bytes});
   state::EtcdLeadership::Handlers handlers;
   handlers.elected = [this](const state::LeaderTerm&, const state::LeaderFence& fence) {
     on_elected(fence);

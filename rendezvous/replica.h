@@ -45,6 +45,8 @@ struct ReplicaOptions {
   // The leader's lease. A dead leader is replaced about lease_ttl + poll_interval after its
   // last refresh. etcd counts whole seconds. Default 5 s.
   Millis lease_ttl{5'000};
+  // The largest job's state the store writes (EtcdStateStoreOptions::max_state_bytes).
+  size_t max_job_bytes = 1u << 20;
   // How often a follower reads the leader key. Default 500 ms.
   Millis poll_interval{500};
   // One etcd request to one member. Default 2 s (EtcdClientOptions).

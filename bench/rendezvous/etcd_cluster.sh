@@ -1,4 +1,5 @@
 # Sourced by the rendezvous benchmarks: starts a three-member etcd cluster on free loopback
+# (DDPRUN_ETCD_ARGS: more etcd flags, e.g. --max-request-bytes for the largest jobs)
 # ports in a temp dir (members ended by PID on exit) and sets $endpoints ("h:p,h:p,h:p").
 etcd=${DDPRUN_ETCD:-/usr/bin/etcd}
 dir=$(mktemp -d)
@@ -27,7 +28,7 @@ for i in 0 1 2; do
     --advertise-client-urls "$client" --listen-peer-urls "$peer" \
     --initial-advertise-peer-urls "$peer" --initial-cluster "$initial" \
     --initial-cluster-token "$dir" --initial-cluster-state new \
-    --heartbeat-interval 50 --election-timeout 500 >"$dir/m$i.log" 2>&1 &
+    --heartbeat-interval 50 --election-timeout 500 ${DDPRUN_ETCD_ARGS:-} >"$dir/m$i.log" 2>&1 &
   pids+=($!)
 done
 for _ in $(seq 100); do  # up to 20 s for a quorum

@@ -4,6 +4,10 @@
 # is committed before it is pushed. See docs/benchmarks.md.
 #
 #   bench/rendezvous/state_latency.sh BUILD_DIR [nodes=1000] [reps=3]
+#
+# Jobs over about 5,000 nodes need a larger etcd value than the 1 MiB default on both sides:
+#   DDPRUN_ETCD_ARGS="--max-request-bytes 10485760" \
+#   DDPRUN_ETCD_DAEMON_ARGS="--etcd-max-job-bytes 8388608" state_latency.sh BUILD_DIR 10000 1
 set -euo pipefail
 build=${1:?usage: state_latency.sh BUILD_DIR [nodes] [reps]}
 nodes=${2:-1000}
@@ -15,5 +19,5 @@ for rep in $(seq "$reps"); do
   state=$(mktemp -d)
   echo "sqlite: $(DDPRUN_LOAD_DAEMON_ARGS="--state-dir $state" "$load" "$nodes")"
   rm -rf "$state"
-  echo "etcd:   $(DDPRUN_LOAD_DAEMON_ARGS="--state etcd://$endpoints" "$load" "$nodes")"
+  echo "etcd:   $(DDPRUN_LOAD_DAEMON_ARGS="--state etcd://$endpoints ${DDPRUN_ETCD_DAEMON_ARGS:-}" "$load" "$nodes")"
 done

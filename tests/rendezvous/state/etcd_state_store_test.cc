@@ -85,6 +85,26 @@ TEST_F(EtcdStateStoreTest, NodeRecordsChangeOneByOneAndAnotherReplicaReadsThemAl
   EXPECT_EQ(store.load_all()->at("j").nodes.size(), 3u);
 }
 
+// A job is one etcd value: over max_state_bytes (--etcd-max-job-bytes) it is refused before
+// it is sent, naming the sizes; a store given a larger limit writes it.
+TEST_F(EtcdStateStoreTest, AJobOverItsLimitIsRefusedAndALargerLimitTakesIt) {
+  JobChange big{"job", {}};
+  for (int i = 0; i < 100; ++i) big.nodes["node-" + std::to_string(i)] = std::string(100, 'x');
+  std::optional<Status> refused, taken;
+  EtcdStateStore small(client(cluster_->endpoints()), {.cluster = "size", .max_state_bytes = 4096});
+  small.save("j", big, [&](Status s) { refused = s; });
+  EtcdStateStore large(client(cluster_->endpoints()),
+                       {.cluster = "size", .max_state_bytes = 1u << 20});
+  large.save("j", big, [&](Status s) { taken = s; });
+  ASSERT_TRUE(run_until(
+      io_, [&] { return refused && taken; }, 30s));
+  EXPECT_TRUE(refused->is_refused());
+  EXPECT_NE(refused->message().find("more than the 4096 bytes"), std::string::npos)
+      << refused->message();
+  EXPECT_TRUE(taken->ok()) << taken->message();
+  EXPECT_EQ(large.load_all()->at("j").nodes.size(), 100u);
+}
+
 TEST_F(EtcdStateStoreTest, ManySavesOfOneJobCompleteInOrderAndTheLastWins) {
   EtcdStateStore store(client(cluster_->endpoints()), {.cluster = "order"});
   std::vector<int> completed;
