@@ -67,8 +67,15 @@ set(CPACK_STRIP_FILES ON)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_COMPONENTS_GROUPING ONE_PER_GROUP)
 set(CPACK_COMPONENTS_ALL runtime service doc)
-if(TARGET ddprun_worker_sdk)
+# libddprun-dev holds architecture-specific files (the library, ddprun.pc naming LibTorch's
+# multiarch directory): Debian wants them in the multiarch libdir, which GNUInstallDirs
+# chooses only for the /usr prefix. A build for another prefix (build/ is /usr/local) makes
+# the ddprun package alone.
+if(TARGET ddprun_worker_sdk AND CMAKE_INSTALL_LIBDIR MATCHES "^lib/${CMAKE_LIBRARY_ARCHITECTURE}$")
   list(APPEND CPACK_COMPONENTS_ALL worker_sdk)
+elseif(TARGET ddprun_worker_sdk)
+  message(STATUS "Packaging: libddprun-dev only from a build with -DCMAKE_INSTALL_PREFIX=/usr "
+    "(libdir ${CMAKE_INSTALL_LIBDIR} is not multiarch)")
 endif()
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # <name>_<version>-<release>_<arch>.deb
 set(CPACK_DEBIAN_PACKAGE_RELEASE ${DDPRUN_DEB_RELEASE})
@@ -103,8 +110,18 @@ LibTorch.
 
 This package holds the headers, the shared library, the CMake package
 (find_package(ddprun)) and the pkg-config file.")
-# The library's shlibs file and ldconfig trigger (lintian: no-shlibs, lacks-ldconfig-trigger).
-set(CPACK_DEBIAN_SDK_PACKAGE_GENERATE_SHLIBS ON)
+# The library's shlibs file (what dpkg-shlibdeps writes into the Depends of a program linking
+# it) and the ldconfig trigger, which CPack 3.25 does not make for a component package (it
+# calls ldconfig from generated maintainer scripts instead, which lintian refuses).
+if(TARGET ddprun_worker_sdk)
+  set(DDPRUN_SDK_SONAME_VERSION "${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR}")
+  file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/packaging/sdk/shlibs
+    "libddprun_worker_sdk ${DDPRUN_SDK_SONAME_VERSION} libddprun-dev (>= ${PROJECT_VERSION})\n")
+  file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/packaging/sdk/triggers "activate-noawait ldconfig\n")
+  set(CPACK_DEBIAN_SDK_PACKAGE_CONTROL_EXTRA
+    "${CMAKE_CURRENT_BINARY_DIR}/packaging/sdk/shlibs;${CMAKE_CURRENT_BINARY_DIR}/packaging/sdk/triggers"
+    "${DDPRUN_PACKAGING_DIR}/sdk/postinst;${DDPRUN_PACKAGING_DIR}/sdk/postrm")
+endif()
 
 include(CPack)
 cpack_add_component_group(ddprun)
