@@ -12,11 +12,16 @@ ctest --test-dir build --output-on-failure -j2 --timeout 300
 
 # The packages (issue 26, docs/packaging.md): the wheel built by pip (its own CMake build,
 # build-wheel/, kept between runs) and run in a fresh venv with torch 2.x; the Debian
-# package made by CPack from build/ (no compiling), installed, verified and purged.
+# packages made by CPack, installed, verified and purged: ddprun from build/ (no compiling),
+# libddprun-dev from build-sdkpkg/ (the SDK alone, configured for /usr: Debian's multiarch
+# libdir).
 if [ "${DDPRUN_SKIP_PACKAGING:-0}" != 1 ]; then
-  echo "== packaging: the wheel, the Debian package =="
+  echo "== packaging: the wheel, the Debian packages =="
   tests/packaging/test_wheel.sh
-  tests/packaging/test_deb.sh build
+  BUILD_DIR=build-sdkpkg BUILD_TARGETS=ddprun_worker_sdk \
+    DDPRUN_CMAKE_ARGS="-DCMAKE_INSTALL_PREFIX=/usr -DDDPRUN_BUILD_TESTS=OFF -DDDPRUN_BUILD_BENCH=OFF" \
+    scripts/setup.sh
+  tests/packaging/test_deb.sh build build-sdkpkg
 fi
 
 # The worker SDK against LibTorch 2.x (the PyTorch 2.x wheel of .venv/torch2, NCCL path

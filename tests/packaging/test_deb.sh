@@ -4,7 +4,11 @@
 # with systemd-analyze verify, ddprun run from /usr/bin, then removed and purged: nothing of
 # it may be left, and the machine is left as it was found, failure or not.
 #
-#   tests/packaging/test_deb.sh [BUILD_DIR]   (default: build; its programs must be built)
+#   tests/packaging/test_deb.sh [BUILD_DIR [SDK_BUILD_DIR]]
+#     BUILD_DIR (default build): the ddprun package, from its built programs
+#     SDK_BUILD_DIR: a build configured with -DCMAKE_INSTALL_PREFIX=/usr and its SDK built
+#       (libddprun-dev needs the multiarch libdir): libddprun-dev is made from it, checked the
+#       same way, and a CMake project's find_package(ddprun) run against the installed one
 #
 # Needs root (apt, a system user): without it, or without dpkg/apt/cpack, it says so and
 # skips. It also skips when a ddprun package or a ddprun user is already on the machine: the
@@ -12,6 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=$(realpath "${1:-build}")
+sdk_build=${2:+$(realpath "$2")}
 skip() { echo "test_deb: skipped: $*"; exit 0; }
 fail() { echo "test_deb: FAIL: $*" >&2; exit 1; }
 
@@ -20,17 +25,22 @@ for tool in dpkg dpkg-deb apt-get cpack lintian systemd-analyze; do
   command -v "$tool" >/dev/null || skip "$tool is missing (scripts/setup.sh installs it)"
 done
 [ -f "$build/CPackConfig.cmake" ] || fail "$build has no CPackConfig.cmake (configure it first)"
-if dpkg-query -W -f='${Status}' ddprun 2>/dev/null | grep -q "installed"; then
-  skip "a ddprun package is already installed"
-fi
+for package in ddprun libddprun-dev; do
+  if dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "installed"; then
+    skip "a $package package is already installed"
+  fi
+done
 getent passwd ddprun >/dev/null && skip "a ddprun user already exists"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ddprun-deb.XXXXXX")
 cleanup() {
   # Whatever happened, the package and what its postinst made go.
-  if dpkg-query -W -f='${Status}' ddprun 2>/dev/null | grep -q "install"; then
-    DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq ddprun >/dev/null 2>&1 || dpkg --purge ddprun || true
-  fi
+  for package in ddprun libddprun-dev; do
+    if dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install"; then
+      DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq "$package" >/dev/null 2>&1 ||
+        dpkg --purge "$package" || true
+    fi
+  done
   if getent passwd ddprun >/dev/null; then userdel ddprun || true; fi
   if getent group ddprun >/dev/null; then groupdel ddprun || true; fi
   rm -rf "$work"
@@ -93,4 +103,36 @@ while read -r path; do
   fi
   [ ! -e "$path" ] || fail "$path is left after purge"
 done <"$work/installed"
+if [ -n "$sdk_build" ]; then
+  echo "== libddprun-dev ($sdk_build) =="
+  cpack --config "$sdk_build/CPackConfig.cmake" -G DEB -B "$work/sdk" \
+    -D CPACK_COMPONENTS_ALL=worker_sdk >"$work/cpack-sdk.log" 2>&1 ||
+    { cat "$work/cpack-sdk.log"; fail "cpack (SDK)"; }
+  sdk_debs=("$work"/sdk/libddprun-dev_*.deb)
+  [ -f "${sdk_debs[0]}" ] || fail "no libddprun-dev_*.deb in $work/sdk"
+  dpkg-deb --field "${sdk_debs[0]}" Depends | grep -q libtorch-dev || fail "Depends lacks libtorch-dev"
+  dpkg-deb --contents "${sdk_debs[0]}" | awk '{print $6}' >"$work/sdk-contents"
+  multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+  for path in ./usr/include/ddp/ddp.h "./usr/lib/$multiarch/pkgconfig/ddprun.pc" \
+    "./usr/lib/$multiarch/cmake/ddprun/ddprunConfig.cmake" \
+    "./usr/lib/$multiarch/libddprun_worker_sdk.so"; do
+    grep -qxF "$path" "$work/sdk-contents" || fail "$path is not in libddprun-dev"
+  done
+  lintian --fail-on error,warning "${sdk_debs[0]}" || fail "lintian: $(basename "${sdk_debs[0]}")"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${sdk_debs[0]}" \
+    >"$work/apt-sdk.log" 2>&1 || { cat "$work/apt-sdk.log"; fail "apt-get install (SDK)"; }
+  dpkg -L libddprun-dev >"$work/sdk-installed"
+  mkdir "$work/consumer"
+  printf '%s\n' 'cmake_minimum_required(VERSION 3.22)' 'project(consumer CXX)' \
+    'find_package(ddprun REQUIRED)' 'if(NOT TARGET ddprun::worker_sdk)' \
+    '  message(FATAL_ERROR "no ddprun::worker_sdk")' 'endif()' >"$work/consumer/CMakeLists.txt"
+  cmake -S "$work/consumer" -B "$work/consumer/build" >"$work/consumer.log" 2>&1 ||
+    { cat "$work/consumer.log"; fail "find_package(ddprun) against libddprun-dev"; }
+  pkg-config --exists ddprun || fail "pkg-config does not find ddprun.pc"
+  DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq libddprun-dev >/dev/null
+  while read -r path; do
+    [ -d "$path" ] && continue
+    [ ! -e "$path" ] || fail "$path is left after purging libddprun-dev"
+  done <"$work/sdk-installed"
+fi
 echo "test_deb: ok"
