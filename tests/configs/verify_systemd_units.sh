@@ -3,8 +3,8 @@
 # warning, and is a Type=notify unit with a watchdog.
 #
 # verify checks that ExecStart's program exists, so the units are verified as copies in a temp
-# dir with the installed paths (/usr/local/bin/ddprun, /usr/local/bin/ddp-rendezvous) replaced
-# by this build's binaries; a template (name@.service) is verified as an instance
+# dir with the installed paths (/usr/bin/ddprun, /usr/bin/ddp-rendezvous: the package's; an
+# install elsewhere rewrites them, cmake/InstallUnits.cmake) replaced by this build's binaries; a template (name@.service) is verified as an instance
 # (name@example.service). verify exits 0 on an unknown key or a value it cannot parse, which it
 # only prints: any output at all fails the test.
 #
@@ -18,7 +18,7 @@ units=()
 for unit in "$src"/*.service; do
   name=$(basename "$unit")
   [[ $name == *@.service ]] && name=${name%@.service}@example.service
-  sed -e "s|/usr/local/bin/ddp-rendezvous|$daemon|g" -e "s|/usr/local/bin/ddprun|$ddprun|g" \
+  sed -e "s|/usr/bin/ddp-rendezvous|$daemon|g" -e "s|/usr/bin/ddprun|$ddprun|g" \
     "$unit" >"$tmp/$name"
   units+=("$tmp/$name")
 done
