@@ -22,40 +22,9 @@ namespace ddprun::testing {
 std::string node_addr(int n) { return "127.0.0." + std::to_string(n); }
 
 uint16_t free_port(const std::string& addr) {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) throw std::system_error(errno, std::generic_category(), "socket");
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = 0;
-  ::inet_pton(AF_INET, addr.c_str(), &sa.sin_addr);
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-    throw std::system_error(errno, std::generic_category(), "bind " + addr + ":0");
-  }
-  socklen_t len = sizeof sa;
-  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len);
-  return ntohs(sa.sin_port);
-}
-
-uint16_t free_port_outside_ephemeral_range(const std::string& addr) {
-  int low = 32768, high = 60999;
-  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
-  range >> low >> high;
-  const int first = std::max(1024, low / 2);
-  if (low - first < 16) throw std::runtime_error("no port range below the ephemeral one");
-  std::mt19937 rng(std::random_device{}());
-  const int start = std::uniform_int_distribution<int>(first, low - 1)(rng);
-  for (int i = 0; i < low - first; ++i) {
-    const int port = first + (start - first + i) % (low - first);
-    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(static_cast<uint16_t>(port));
-    ::inet_pton(AF_INET, addr.c_str(), &sa.sin_addr);
-    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
-      return static_cast<uint16_t>(port);
-    }
-  }
-  throw std::runtime_error("no free port below the ephemeral range");
+  // A port from bind(0) could be taken, before ddprun binds it, by any connection's source
+  // port or any port-0 server of a test running beside this one.
+  return free_port_outside_ephemeral_range(addr);
 }
 
 std::string RdzvTimeouts::conf() const {

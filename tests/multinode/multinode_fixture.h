@@ -15,20 +15,17 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/integration/ddprun_fixture.h"
+#include "tests/support/free_port.h"
 
 namespace ddprun::testing {
 
 // 127.0.0.<n>.
 std::string node_addr(int n);
 
-// A TCP port that was free on `addr` a moment ago: bound to port 0, read back, closed. Another
-// process may take it before ddprun binds it; on a test machine that race is rare and shows up
-// as a clear "address in use" failure, never as a hang.
+// A TCP port that was free on `addr` a moment ago, for ddprun to bind by number: one below the
+// ephemeral range (tests/support/free_port.h), so that no connection or port-0 server of a test
+// running beside this one takes it first.
 uint16_t free_port(const std::string& addr = "127.0.0.1");
-// A free port below the kernel's ephemeral range (ip_local_port_range), for a server that is
-// killed and started again on the same port: no client's connect can be given it as its local
-// port meanwhile (and self-connect to it, or hold it), as one from the ephemeral range can.
-uint16_t free_port_outside_ephemeral_range(const std::string& addr = "127.0.0.1");
 
 // The rendezvous knobs every multi-node test uses: short, so that a test is quick, but long
 // enough for two cores shared by many processes.

@@ -19,28 +19,14 @@
 #include <stdexcept>
 
 #include "tests/store/store_test_util.h"
+#include "tests/support/free_port.h"
 
 extern char** environ;
 
 namespace ddp_test {
 namespace fs = std::filesystem;
 
-std::uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::runtime_error("socket: " + std::string(std::strerror(errno)));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ::close(fd);
-    throw std::runtime_error("bind/getsockname: " + std::string(std::strerror(errno)));
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+std::uint16_t free_port() { return ddprun::testing::free_port_outside_ephemeral_range(); }
 
 std::string ProcessResult::describe() const {
   std::ostringstream out;

@@ -24,7 +24,8 @@ class TempDir {
   ddprun::testing::TempDir dir_;
 };
 
-// A TCP port that was free on 127.0.0.1 a moment ago (bound to port 0, then released).
+// A TCP port that was free on 127.0.0.1 a moment ago, below the kernel's ephemeral range (so
+// that no connection or port-0 server takes it before the program it is given to binds it).
 std::uint16_t free_port();
 
 struct ProcessSpec {
