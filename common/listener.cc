@@ -58,13 +58,22 @@ Listener::Listener(asio::io_context& io, ListenerOptions options, const Clock& c
 
 Listener::~Listener() {
   *alive_ = false;
-  boost::system::error_code ignored;
-  acceptor_.close(ignored);
+  close_acceptors();
   grace_timer_.cancel();
   // Connections may finish on the io_context later; they no longer call back (alive_).
   auto connections = std::move(connections_);
   for (auto& [raw, connection] : connections) connection->close_now();
 }
+
+namespace {
+// Lets several sockets of this process's user bind one port (see ListenerOptions::acceptors).
+bool set_reuse_port(int fd, boost::system::error_code& ec) {
+  const int on = 1;
+  if (::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) == 0) return true;
+  ec.assign(errno, boost::system::system_category());
+  return false;
+}
+}  // namespace
 
 Status Listener::listen(const std::string& address, uint16_t port, MakeConnection make,
                         Goodbye goodbye) {
@@ -83,11 +92,55 @@ Status Listener::listen(const std::string& address, uint16_t port, MakeConnectio
     return Status::unavailable(fmt::format("{}: {} {}:{} failed: {}", options_.name, step,
                                            endpoint.address().to_string(), port, ec.message()));
   };
+  if (options_.acceptors > 1 && endpoint.port() != 0) {
+    // A SO_REUSEPORT bind would join a group another process of this user already listens
+    // in (another job given the same port), and the two would share each other's clients
+    // silently. A plain bind first refuses an address in use, as with one socket.
+    tcp::acceptor probe(io_);
+    probe.open(endpoint.protocol(), ec);
+    if (!ec) probe.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) probe.bind(endpoint, ec);
+    if (ec) return fail("bind");
+  }
   if (acceptor_.open(endpoint.protocol(), ec); ec) return fail("open");
   set_cloexec(acceptor_.native_handle());
   acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (options_.acceptors > 1 && !set_reuse_port(acceptor_.native_handle(), ec)) {
+    return fail("SO_REUSEPORT on");
+  }
   if (acceptor_.bind(endpoint, ec); ec) return fail("bind");
+  if (Status s = open_siblings(acceptor_.local_endpoint(ec)); !s) {
+    close_acceptors();
+    return s;
+  }
   return start("listen on", std::move(make), std::move(goodbye));
+}
+
+// The other sockets of a SO_REUSEPORT group, bound to the port the first one got.
+Status Listener::open_siblings(const tcp::endpoint& bound) {
+  for (size_t i = 1; i < options_.acceptors; ++i) {
+    auto sibling = std::make_unique<tcp::acceptor>(io_);
+    boost::system::error_code ec;
+    sibling->open(bound.protocol(), ec);
+    if (!ec) set_cloexec(sibling->native_handle());
+    if (!ec) sibling->set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) set_reuse_port(sibling->native_handle(), ec);
+    if (!ec) sibling->bind(bound, ec);
+    if (ec) {
+      return Status::unavailable(
+          fmt::format("{}: binding listening socket {} of {} to {}:{}: {}", options_.name, i + 1,
+                      options_.acceptors, bound.address().to_string(), bound.port(), ec.message()));
+    }
+    siblings_.push_back(std::move(sibling));
+  }
+  return Status();
+}
+
+void Listener::close_acceptors() {
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+  // Closed, not destroyed: their accept loops still hold them until they see the abort.
+  for (auto& sibling : siblings_) sibling->close(ignored);
 }
 
 Status Listener::adopt(UniqueFd bound_socket, MakeConnection make, Goodbye goodbye) {
@@ -127,31 +180,37 @@ Status Listener::start(const char* what, MakeConnection make, Goodbye goodbye) {
   boost::system::error_code ec;
   acceptor_.listen(options_.backlog, ec);
   if (!ec) acceptor_.non_blocking(true, ec);  // accept_loop drains the backlog without waiting
+  for (auto& sibling : siblings_) {
+    if (!ec) sibling->listen(options_.backlog, ec);
+    if (!ec) sibling->non_blocking(true, ec);
+  }
   const auto local = ec ? tcp::endpoint() : acceptor_.local_endpoint(ec);
   if (ec) {
-    boost::system::error_code ignored;
-    acceptor_.close(ignored);
+    close_acceptors();
     return Status::unavailable(fmt::format("{}: {} failed: {}", options_.name, what, ec.message()));
   }
   make_ = std::move(make);
   goodbye_ = std::move(goodbye);
   port_ = local.port();
   stopping_ = false;
-  asio::co_spawn(io_, accept_loop(), LogCoroutineEnd{"accept loop"});
+  asio::co_spawn(io_, accept_loop(acceptor_), LogCoroutineEnd{"accept loop"});
+  for (auto& sibling : siblings_) {
+    asio::co_spawn(io_, accept_loop(*sibling), LogCoroutineEnd{"accept loop"});
+  }
   spdlog::debug("{}: listening on {}:{}", options_.name, local.address().to_string(), port_);
   return Status();
 }
 
-asio::awaitable<void> Listener::accept_loop() {
+asio::awaitable<void> Listener::accept_loop(tcp::acceptor& acceptor) {
   auto alive = alive_;
   boost::system::error_code ec;
   asio::steady_timer pause(io_);
-  while (*alive && !stopping_ && acceptor_.is_open()) {
+  while (*alive && !stopping_ && acceptor.is_open()) {
     tcp::socket socket =
-        co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+        co_await acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
     if (!*alive || stopping_ || ec == asio::error::operation_aborted) break;
     if (out_of_descriptors(ec)) {
-      shed_one_connection();
+      shed_one_connection(acceptor);
       // The backlog still holds connections we cannot take: give the ones we serve a moment
       // to end, rather than spinning on accept.
       pause.expires_after(kDescriptorPause);
@@ -168,7 +227,7 @@ asio::awaitable<void> Listener::accept_loop() {
     // at once, and a backlog left to fill makes the kernel drop connections, which their
     // clients only retry after a second or more (16,384 clients: 6 s instead of under 2).
     for (size_t drained = 0; drained < kMostAcceptsPerWakeup && *alive && !stopping_; ++drained) {
-      tcp::socket more = acceptor_.accept(ec);
+      tcp::socket more = acceptor.accept(ec);
       if (ec) break;  // would_block: the backlog is empty; anything else: the next await says
       admit(std::move(more));
     }
@@ -248,13 +307,13 @@ void Listener::log_refusal(Refusal refusal, const std::string& detail) {
 
 // Out of descriptors: the spare one is given up to accept the oldest waiting connection, which
 // gets the server's goodbye and is closed; then the spare is taken back.
-void Listener::shed_one_connection() {
+void Listener::shed_one_connection(tcp::acceptor& acceptor) {
   ++counters_.refused[static_cast<size_t>(Refusal::kDescriptors)];
   log_refusal(Refusal::kDescriptors, "");
   spare_fd_.reset();
   boost::system::error_code ec;
   tcp::socket shed(io_);
-  acceptor_.accept(shed, ec);
+  acceptor.accept(shed, ec);
   if (!ec) {
     if (goodbye_) {
       shed.non_blocking(true, ec);
@@ -281,8 +340,7 @@ void Listener::for_each_connection(const std::function<void(ServedConnection&)>&
 }
 
 void Listener::close() {
-  boost::system::error_code ignored;
-  acceptor_.close(ignored);
+  close_acceptors();
   for_each_connection([](ServedConnection& c) { c.close_now(); });
 }
 
@@ -293,8 +351,7 @@ void Listener::shutdown(const std::string& reason, std::function<void()> done) {
   }
   stopping_ = true;
   shutdown_done_ = std::move(done);
-  boost::system::error_code ignored;
-  acceptor_.close(ignored);
+  close_acceptors();
   spdlog::debug("{}: shutting down ({} connections)", options_.name, connections_.size());
   for_each_connection([&](ServedConnection& c) { c.close_gracefully(reason); });
   grace_timer_.expires_after(options_.shutdown_grace);

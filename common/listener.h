@@ -31,6 +31,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>  // before Boost 1.74's awaitable.hpp, which uses std::exchange without it
+#include <vector>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
@@ -70,6 +71,12 @@ const char* to_string(Refusal refusal);
 struct ListenerOptions {
   std::string name = "server";  // starts every log line and error ("store", ...)
   int backlog = 4096;
+  // Listening sockets on the one port (SO_REUSEPORT; listen() only, an adopted socket is one):
+  // the kernel spreads new connections over their accept queues, each `backlog` deep. For a
+  // server a whole job connects to at once: a full queue makes the kernel drop handshakes,
+  // which clients retry only after a second or more. Sockets that can share the port must
+  // belong to this process's user (Linux's rule for SO_REUSEPORT).
+  size_t acceptors = 1;
   size_t max_connections = 65'536;
   size_t max_connections_per_source = SIZE_MAX;
   // A connection over a limit is still handed to the server, with Accepted::refusal set, so it
@@ -134,9 +141,11 @@ class Listener {
 
  private:
   Status start(const char* what, MakeConnection make, Goodbye goodbye);
-  boost::asio::awaitable<void> accept_loop();
+  boost::asio::awaitable<void> accept_loop(boost::asio::ip::tcp::acceptor& acceptor);
+  Status open_siblings(const boost::asio::ip::tcp::endpoint& endpoint);
+  void close_acceptors();
   void admit(boost::asio::ip::tcp::socket socket);
-  void shed_one_connection();
+  void shed_one_connection(boost::asio::ip::tcp::acceptor& acceptor);
   void on_ended(ServedConnection* connection, const boost::asio::ip::address& source);
   void maybe_finish_shutdown();
   void log_refusal(Refusal refusal, const std::string& detail);
@@ -145,6 +154,8 @@ class Listener {
   const ListenerOptions options_;
   const Clock& clock_;
   boost::asio::ip::tcp::acceptor acceptor_;
+  // ListenerOptions::acceptors - 1 more sockets on acceptor_'s port (SO_REUSEPORT).
+  std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> siblings_;
   boost::asio::steady_timer grace_timer_;
   MakeConnection make_;
   Goodbye goodbye_;

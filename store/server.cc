@@ -14,6 +14,7 @@ ListenerOptions listener_options(const StoreServerOptions& options) {
   ListenerOptions o;
   o.name = "store";
   o.backlog = options.backlog;
+  o.acceptors = options.acceptors;
   o.max_connections = options.max_connections;
   return o;
 }

@@ -32,6 +32,9 @@ struct StoreServerOptions {
   // Listen backlog: a whole job's ranks connect at once. Default 4096 (the kernel caps it at
   // net.core.somaxconn).
   int backlog = 4096;
+  // Listening sockets on the port (ListenerOptions::acceptors, SO_REUSEPORT), each with its
+  // own backlog. Default 4: room for 16,384 connections arriving at once.
+  size_t acceptors = 4;
 };
 
 // Counters since the server was built, and the store's current size.

@@ -212,6 +212,36 @@ TEST_F(ListenerTest, OutOfDescriptorsItShedsWithAGoodbyeWithoutSpinning) {
   ASSERT_TRUE(run_until(io, [&] { return listener.connections() == 1; }));
 }
 
+// Several sockets on one port (SO_REUSEPORT, ListenerOptions::acceptors): every connection is
+// served whichever queue the kernel puts it in, and a second listener asking for the same port
+// is refused as with one socket, not let into the group.
+TEST_F(ListenerTest, SeveralAcceptorsServeOnePortWhichNoOtherListenerCanJoin) {
+  ListenerOptions options;
+  options.name = "test server";
+  options.acceptors = 4;
+  Listener listener(io, options);
+  ASSERT_TRUE(listener.listen("127.0.0.1", 0, make()).ok());
+  std::vector<std::unique_ptr<tcp::socket>> clients;
+  for (int i = 0; i < 64; ++i) clients.push_back(connect_from(listener));
+  ASSERT_TRUE(run_until(io, [&] { return listener.connections() == 64; }));
+  EXPECT_EQ(listener.counters().accepted, 64u);
+
+  Listener again(io, options);
+  const Status busy = again.listen("127.0.0.1", listener.port(), make());
+  ASSERT_FALSE(busy.ok()) << "a second group on the port would share its clients";
+  EXPECT_NE(busy.message().find("test server: bind 127.0.0.1:"), std::string::npos)
+      << busy.message();
+  // A fixed free port works too; closing frees it for the next listener.
+  const uint16_t port = listener.port();
+  listener.close();
+  clients.clear();
+  ASSERT_TRUE(run_until(io, [&] { return listener.connections() == 0; }));
+  Listener next(io, options);
+  ASSERT_TRUE(next.listen("127.0.0.1", port, make()).ok());
+  auto late = connect_from(next);
+  ASSERT_TRUE(run_until(io, [&] { return next.connections() == 1; }));
+}
+
 TEST_F(ListenerTest, ListenErrorsNameTheServerAndTheStep) {
   ListenerOptions options;
   options.name = "test server";
