@@ -370,8 +370,13 @@ Status JobRegistry::restore(state::StateStore& store, DecisionJournal::FailureHa
         answer.integer = static_cast<int64_t>(token);
         link.delivery.remember(answer);
       }
-      if (job->round) {
-        if (auto now = job->round->catch_up(node)) link.delivery.record(std::move(*now));
+    }
+    if (job->round) {
+      std::vector<std::string> nodes;
+      nodes.reserve(snap.tokens.size());
+      for (const auto& [node, token] : snap.tokens) nodes.push_back(node);
+      for (auto& [node, push] : job->round->catch_up_all(nodes)) {
+        job->links[node].delivery.record(std::move(push));
       }
     }
     schedule(*job);

@@ -240,41 +240,57 @@ void RoundState::mark_changed(const std::string& node_id) {
 }
 
 std::optional<Push> RoundState::catch_up(const std::string& node_id) const {
-  auto it = nodes_.find(node_id);
-  if (it == nodes_.end()) return std::nullopt;
-  const NodeRecord& rec = it->second;
-  if (phase_ == Phase::kSucceeded) return Push(JobSucceeded{round_});
-  if (phase_ == Phase::kFailed) {
-    return failure_ ? std::optional<Push>(Push(*failure_)) : std::nullopt;
-  }
-  if (phase_ == Phase::kGathering && rec.state == NodeState::kIdle && rec.expected && round_ > 0) {
-    return Push(RestartRequested{round_ - 1, RestartReason::kMemberLost,
-                                 fmt::format("round {} ended while the rendezvous server "
-                                             "restarted",
-                                             round_ - 1),
-                                 ""});
-  }
-  if (phase_ != Phase::kRunning || rec.state != NodeState::kMember) return std::nullopt;
-  // The members by group rank, as close_round() placed them.
+  auto all = catch_up_all({node_id});
+  if (all.empty()) return std::nullopt;
+  return std::move(all.front().second);
+}
+
+std::vector<std::pair<std::string, Push>> RoundState::catch_up_all(
+    const std::vector<std::string>& node_ids) const {
+  std::vector<std::pair<std::string, Push>> out;
+  // The members by group rank, as close_round() placed them, with the global rank each one's
+  // workers start at: computed once for all the nodes asked about (a restored job asks about
+  // every node; sorting the members for each made a restart of 10,000 nodes take minutes).
   std::vector<const NodeRecord*> members;
-  for (const auto& [id, r] : nodes_) {
-    if (r.state == NodeState::kMember) members.push_back(&r);
-  }
-  std::sort(members.begin(), members.end(), [](const NodeRecord* a, const NodeRecord* b) {
-    return a->last_group_rank.value_or(0) < b->last_group_rank.value_or(0);
-  });
-  uint32_t world_size = 0, offset = 0;
-  for (const NodeRecord* r : members) {
-    if (r->last_group_rank.value_or(0) < rec.last_group_rank.value_or(0)) {
-      offset += r->info.local_world_size;
+  std::unordered_map<const NodeRecord*, uint32_t> offsets;
+  uint32_t world_size = 0;
+  if (phase_ == Phase::kRunning) {
+    for (const auto& [id, r] : nodes_) {
+      if (r.state == NodeState::kMember) members.push_back(&r);
     }
-    world_size += r->info.local_world_size;
+    std::sort(members.begin(), members.end(), [](const NodeRecord* a, const NodeRecord* b) {
+      return a->last_group_rank.value_or(0) < b->last_group_rank.value_or(0);
+    });
+    for (const NodeRecord* r : members) {
+      offsets[r] = world_size;
+      world_size += r->info.local_world_size;
+    }
   }
-  const NodeInfo& master = members.front()->info;
-  return Push(RoundAssigned{job_id_, round_, rec.last_group_rank.value_or(0),
-                            static_cast<uint32_t>(members.size()), rec.info.local_world_size,
-                            offset, world_size, master.master_addr, master.master_port,
-                            restart_count_, options_.max_restarts});
+  for (const std::string& node_id : node_ids) {
+    auto it = nodes_.find(node_id);
+    if (it == nodes_.end()) continue;
+    const NodeRecord& rec = it->second;
+    if (phase_ == Phase::kSucceeded) {
+      out.emplace_back(node_id, JobSucceeded{round_});
+    } else if (phase_ == Phase::kFailed) {
+      if (failure_) out.emplace_back(node_id, *failure_);
+    } else if (phase_ == Phase::kGathering && rec.state == NodeState::kIdle && rec.expected &&
+               round_ > 0) {
+      out.emplace_back(node_id, RestartRequested{round_ - 1, RestartReason::kMemberLost,
+                                                 fmt::format("round {} ended while the "
+                                                             "rendezvous server restarted",
+                                                             round_ - 1),
+                                                 ""});
+    } else if (phase_ == Phase::kRunning && rec.state == NodeState::kMember) {
+      const NodeInfo& master = members.front()->info;
+      out.emplace_back(
+          node_id, RoundAssigned{job_id_, round_, rec.last_group_rank.value_or(0),
+                                 static_cast<uint32_t>(members.size()), rec.info.local_world_size,
+                                 offsets.at(&rec), world_size, master.master_addr,
+                                 master.master_port, restart_count_, options_.max_restarts});
+    }
+  }
+  return out;
 }
 
 std::optional<std::pair<uint32_t, std::string>> RoundState::member_placement(

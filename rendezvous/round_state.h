@@ -103,6 +103,10 @@ class RoundState {
   // gathers without it, JobSucceeded or JobFailed (its message, report and exit code) once the
   // job has ended; nullopt otherwise (waiting nodes need nothing).
   std::optional<Push> catch_up(const std::string& node_id) const;
+  // The same for several nodes at once, in O(nodes): those that need a push, in the order
+  // asked (a restored job's, for every node).
+  std::vector<std::pair<std::string, Push>> catch_up_all(
+      const std::vector<std::string>& node_ids) const;
   // A member's group rank in the running round and the address it advertises.
   std::optional<std::pair<uint32_t, std::string>> member_placement(
       const std::string& node_id) const;
