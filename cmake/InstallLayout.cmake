@@ -13,9 +13,13 @@ if(SKBUILD)
   set(DDPRUN_INSTALL_BINDIR "${SKBUILD_SCRIPTS_DIR}")
   set(DDPRUN_INSTALL_MODULEDIR "${SKBUILD_DATA_DIR}/lib/ddprun")
   set(DDPRUN_MODULEDIR_FROM_BINDIR "../lib/ddprun")
+  set(DDPRUN_INSTALL_FULL_MODULEDIR "${CMAKE_INSTALL_FULL_LIBDIR}/ddprun")
 else()
   set(DDPRUN_INSTALL_BINDIR "${CMAKE_INSTALL_BINDIR}")
-  set(DDPRUN_INSTALL_MODULEDIR "${CMAKE_INSTALL_LIBDIR}/ddprun")
+  # lib/ddprun, not the libdir: a private module, which Debian keeps in /usr/lib/<package>
+  # whatever the multiarch libdir of a /usr prefix is (lib/x86_64-linux-gnu).
+  set(DDPRUN_INSTALL_MODULEDIR "lib/ddprun")
+  set(DDPRUN_INSTALL_FULL_MODULEDIR "${CMAKE_INSTALL_PREFIX}/lib/ddprun")
   # The programs find the module relative to themselves, so a relocated prefix (a package
   # built with another prefix than the build's) still finds it.
   file(RELATIVE_PATH DDPRUN_MODULEDIR_FROM_BINDIR "/${CMAKE_INSTALL_BINDIR}"

@@ -25,12 +25,28 @@ if(CMAKE_CXX_COMPILER_ID MATCHES "Clang" AND Boost_VERSION VERSION_LESS 1.80)
   add_compile_options("SHELL:-include utility")
 endif()
 
+# DDPRUN_UNITY_BUILD: the libraries and programs (not tests, benchmarks or fuzz targets, whose
+# files repeat helper names) compile in batches of files (CMake's unity build), parsing the
+# Asio, Beast and LibTorch headers once per batch: a clean build is much quicker, an
+# incremental one slower. For CI's clean builds (scripts/run-tests.sh); off by default.
+function(ddprun_unity_build target)
+  file(RELATIVE_PATH where ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
+  if(DDPRUN_UNITY_BUILD AND NOT where MATCHES "^(tests|bench|fuzz)(/|$)")
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON)
+    # In a batch every source is an included file, and GCC then warns about each coroutine
+    # frame holding a type from an anonymous namespace: true of every file, and harmless.
+    target_compile_options(${target} PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-subobject-linkage>)
+  endif()
+endfunction()
+
 # ddprun_target_defaults(<target>): warnings on for the project's own libraries and programs.
 function(ddprun_target_defaults target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wno-unused-parameter)
+  ddprun_unity_build(${target})
 endfunction()
 
 # Targets that include LibTorch headers: LibTorch's own headers are not -Wextra clean.
 function(ddprun_torch_target_defaults target)
   target_compile_options(${target} PRIVATE -Wall -Wno-unused-parameter)
+  ddprun_unity_build(${target})
 endfunction()

@@ -68,11 +68,13 @@ TEST(InstallTest, AnOutsideProjectBuildsAgainstTheInstalledSdkAndRunsUnderDdprun
     }
     return headers;
   }());
-  const auto lib = files_under(prefix / "lib");
+  // The configured libdir: lib, or Debian's multiarch lib/<triplet> for a /usr prefix.
+  const fs::path libdir = prefix / INSTALL_LIBDIR;
+  const auto lib = files_under(libdir);
   for (const char* f : {"libddprun_worker_sdk.so", "cmake/ddprun/ddprunConfig.cmake",
                         "cmake/ddprun/ddprunConfigVersion.cmake",
                         "cmake/ddprun/ddprunTargets.cmake", "pkgconfig/ddprun.pc"}) {
-    EXPECT_TRUE(lib.count(f) || fs::exists(prefix / "lib" / f)) << f;
+    EXPECT_TRUE(lib.count(f) || fs::exists(libdir / f)) << f;
   }
 
   // The user's project lives outside the tree: a copy in the temp dir.
@@ -108,7 +110,7 @@ TEST(InstallTest, AnOutsideProjectBuildsAgainstTheInstalledSdkAndRunsUnderDdprun
 
   // pkg-config: the same program from a plain compiler command line.
   const std::map<std::string, std::string> pc_env = {
-      {"PKG_CONFIG_PATH", (prefix / "lib" / "pkgconfig").string()}};
+      {"PKG_CONFIG_PATH", (libdir / "pkgconfig").string()}};
   const std::string flags = step("pkg-config", dir.path(),
                                  {"/usr/bin/pkg-config", "--cflags", "--libs", "ddprun"}, pc_env);
   std::vector<std::string> compile = {CXX_COMPILER_PATH,
@@ -122,7 +124,7 @@ TEST(InstallTest, AnOutsideProjectBuildsAgainstTheInstalledSdkAndRunsUnderDdprun
   ASSERT_FALSE(HasFailure());
   const std::string pc_out =
       step("run_pc", dir.path(), with(ddprun, (dir.path() / "consumer_pc").string()),
-           {{"OMP_NUM_THREADS", "1"}, {"LD_LIBRARY_PATH", (prefix / "lib").string()}});
+           {{"OMP_NUM_THREADS", "1"}, {"LD_LIBRARY_PATH", libdir.string()}});
   EXPECT_NE(pc_out.find("consumer: sum 3 on 2 ranks"), std::string::npos) << pc_out;
 }
 
