@@ -216,7 +216,9 @@ void RoundState::close_round(Decisions& out) {
                     master.master_addr,
                     master.master_port,
                     restart_count_,
-                    options_.max_restarts};
+                    options_.max_restarts,
+                    /*successor_host=*/{},
+                    /*successor_port=*/0};
     offset += rec->info.local_world_size;
     out.push_back({rec->info.node_id, std::move(a)});
   }
@@ -287,7 +289,8 @@ std::vector<std::pair<std::string, Push>> RoundState::catch_up_all(
           node_id, RoundAssigned{job_id_, round_, rec.last_group_rank.value_or(0),
                                  static_cast<uint32_t>(members.size()), rec.info.local_world_size,
                                  offsets.at(&rec), world_size, master.master_addr,
-                                 master.master_port, restart_count_, options_.max_restarts});
+                                 master.master_port, restart_count_, options_.max_restarts,
+                                 /*successor_host=*/{}, /*successor_port=*/0});
     }
   }
   return out;

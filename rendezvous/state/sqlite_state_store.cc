@@ -221,7 +221,9 @@ Status SqliteStateStore::apply(const Pending& save, int64_t now_ms) {
     return b;
   });
   for (auto node = save.change.nodes.begin(); s && node != save.change.nodes.end(); ++node) {
-    const auto& [node_id, record] = *node;
+    // Not a structured binding: clang 14 cannot capture one in the lambda.
+    const std::string& node_id = node->first;
+    const std::optional<std::string>& record = node->second;
     s = run(record ? sql_.upsert_node : sql_.erase_node, [&](SqliteStatement& st) {
       Status b = st.bind_text(1, job);
       if (b) b = st.bind_text(2, node_id);
