@@ -16,6 +16,8 @@
 
 #include "agent/failure_report.h"
 #include "rendezvous/codec.h"
+#include "rendezvous/job_snapshot.h"
+#include "rendezvous/state/etcd_records.h"
 #include "snapshot_format.h"
 #include "store/codec.h"
 
@@ -282,6 +284,32 @@ void config_seeds(const fs::path& source) {
 
 }  // namespace
 
+// Jobs as the etcd state store writes them: a gathering round, a running one, a failed one,
+// and a job record alone as an older daemon wrote it.
+void stored_job_seeds() {
+  rdzv::JobOptions o = sample_job();
+  o.min_nodes = 2;
+  o.max_nodes = 3;
+  o.max_restarts = 1;
+  const SteadyTime now{};
+  rdzv::RoundState state("seed", o, now);
+  auto save = [&](const std::string& name) {
+    seed("stored_job", name,
+         rdzv::state::encode_job_records(
+             rdzv::encode_job_snapshot(state, {{"a", 11}, {"b", 22}, {"c", 33}}, {{"a", 7}})));
+  };
+  (void)state.join(rdzv::NodeInfo{"a", 2, {}, "10.0.0.1", 29500}, o, now);
+  save("gathering");
+  (void)state.join(rdzv::NodeInfo{"b", 1, 0u, "10.0.0.2", 29500}, o, now);
+  (void)state.join(rdzv::NodeInfo{"c", 1, {}, "10.0.0.3", 29500}, o, now);
+  save("running");
+  (void)state.report_failure("b", state.round(), R"({"failures":[]})", 3, now);
+  save("restarting");
+  (void)state.report_failure("a", state.round(), "{}", 1, now);
+  save("after_two_failures");
+  seed("stored_job", "old_whole_record", rdzv::encode_job_snapshot(state, {{"a", 11}}).job);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::cerr << "usage: make_seed_corpus <ddprun source dir>\n";
@@ -297,6 +325,7 @@ int main(int argc, char** argv) {
   error_file_seeds();
   snapshot_seeds();
   config_seeds(argv[1]);
+  stored_job_seeds();
   std::cout << "seeds written under " << corpus_root.string() << "\n";
   return 0;
 }

@@ -189,6 +189,18 @@ struct RoundStateCodec {
 };
 
 namespace {
+// Every number stored is an integer: a fraction or an exponent (a damaged record) would be
+// converted to an integer field, which is undefined for values out of range. Refused instead.
+bool has_fraction(const json& j) {
+  if (j.is_number_float()) return true;
+  if (j.is_structured()) {
+    for (const auto& item : j) {
+      if (has_fraction(item)) return true;
+    }
+  }
+  return false;
+}
+
 json job_json(const RoundState& round) {
   json j = {{"v", kFormatVersion}, {"round", RoundStateCodec::to_json(round, false)}};
   return j;
@@ -236,6 +248,7 @@ Result<JobSnapshot> decode_job_snapshot(const std::string& job_id, const state::
   };
   const json j = json::parse(stored.job, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+  if (has_fraction(j)) return bad("the job's record has a number that is not an integer");
   std::string where = "the job's record";
   try {
     const int version = j.at("v");
@@ -256,6 +269,7 @@ Result<JobSnapshot> decode_job_snapshot(const std::string& job_id, const state::
       where = fmt::format("node '{}'", id);
       const json n = json::parse(bytes, nullptr, /*allow_exceptions=*/false);
       if (n.is_discarded() || !n.is_object()) return bad(where + ": not a JSON object");
+      if (has_fraction(n)) return bad(where + ": a number that is not an integer");
       const int node_version = n.at("v");
       if (node_version > kFormatVersion) return newer(node_version);
       if (node_version < 3) return bad(fmt::format("{}: unknown format {}", where, node_version));

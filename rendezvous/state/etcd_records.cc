@@ -30,6 +30,9 @@ class Reader {
     if (colon == std::string_view::npos || ec != std::errc() || end != last || first == last) {
       return bad(fmt::format("{}: no length", what));
     }
+    if (*first == '0' && last - first > 1) {  // one spelling per value: what is read re-encodes
+      return bad(fmt::format("{}: a length with a leading zero", what));
+    }
     at_ = colon + 1;
     return n;
   }

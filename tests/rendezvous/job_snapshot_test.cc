@@ -158,6 +158,12 @@ TEST_F(JobSnapshotTest, UnreadableOrNewerStateIsRefusedNamingTheJob) {
   ASSERT_FALSE(bad_node.ok());
   EXPECT_NE(bad_node.error_message().find("node 'b': not a JSON object"), std::string::npos)
       << bad_node.error_message();
+  stored.nodes["b"] = R"({"v":3,"local_world_size":1e30})";
+  auto fraction = decode_job_snapshot("job-x", stored, clock_.steady_now());
+  ASSERT_FALSE(fraction.ok()) << "a number with an exponent is refused, not converted";
+  EXPECT_NE(fraction.error_message().find("node 'b': a number that is not an integer"),
+            std::string::npos)
+      << fraction.error_message();
   stored.nodes["b"] = R"({"v":4})";
   EXPECT_TRUE(decode_job_snapshot("job-x", stored, clock_.steady_now()).status().is_refused());
   stored.nodes["b"] = R"({"v":3,"state":"member"})";
