@@ -28,7 +28,7 @@ fi
 # compiled in): its own build directory, then its whole test suite on CPU/Gloo.
 if [ "${DDPRUN_SKIP_TORCH2_SDK:-0}" != 1 ]; then
   echo "== worker SDK against LibTorch 2.x (build-torch2) =="
-  scripts/sdk-torch2.sh
+  DDPRUN_CMAKE_ARGS="-DDDPRUN_UNITY_BUILD=ON" scripts/sdk-torch2.sh
 fi
 
 if [ "${DDPRUN_SKIP_SANITIZERS:-0}" != 1 ]; then
