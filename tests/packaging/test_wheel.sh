@@ -3,7 +3,8 @@
 # offline into a fresh virtual environment of this machine's Python that also sees the
 # project's torch 2.x, then a 2-rank gloo job run through that environment's ddprun with no
 # PYTHON_EXEC, no activation and PATH without the environment: its workers must run the
-# environment's python and torch 2.x.
+# environment's python and torch 2.x; then the same in an environment that sees Debian's
+# torch 1.13 instead.
 #
 #   DDPRUN_WHEEL_BUILD_DIR (build-wheel)   scikit-build-core's CMake build, kept between runs
 #                                          (incremental), and the build tools' venv
@@ -119,4 +120,30 @@ if env -u PYTHON_EXEC PATH=/usr/bin:/bin timeout 60 "$venv/bin/ddprun" --standal
 fi
 grep -q "$venv/bin/../lib/ddprun/libddprun_security.so" "$work/refused.log" ||
   fail "not looked for beside the program: $(cat "$work/refused.log")"
-echo "test_wheel: ok (workers ran $venv/bin/python3 with torch $torch_version)"
+
+# The same wheel in an environment that sees Debian's torch 1.13 (--system-site-packages: its
+# python3-torch belongs to /usr/bin/python3): the job runs that torch, through that venv.
+echo "== the same job in a venv seeing Debian's torch 1.13 =="
+"$python" -m venv --system-site-packages "$work/venv113"
+venv113=$work/venv113
+"$venv113/bin/pip" install -q --no-index --no-deps --disable-pip-version-check "$wheel"
+torch113=$("$venv113/bin/python" -c 'import torch; print(torch.__version__)') ||
+  fail "no torch in a venv seeing the system's site-packages (python3-torch)"
+case "$torch113" in 1.13*) ;; *) fail "the system venv's torch is $torch113, not 1.13" ;; esac
+mkdir "$work/out113"
+env -u PYTHON_EXEC -u VIRTUAL_ENV -u PYTHONPATH PATH=/usr/bin:/bin \
+  timeout 240 "$venv113/bin/ddprun" --standalone --nproc_per_node 2 \
+  tests/packaging/gloo_job.py "$work/out113" || fail "the torch 1.13 job failed (exit $?)"
+for rank in 0 1; do
+  report=$work/out113/rank$rank.json
+  [ -f "$report" ] || fail "rank $rank (torch 1.13) wrote no report"
+  "$venv113/bin/python" - "$report" "$venv113" <<'PY' || fail "rank $rank: $(cat "$report")"
+import json, os, sys
+report, venv = json.load(open(sys.argv[1])), sys.argv[2]
+assert report["sum"] == report["expected"] and report["world_size"] == 2, report
+assert report["torch"].startswith("1.13"), report
+assert os.path.dirname(report["executable"]) == os.path.join(venv, "bin"), report
+PY
+done
+echo "test_wheel: ok (workers ran $venv/bin/python3 with torch $torch_version, and" \
+  "$venv113/bin/python3 with torch $torch113)"
