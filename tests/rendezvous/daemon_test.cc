@@ -16,6 +16,7 @@
 #include "tests/rendezvous/rdzv_test_util.h"
 #include "tests/rendezvous/test_pki.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_seed.h"
 
 extern char** environ;
 
@@ -166,8 +167,7 @@ TEST(DaemonTest, ServesTwoJobsAtOnceAndStopsOnSigterm) {
 // token (job_snapshot.h; JobRegistryRestoreTest is the deterministic case).
 TEST(DaemonDurabilityTest, KilledAtRandomMomentsOfAThousandNodeRoundEachNodeIsAssignedOnce) {
   constexpr int kNodes = 1000;
-  const char* fixed = std::getenv("DDPRUN_TEST_SEED");
-  const unsigned seed = fixed ? static_cast<unsigned>(std::stoul(fixed)) : std::random_device{}();
+  const unsigned seed = ::ddprun::testing::test_seed();
   SCOPED_TRACE("DDPRUN_TEST_SEED=" + std::to_string(seed));
   std::mt19937 random(seed);
   ddprun::testing::TempDir state;

@@ -7,6 +7,8 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,20 +69,39 @@ class JobRegistryRestoreTest : public ::testing::Test {
     return {replies[0].integer, assigned[0].group_rank};
   }
 
+  // The server restarted on the first one's state, and node b's join sent to it with
+  // `request_id`: what b's new connection is sent.
+  // (The peer is the fixture's: the registry keeps a pointer to it.)
+  const RecordingPeer& b_joins_the_restored_server(uint32_t request_id) {
+    second_.emplace(io_.get_executor(), SystemClock::instance());
+    EXPECT_TRUE(second_->restore(store_, [](const Status&) {}).ok());
+    std::string node_b;
+    second_->join(second_->open_connection("j"), b_again_, join_msg(request_id, "b"), node_b);
+    settle();
+    return b_again_;
+  }
+  // The round the restored server's job is in.
+  uint64_t restored_round() const {
+    const auto views = second_->views();
+    return views.size() == 1 && views[0].round ? views[0].round->round : UINT64_MAX;
+  }
+  void TearDown() override {
+    if (!second_) return;
+    second_->cancel_timers();
+    second_->stop_recording();
+  }
+
   boost::asio::io_context io_;
   state::MemoryStateStore store_{io_};
+  RecordingPeer b_again_;  // before second_: destroyed after it
+  std::optional<JobRegistry> second_;
 };
 
 TEST_F(JobRegistryRestoreTest, AJoinSentAgainAfterTheRestartGetsItsAnswerAndItsAssignment) {
   const auto [token, rank] = first_server_closes_the_round();
   ASSERT_NE(token, 0);
-  // The first server is gone; b's answer, as far as b knows, never came.
-  JobRegistry second(io_.get_executor(), SystemClock::instance());
-  ASSERT_TRUE(second.restore(store_, [](const Status&) {}).ok());
-  RecordingPeer b_again;
-  std::string node_b;
-  second.join(second.open_connection("j"), b_again, join_msg(202, "b"), node_b);
-  settle();
+  // The first server is gone; b's answer, as far as b knows, never came: the same join again.
+  const RecordingPeer& b_again = b_joins_the_restored_server(202);
   const auto replies = b_again.all<Reply>();
   ASSERT_EQ(replies.size(), 1u);
   EXPECT_TRUE(replies[0].ok) << replies[0].error;
@@ -91,24 +112,15 @@ TEST_F(JobRegistryRestoreTest, AJoinSentAgainAfterTheRestartGetsItsAnswerAndItsA
   EXPECT_EQ(assigned[0].group_rank, rank);
   EXPECT_TRUE(b_again.all<RestartRequested>().empty());
   // a, resuming with its token, finds round 0 running too: no new round was opened.
-  for (const auto& view : second.views()) EXPECT_EQ(view.round->round, 0u);
-  second.cancel_timers();
-  second.stop_recording();
+  EXPECT_EQ(restored_round(), 0u);
 }
 
 TEST_F(JobRegistryRestoreTest, AJoinWithANewRequestIdIsARestartedNodeAndRestartsTheJob) {
   first_server_closes_the_round();
-  JobRegistry second(io_.get_executor(), SystemClock::instance());
-  ASSERT_TRUE(second.restore(store_, [](const Status&) {}).ok());
-  RecordingPeer b_restarted;
-  std::string node_b;
-  second.join(second.open_connection("j"), b_restarted, join_msg(303, "b"), node_b);
-  settle();
+  const RecordingPeer& b_restarted = b_joins_the_restored_server(303);
   ASSERT_EQ(b_restarted.all<Reply>().size(), 1u);
   EXPECT_TRUE(b_restarted.all<RoundAssigned>().empty()) << "round 1 waits for a";
-  for (const auto& view : second.views()) EXPECT_EQ(view.round->round, 1u);
-  second.cancel_timers();
-  second.stop_recording();
+  EXPECT_EQ(restored_round(), 1u);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // A job's durable state (job_snapshot.h) on a fake clock: what a restarted daemon rebuilds from
 // the bytes it stored, and how the rebuilt job treats nodes that do or do not resume.
 #include "rendezvous/job_snapshot.h"
+#include "tests/support/test_seed.h"
 
 #include <gtest/gtest.h>
 
@@ -310,8 +311,7 @@ TEST(JobSnapshotCatchUpTest, CatchUpAllSaysWhatCatchUpSaysForEachNode) {
 // kept that way must always equal the whole job encoded afresh: a change that forgot to mark
 // its node would show here as a stale record.
 TEST(JobSnapshotChangesTest, TheChangedNodesKeepTheRecordsEqualToTheWholeJob) {
-  const char* fixed = std::getenv("DDPRUN_TEST_SEED");
-  const unsigned seed = fixed ? static_cast<unsigned>(std::stoul(fixed)) : std::random_device{}();
+  const unsigned seed = ::ddprun::testing::test_seed();
   SCOPED_TRACE("DDPRUN_TEST_SEED=" + std::to_string(seed));
   std::mt19937 random(seed);
   FakeClock clock;
