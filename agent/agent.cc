@@ -45,6 +45,7 @@ Agent::Agent(AgentOptions options, boost::asio::io_context& io, AgentParts parts
       shutdown_timer_(parts.shutdown_timer),
       drain_timer_(parts.drain_timer),
       signals_(parts.signals),
+      channel_(parts.channel),
       base_env_(current_environment()),
       output_(io),
       hang_investigation_(io, parts.coordinator),
@@ -57,11 +58,13 @@ Agent::Agent(AgentOptions options, boost::asio::io_context& io, AgentParts parts
                               },
                               [this](const std::vector<LocalRankProgress>& p) { share(p); }});
   signals_.watch([this](int signo) { on_signal(signo); });
+  channel_.set_handler([this](const WorkerNotice& notice) { on_worker_notice(notice); });
   launcher_.set_exit_handler([this](pid_t pid, ExitStatus status) { on_child_exit(pid, status); });
 }
 
 Agent::~Agent() {
   launcher_.set_exit_handler(nullptr);
+  channel_.set_handler(nullptr);
   signals_.stop();
   progress_watch_.set_events({});
 }
@@ -98,6 +101,15 @@ void Agent::on_child_exit(pid_t pid, ExitStatus status) {
   }
   group_->on_child_exit(pid, status);
   // Any other pid is an adopted grandchild: reaping it was all there was to do.
+}
+
+// A worker's bootstrap says its script raised: the rest are stopped now, not once the failing
+// interpreter has finished shutting down.
+void Agent::on_worker_notice(const WorkerNotice& notice) {
+  if (phase_ != Phase::kSupervising || !group_ || interrupt_.kind != Interrupt::Kind::kNone) return;
+  if (!group_->worker_failing(notice.pid)) return;  // not a running worker of this attempt
+  spdlog::debug("worker pid {} raised {}; stopping the others", notice.pid, notice.message);
+  if (!failed_at_) failed_at_ = clock_.steady_now();
 }
 
 void Agent::begin_round() {
@@ -256,6 +268,7 @@ std::vector<WorkerLaunch> Agent::make_launches(const RoundAssignment& a) {
     launch.request.argv = options_.command.argv;
     EnvMap env = build_worker_env(base, context, p, launch.error_file);
     for (auto& [key, value] : progress_watch_.worker_env(local_rank)) env[key] = value;
+    for (auto& [key, value] : channel_.worker_env()) env[key] = value;
     launch.request.envp = to_envp(env);
     launch.request.stdout_target = stdio_target(plan_stream(options_.logs, local_rank, kStdout),
                                                 log_dir_->stdout_log(attempt_, local_rank));
@@ -510,15 +523,12 @@ void Agent::on_hang(const HangVerdict& verdict) {
   hang_ranks_ = global(progress_watch_.progress());
   for (RankProgress& r : hang_ranks_) r.activity = RankActivity::kStopping;
   group_->stop_failures_with(SIGABRT);  // a rank dying of the hang leaves the others' stacks
-  std::string silent;
-  for (const LocalRankProgress& p : verdict.hung) {
-    silent +=
-        (silent.empty() ? "" : ", ") + std::to_string(assignment_->rank_offset + p.local_rank);
-  }
+  // Silence alone does not say which rank stopped first (the ranks waiting for it fall silent
+  // too): the culprit is named once the stacks are read (report_hang), and not before.
   spdlog::warn(
-      "hang detected: rank(s) {} made no progress for {} s; stopping the workers with SIGABRT to "
-      "see where each one is",
-      silent, format_hang_seconds(verdict.hung.front().silent_for));
+      "hang detected: no progress on this node for {} s; stopping the workers with SIGABRT to "
+      "see where each rank is, then naming the one that stopped first",
+      format_hang_seconds(verdict.hung.front().silent_for));
   if (!coordinator_.shares_progress() || assignment_->world_size <= options_.nproc_per_node) {
     return stop_hung();
   }

@@ -112,6 +112,7 @@ class Agent final : private WorkerGroupObserver {
   void send_report(const FailureReport& report);
   FailureReport build_report(const GroupResult& result) const;
   void on_signal(int signo);
+  void on_worker_notice(const WorkerNotice& notice);
   void on_coordinator_event(const CoordinatorEvent& event);
   void on_hang(const HangVerdict& verdict);
   void stop_hung();
@@ -134,6 +135,7 @@ class Agent final : private WorkerGroupObserver {
   DeadlineTimer& shutdown_timer_;
   DeadlineTimer& drain_timer_;
   SignalSource& signals_;
+  WorkerChannel& channel_;
   const EnvMap base_env_;
 
   OutputRouter output_;

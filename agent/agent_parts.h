@@ -5,6 +5,8 @@
 // (tests/agent/fake_agent_parts.h).
 #pragma once
 
+#include <memory>
+
 #include <boost/asio/io_context.hpp>
 
 #include "agent/coordinator.h"
@@ -17,6 +19,7 @@
 #include "agent/run_log_files.h"
 #include "agent/signal_source.h"
 #include "agent/store_host.h"
+#include "agent/worker_channel.h"
 #include "common/clock.h"
 
 namespace ddprun::agent {
@@ -32,6 +35,7 @@ struct AgentParts {
   DeadlineTimer& shutdown_timer;  // SIGTERM → SIGKILL (--shutdown_timeout)
   DeadlineTimer& drain_timer;     // bounds the wait for workers' output after they exit
   SignalSource& signals;          // --signals_to_handle
+  WorkerChannel& channel;         // what workers tell before they exit (worker_channel.h)
 };
 
 // The real parts on `io`, for an agent with `options`. Make it before the agent (and as early
@@ -50,6 +54,7 @@ class SystemAgentParts {
   AsioDeadlineTimer shutdown_timer_;
   AsioDeadlineTimer drain_timer_;
   AsioSignalSource signals_;
+  std::unique_ptr<WorkerChannel> channel_;  // a UnixWorkerChannel for Python workers
 };
 
 }  // namespace ddprun::agent

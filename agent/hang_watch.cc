@@ -17,6 +17,9 @@ Status HangWatch::begin_attempt(const std::string& dir, int nproc) {
   // watch only when something reads them: hang detection, stragglers.
   HeartbeatWatcherOptions watcher_options;
   watcher_options.watch = watching();
+  watcher_options.automatic_files = options_.auto_progress;
+  watcher_options.min_wakeup_interval = kHeartbeatReadInterval;
+  explicit_heartbeats_.assign(static_cast<std::size_t>(nproc), false);
   auto watcher = HeartbeatWatcher::create(
       io_, dir, nproc, watcher_options, [this](const Heartbeat& beat) { on_heartbeat(beat); },
       clock_);
@@ -42,7 +45,9 @@ Status HangWatch::begin_attempt(const std::string& dir, int nproc) {
 
 std::vector<std::pair<std::string, std::string>> HangWatch::worker_env(int local_rank) const {
   std::vector<std::pair<std::string, std::string>> env;
-  if (heartbeats_) env.push_back(heartbeats_->worker_env(local_rank));
+  if (heartbeats_) {
+    for (auto& entry : heartbeats_->worker_env(local_rank)) env.push_back(std::move(entry));
+  }
   if (file_timer_) env.push_back(file_timer_->worker_env());
   // Python workers print every thread's traceback on the SIGABRT that stops a hung group.
   if (detecting()) env.emplace_back("PYTHONFAULTHANDLER", "1");
@@ -82,6 +87,11 @@ std::vector<LocalRankProgress> HangWatch::progress() const {
 
 void HangWatch::on_heartbeat(const Heartbeat& beat) {
   if (!detector_) return;
+  // An explicit heartbeat wins: once a rank writes its own file, its automatic progress (the
+  // same steps, counted by torch's hooks) would count them twice.
+  auto explicit_seen = explicit_heartbeats_.begin() + beat.local_rank;
+  if (!beat.automatic) *explicit_seen = true;
+  if (beat.automatic && *explicit_seen) return;
   const auto before = detector_->progress(beat.at)[static_cast<std::size_t>(beat.local_rank)];
   if (!detector_->heartbeat(beat.local_rank, beat.step, beat.at, beat.busy)) return;
   arm();

@@ -43,14 +43,21 @@ struct HangOptions {
   // (the default).
   Millis hang_timeout{0};
   // --first_heartbeat_timeout: the longest a rank may take to its first heartbeat (start-up,
-  // data loading). Default 600 s; never shorter than hang_timeout.
-  Millis first_heartbeat_timeout{600'000};
+  // data loading); never shorter than hang_timeout. 0 (the default): a rank that never sends a
+  // heartbeat is not stopped for that alone (a program without the SDK, a script whose steps
+  // torch's hooks do not see); the launcher says so at start.
+  Millis first_heartbeat_timeout{0};
   // TORCHELASTIC_ENABLE_FILE_TIMER=1: serve torch's FileTimerClient pipe, as torchrun does.
   bool file_timer = false;
   // --straggler_threshold in thousandths (rendezvous/stragglers.h); 0 (the default): off. When
   // set, heartbeats are watched (for their busy times) and shared even without hang detection.
   uint32_t straggler_threshold_milli = 0;
   bool judge_stragglers() const { return straggler_threshold_milli > 0; }
+  // Python workers report their own steps and busy times (agent/python/, DDPRUN_AUTO_PROGRESS_
+  // FILE), so their progress is read for every Python job: metrics, status lines and the
+  // rendezvous's status show each rank's step. The launcher sets it for Python entry points
+  // unless --no_auto_progress. Default false.
+  bool auto_progress = false;
 };
 
 class HangWatch final : public ProgressWatch {
@@ -62,7 +69,12 @@ class HangWatch final : public ProgressWatch {
   // kStragglerShareInterval when only stragglers are judged).
   void set_events(Events events) override { events_ = std::move(events); }
   bool detecting() const override { return options_.hang_timeout > Millis(0); }
-  bool watching() const override { return detecting() || options_.judge_stragglers(); }
+  bool watching() const override {
+    return detecting() || options_.judge_stragglers() || options_.auto_progress;
+  }
+  // The least time between two reads of the heartbeat files: a rank that steps a thousand times
+  // a second costs the agent at most 1000 / 20 wake-ups, and a read holds the latest step.
+  static constexpr Millis kHeartbeatReadInterval{20};
   // How often a node shares its ranks' busy times when no hang detection asks for more often.
   static constexpr Millis kStragglerShareInterval{2'000};
   // Heartbeat files (and the timer pipe) in `dir`, created.
@@ -88,6 +100,9 @@ class HangWatch final : public ProgressWatch {
   std::unique_ptr<HeartbeatWatcher> heartbeats_;
   std::unique_ptr<FileTimerServer> file_timer_;
   std::optional<HangDetector> detector_;
+  // Per local rank: it wrote its heartbeat file itself this attempt (a script's own heartbeat,
+  // the worker SDK's), so its automatic progress is not counted besides.
+  std::vector<bool> explicit_heartbeats_;
   std::optional<SteadyTime> armed_at_;
   boost::asio::steady_timer share_timer_;
   bool share_pending_ = false;

@@ -15,6 +15,7 @@
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "common/posix_fd.h"
 
@@ -26,16 +27,23 @@ constexpr std::uint32_t kWatchMask = kContentEvents | IN_ATTRIB | IN_ONLYDIR;
 
 bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 
-// The local rank a file name stands for, or -1 when it is not one of ours.
-int rank_of(std::string_view name, int local_world_size) {
-  constexpr std::string_view kPrefix = "rank_";
-  if (name.substr(0, kPrefix.size()) != kPrefix) return -1;
-  const std::string_view digits = name.substr(kPrefix.size());
-  int rank = -1;
-  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
-  if (ec != std::errc() || end != digits.data() + digits.size()) return -1;
-  if (rank < 0 || rank >= local_world_size) return -1;
-  return HeartbeatWatcher::file_name(rank) == name ? rank : -1;  // "rank_01" is not rank 1
+// The slot a file name stands for: its local rank for rank_<r>, local_world_size + r for
+// auto_<r> (when those are offered), or -1 when it is not one of ours.
+int slot_of(std::string_view name, int local_world_size, bool automatic_files) {
+  for (const bool automatic : {false, true}) {
+    if (automatic && !automatic_files) break;
+    const std::string_view prefix = automatic ? "auto_" : "rank_";
+    if (name.substr(0, prefix.size()) != prefix) continue;
+    const std::string_view digits = name.substr(prefix.size());
+    int rank = -1;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
+    if (ec != std::errc() || end != digits.data() + digits.size()) return -1;
+    if (rank < 0 || rank >= local_world_size) return -1;
+    // "rank_01" is not rank 1
+    if (HeartbeatWatcher::file_name(rank, automatic) != name) return -1;
+    return automatic ? local_world_size + rank : rank;
+  }
+  return -1;
 }
 
 Status create_rank_file(const std::string& path) {
@@ -107,14 +115,16 @@ struct HeartbeatWatcher::Impl : std::enable_shared_from_this<Impl> {
         on_heartbeat(std::move(handler)),
         clock(c),
         local_world_size(ranks),
-        inotify(io) {}
+        inotify(io),
+        rest(io) {}
 
   void wait();
   void on_ready();
   // Reads every queued event (bounded); marks the ranks they concern. False when the watch
   // ended (directory removed) or the descriptor failed.
   bool drain(std::vector<std::uint8_t>& touched);
-  HeartbeatContent read(int local_rank);
+  HeartbeatContent read(int slot);
+  int slots() const { return local_world_size * (options.automatic_files ? 2 : 1); }
 
   const HeartbeatWatcherOptions options;
   const Handler on_heartbeat;
@@ -122,6 +132,7 @@ struct HeartbeatWatcher::Impl : std::enable_shared_from_this<Impl> {
   const int local_world_size;
   std::string dir;
   boost::asio::posix::stream_descriptor inotify;
+  boost::asio::steady_timer rest;  // min_wakeup_interval between wake-ups
   HeartbeatWatcherStats stats;
 };
 
@@ -140,18 +151,27 @@ void HeartbeatWatcher::Impl::wait() {
 
 void HeartbeatWatcher::Impl::on_ready() {
   ++stats.wakeups;
-  std::vector<std::uint8_t> touched(static_cast<std::size_t>(local_world_size), kUntouched);
+  std::vector<std::uint8_t> touched(static_cast<std::size_t>(slots()), kUntouched);
   const bool watching = drain(touched);
   const SteadyTime now = clock.steady_now();
-  for (int rank = 0; rank < local_world_size; ++rank) {
-    const std::uint8_t seen = touched[static_cast<std::size_t>(rank)];
+  for (int slot = 0; slot < slots(); ++slot) {
+    const std::uint8_t seen = touched[static_cast<std::size_t>(slot)];
     if (seen == kUntouched) continue;
-    const HeartbeatContent content = seen == kContentChanged ? read(rank) : HeartbeatContent{};
-    Heartbeat beat{rank, content.step, now, content.busy};
+    const HeartbeatContent content = seen == kContentChanged ? read(slot) : HeartbeatContent{};
+    Heartbeat beat{slot % local_world_size, content.step, now, content.busy,
+                   slot >= local_world_size};
     ++stats.heartbeats;
     if (on_heartbeat) on_heartbeat(beat);
   }
-  if (watching) wait();
+  if (!watching) return;
+  if (options.min_wakeup_interval <= Millis(0)) return wait();
+  std::weak_ptr<Impl> weak = weak_from_this();
+  rest.expires_after(options.min_wakeup_interval);
+  rest.async_wait([weak](const boost::system::error_code& ec) {
+    auto self = weak.lock();
+    if (!self || ec || !self->inotify.is_open()) return;
+    self->wait();
+  });
 }
 
 bool HeartbeatWatcher::Impl::drain(std::vector<std::uint8_t>& touched) {
@@ -181,9 +201,9 @@ bool HeartbeatWatcher::Impl::drain(std::vector<std::uint8_t>& touched) {
         return false;
       }
       if (event->len == 0) continue;  // an event on the directory itself
-      const int rank = rank_of(event->name, local_world_size);
-      if (rank < 0) continue;  // another file (a writer's temp file)
-      auto& seen = touched[static_cast<std::size_t>(rank)];
+      const int slot = slot_of(event->name, local_world_size, options.automatic_files);
+      if (slot < 0) continue;  // another file (a writer's temp file)
+      auto& seen = touched[static_cast<std::size_t>(slot)];
       seen = std::max(seen, (event->mask & kContentEvents) ? std::uint8_t{kContentChanged}
                                                            : std::uint8_t{kAttribOnly});
     }
@@ -191,9 +211,10 @@ bool HeartbeatWatcher::Impl::drain(std::vector<std::uint8_t>& touched) {
   return true;  // more may be queued: the descriptor stays readable and wakes the loop again
 }
 
-HeartbeatContent HeartbeatWatcher::Impl::read(int local_rank) {
+HeartbeatContent HeartbeatWatcher::Impl::read(int slot) {
   ++stats.file_reads;
-  const std::string path = dir + "/" + file_name(local_rank);
+  const std::string path =
+      dir + "/" + file_name(slot % local_world_size, slot >= local_world_size);
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
   if (fd < 0) return {};  // renamed away between the event and now: no step
   UniqueFd owned(fd);
@@ -220,6 +241,8 @@ Result<std::unique_ptr<HeartbeatWatcher>> HeartbeatWatcher::create(
   // Files first, watch second: creating them must not count as heartbeats.
   for (int rank = 0; rank < local_world_size; ++rank) {
     if (Status s = create_rank_file(dir + "/" + file_name(rank)); !s.ok()) return s;
+    if (!options.automatic_files) continue;
+    if (Status s = create_rank_file(dir + "/" + file_name(rank, true)); !s.ok()) return s;
   }
   if (!options.watch) {
     auto impl =
@@ -249,19 +272,26 @@ HeartbeatWatcher::HeartbeatWatcher(std::shared_ptr<Impl> impl) : impl_(std::move
 
 HeartbeatWatcher::~HeartbeatWatcher() {
   boost::system::error_code ignored;
+  impl_->rest.cancel();
   if (impl_->inotify.is_open()) impl_->inotify.close(ignored);
 }
 
-std::string HeartbeatWatcher::file_name(int local_rank) {
-  return "rank_" + std::to_string(local_rank);
+std::string HeartbeatWatcher::file_name(int local_rank, bool automatic) {
+  return (automatic ? "auto_" : "rank_") + std::to_string(local_rank);
 }
 
-std::string HeartbeatWatcher::file_for(int local_rank) const {
-  return impl_->dir + "/" + file_name(local_rank);
+std::string HeartbeatWatcher::file_for(int local_rank, bool automatic) const {
+  return impl_->dir + "/" + file_name(local_rank, automatic);
 }
 
-std::pair<std::string, std::string> HeartbeatWatcher::worker_env(int local_rank) const {
-  return {kHeartbeatFileEnv, file_for(local_rank)};
+std::vector<std::pair<std::string, std::string>> HeartbeatWatcher::worker_env(
+    int local_rank) const {
+  std::vector<std::pair<std::string, std::string>> env = {
+      {kHeartbeatFileEnv, file_for(local_rank)}};
+  if (impl_->options.automatic_files) {
+    env.emplace_back(kAutoProgressFileEnv, file_for(local_rank, true));
+  }
+  return env;
 }
 
 const HeartbeatWatcherStats& HeartbeatWatcher::stats() const { return impl_->stats; }

@@ -11,6 +11,10 @@
 //     its arrival at this step's (stragglers: rendezvous/stragglers.h). The worker SDK's DDP
 //     writes it; a Python script measures it around its own step;
 //   * without the variable (not run by ddprun), a worker sends nothing.
+//   * a Python worker's automatic progress (agent/python/, docs: "Progress without a line of
+//     code") writes the same lines to a second file per rank, DDPRUN_AUTO_PROGRESS_FILE =
+//     <dir>/auto_<local_rank>, offered only with HeartbeatWatcherOptions::automatic_files. Its
+//     heartbeats say so (Heartbeat::automatic); an explicit heartbeat wins (HangWatch).
 // One-liners:
 //   shell   echo "$step" > "$DDPRUN_HEARTBEAT_FILE"        (or: touch "$DDPRUN_HEARTBEAT_FILE")
 //   Python  pathlib.Path(os.environ["DDPRUN_HEARTBEAT_FILE"]).write_text(f"{step}\n")
@@ -36,6 +40,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 
@@ -45,6 +50,7 @@
 namespace ddprun::agent {
 
 inline constexpr char kHeartbeatFileEnv[] = "DDPRUN_HEARTBEAT_FILE";
+inline constexpr char kAutoProgressFileEnv[] = "DDPRUN_AUTO_PROGRESS_FILE";
 
 // What one heartbeat file says.
 struct HeartbeatContent {
@@ -66,6 +72,7 @@ struct Heartbeat {
   std::optional<std::int64_t> step;               // nullopt: a touch, or no whole step in the file
   SteadyTime at;                                  // when the agent woke up for it
   std::optional<std::chrono::microseconds> busy;  // the busy time it reported, if any
+  bool automatic = false;  // from the rank's auto_<local_rank> file, not its own heartbeat file
 };
 
 struct HeartbeatWatcherOptions {
@@ -80,6 +87,13 @@ struct HeartbeatWatcherOptions {
   // nothing while it lives, but closing it waits for an RCU grace period, several
   // milliseconds at the end of every attempt. Default true.
   bool watch = true;
+  // Also offer auto_<local_rank> files (DDPRUN_AUTO_PROGRESS_FILE), for Python workers'
+  // automatic progress. Default false.
+  bool automatic_files = false;
+  // After a wake-up, the next one comes no sooner than this. A worker that steps a thousand
+  // times a second then costs the agent at most 1000/interval wake-ups: the kernel merges a
+  // file's unread identical events, and the file read then holds the latest step. Default 0.
+  Millis min_wakeup_interval{0};
 };
 
 // Counters since creation, for tests, logs and metrics.
@@ -110,12 +124,14 @@ class HeartbeatWatcher {
   HeartbeatWatcher& operator=(const HeartbeatWatcher&) = delete;
   ~HeartbeatWatcher();
 
-  // "rank_<local_rank>": the contract's file name.
-  static std::string file_name(int local_rank);
-  // <dir>/rank_<local_rank>.
-  std::string file_for(int local_rank) const;
-  // {DDPRUN_HEARTBEAT_FILE, file_for(local_rank)}: add it to that worker's environment.
-  std::pair<std::string, std::string> worker_env(int local_rank) const;
+  // "rank_<local_rank>": the contract's file name; "auto_<local_rank>" with `automatic`.
+  static std::string file_name(int local_rank, bool automatic = false);
+  // <dir>/rank_<local_rank> (<dir>/auto_<local_rank>).
+  std::string file_for(int local_rank, bool automatic = false) const;
+  // {DDPRUN_HEARTBEAT_FILE, file_for(local_rank)}, and with automatic files
+  // {DDPRUN_AUTO_PROGRESS_FILE, file_for(local_rank, true)}: add them to that worker's
+  // environment.
+  std::vector<std::pair<std::string, std::string>> worker_env(int local_rank) const;
 
   const HeartbeatWatcherStats& stats() const;
 

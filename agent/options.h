@@ -59,6 +59,8 @@ struct WorkerCommand {
   std::vector<std::string> argv;  // argv[0] included
   std::string display_name;       // entry point name for reports, e.g. "train.py"
   bool python = false;            // `executable` is the Python that runs the entry point
+  // The Python workers' bootstrap (python_bootstrap.h) that argv runs after "-u"; empty: none.
+  std::string bootstrap_program;
 };
 
 // --health_check (health_check.h).

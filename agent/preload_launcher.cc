@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/preload_template_source.h"
+#include "agent/python_bootstrap.h"
 
 namespace ddprun::agent {
 namespace {
@@ -122,6 +123,8 @@ Status PreloadLauncher::start() {
     out << kPreloadTemplateSource;
     if (!out.flush()) return Status::error("cannot write " + program);
   }
+  // The bootstrap beside it: the template imports it, and each worker runs the script with it.
+  if (Status written = write_python_bootstrap(dir_); !written) return written;
   const std::string socket_path = dir_ + "/control.sock";
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
@@ -224,18 +227,22 @@ std::optional<std::string> PreloadLauncher::template_request(const SpawnRequest&
   if (request.executable != options_.python || argv.size() < 3 || argv[1] != "-u") {
     return std::nullopt;
   }
+  // The fresh workers' bootstrap (python_bootstrap.h): the template runs the same code itself.
+  std::size_t at = 2;
+  if (!options_.bootstrap_program.empty() && argv[at] == options_.bootstrap_program) ++at;
+  if (argv.size() <= at) return std::nullopt;
   nlohmann::json r;
-  size_t first_arg = 3;
-  if (argv[2] == "-m") {
-    if (argv.size() < 4) return std::nullopt;
+  size_t first_arg = at + 1;
+  if (argv[at] == "-m") {
+    if (argv.size() < at + 2) return std::nullopt;
     r["kind"] = "module";
-    r["target"] = argv[3];
-    first_arg = 4;
-  } else if (argv[2].empty() || argv[2][0] == '-') {
+    r["target"] = argv[at + 1];
+    first_arg = at + 2;
+  } else if (argv[at].empty() || argv[at][0] == '-') {
     return std::nullopt;  // -c, -: not a script the template can run
   } else {
     r["kind"] = "script";
-    r["target"] = argv[2];
+    r["target"] = argv[at];
   }
   r["args"] =
       std::vector<std::string>(argv.begin() + static_cast<std::ptrdiff_t>(first_arg), argv.end());

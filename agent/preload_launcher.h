@@ -43,6 +43,9 @@ struct PreloadOptions {
   std::vector<std::string> modules;  // --preload: imported once, in this order
   std::string python;                // the workers' Python (absolute path)
   std::string python_argv0;          // its argv[0] as the workers get it
+  // The fresh workers' bootstrap program (python_bootstrap.h) that follows "-u" in their argv;
+  // empty: none.
+  std::string bootstrap_program;
   // The template's environment ("KEY=VALUE"): the workers' own, without what differs per rank.
   std::vector<std::string> env;
   // The longest the template may take to import the modules before the first workers start

@@ -62,6 +62,9 @@ bool WorkerGroup::on_child_exit(pid_t pid, ExitStatus status) {
   for (Worker& worker : workers_) {
     if (worker.pid != pid || !worker.running) continue;
     worker.running = false;
+    // A failure announced before the exit: the exit completes its record (an exit 0 after an
+    // uncaught exception, an atexit handler's os._exit(0), leaves it failed with code 1).
+    if (worker.failing && !status.success()) failures_[worker.failure_index].exit = status;
     observer_.on_worker_exited(worker.launch, pid, status);
     // Grandchildren die with their worker; the group id is still ours to use right now.
     launcher_.signal_group(pid, SIGKILL);
@@ -86,6 +89,19 @@ bool WorkerGroup::on_child_stopped(pid_t pid, int signo) {
       begin_stop(SIGTERM);
     }
     launcher_.signal_group(pid, SIGKILL);
+    return true;
+  }
+  return false;
+}
+
+bool WorkerGroup::worker_failing(pid_t pid) {
+  for (Worker& worker : workers_) {
+    if (worker.pid != pid || !worker.running) continue;
+    if (state_ != State::kRunning) return true;
+    record_failure(worker, ExitStatus::exited(1));
+    worker.failing = true;
+    worker.failure_index = failures_.size() - 1;
+    begin_stop(failure_stop_signal_);
     return true;
   }
   return false;
@@ -148,7 +164,8 @@ void WorkerGroup::record_failure(const Worker& worker, ExitStatus status) {
 void WorkerGroup::begin_stop(int signo) {
   state_ = State::kStopping;
   for (const Worker& w : workers_) {
-    if (w.running) launcher_.signal_group(w.pid, signo);
+    // One on its way out by itself is not interrupted; the deadline's SIGKILL still applies.
+    if (w.running && !w.failing) launcher_.signal_group(w.pid, signo);
   }
   if (signo == SIGKILL) return;
   timer_.arm(options_.shutdown_timeout, [this] { kill_running(); });

@@ -5,6 +5,7 @@
 // fakes. The agent feeds it events from its Asio loop.
 //
 //   kRunning --worker fails--> kStopping (SIGTERM to the others, SIGKILL at the deadline)
+//   kRunning --worker says it is failing--> kStopping (the same, the failing one left to exit)
 //   kRunning --stop(signal)--> kStopping (that signal to every worker, SIGKILL at the deadline)
 //   kRunning --all exit 0--->  kFinished(succeeded)
 //   kStopping --all exited-->  kFinished(failed | stopped)
@@ -85,6 +86,13 @@ class WorkerGroup {
   // Stops the group: `signo` to every running worker's process group now, SIGKILL after the
   // shutdown timeout. A second call with SIGKILL (or while stopping for a signal) kills at once.
   void stop(int signo);
+  // A running worker said it is failing (its uncaught exception, worker_channel.h) and is on
+  // its way out: its failure is recorded now (the root cause when it is the first) and the rest
+  // are stopped as for any failure, while the worker itself is left to finish (its atexit
+  // handlers, its error file) within the shutdown timeout. Its exit then gives the record its
+  // exit status. Returns false when `pid` is not one of this group's running workers; records
+  // nothing unless the group is running.
+  bool worker_failing(pid_t pid);
   // The group has failed although its workers are still running (ranks hung): each of
   // `failures` (matched to a running worker by global rank; a rank of another node is kept as
   // given) becomes a failure, in order (the first is the root cause), with its error_message
@@ -106,6 +114,9 @@ class WorkerGroup {
     WorkerLaunch launch;
     pid_t pid = -1;
     bool running = false;
+    // worker_failing: its failure is failures_[failure_index], its exit still to come.
+    bool failing = false;
+    std::size_t failure_index = 0;
   };
 
   void record_failure(const Worker& worker, ExitStatus status);

@@ -299,6 +299,24 @@ Status validate_values(const LauncherFlags& f, LaunchConfig& config) {
   return {};
 }
 
+// With hang detection on and workers that will not report progress by themselves: what
+// --hang_timeout can and cannot do for them, said once at start.
+void warn_unwatched_ranks(const LauncherFlags& f, const std::string& because, LaunchConfig& config) {
+  if (f.hang_timeout <= 0) return;
+  std::string what = fmt::format(
+      "--hang_timeout: {}, so a rank is watched only once it writes DDPRUN_HEARTBEAT_FILE (the "
+      "worker SDK and ddprun.heartbeat() do)",
+      because);
+  if (f.first_heartbeat_timeout > 0) {
+    what += fmt::format("; a rank that has written none {} s after its start is stopped as hung",
+                        f.first_heartbeat_timeout);
+  } else {
+    what += "; a rank that never writes one is not stopped for that (--first_heartbeat_timeout "
+            "asks for it)";
+  }
+  config.warnings.push_back(std::move(what));
+}
+
 Status build_command(const LauncherFlags& f, std::vector<std::string> rest, LaunchConfig& config) {
   if (!rest.empty() && rest.front() == "--") {
     rest.erase(rest.begin());
@@ -326,6 +344,7 @@ Status build_command(const LauncherFlags& f, std::vector<std::string> rest, Laun
     if (!exe) return exe.status().with_context("--no_python entry point");
     cmd.executable = *exe;
     cmd.argv = rest;
+    warn_unwatched_ranks(f, "it is not a Python script", config);
     if (!f.preload.empty()) {
       config.warnings.push_back(
           "--preload applies to Python entry points; ignored with "
@@ -342,6 +361,9 @@ Status build_command(const LauncherFlags& f, std::vector<std::string> rest, Laun
   if (f.module) cmd.argv.push_back("-m");
   cmd.argv.insert(cmd.argv.end(), rest.begin(), rest.end());
   cmd.python = true;
+  config.agent.hang.auto_progress = !f.no_auto_progress;
+  if (f.no_auto_progress) warn_unwatched_ranks(f, "--no_auto_progress is set", config);
+  if (f.no_quick_exit) config.agent.extra_env["DDPRUN_QUICK_EXIT"] = "0";
   if (!f.preload.empty()) {
     auto modules = parse_module_list(f.preload);
     if (!modules) return modules.status();

@@ -193,10 +193,21 @@ const FlagTable<LauncherFlags>& launcher_flag_table() {
            &F::hang_timeout},
           {{.name = "first_heartbeat_timeout",
             .type = T::kNumber,
-            .help = "Seconds a rank may take to its first heartbeat (start-up, data loading)",
-            .default_text = "600",
+            .help = "Seconds a rank may take to its first heartbeat (start-up, data loading); "
+                    "0: a rank that never sends one is not stopped for that alone",
+            .default_text = "0",
             .check = kSeconds},
            &F::first_heartbeat_timeout},
+          {{.name = "no_auto_progress",
+            .type = T::kBool,
+            .help = "Python workers do not report their steps and busy times by themselves "
+                    "(hang and straggler reports then need DDPRUN_HEARTBEAT_FILE)"},
+           &F::no_auto_progress},
+          {{.name = "no_quick_exit",
+            .type = T::kBool,
+            .help = "Python workers tear their interpreter down in full at exit (module "
+                    "teardown, __del__) instead of leaving once atexit handlers ran"},
+           &F::no_quick_exit},
           {{.name = "preload",
             .type = T::kList,
             .help = "Python modules imported once per node by a template interpreter that then "

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <random>
 #include <set>
@@ -16,6 +17,7 @@
 #include "agent/agent.h"
 #include "agent/local_coordinator.h"
 #include "agent/process_launcher.h"
+#include "agent/python_bootstrap.h"
 #include "agent/rendezvous_coordinator.h"
 #include "agent/worker_env.h"
 #include "common/exit_codes.h"
@@ -283,6 +285,18 @@ int run_job(const LaunchConfig& input) {
   if (Status entry = check_entry_point(config.agent.command, cwd); !entry) {
     spdlog::error("{}", entry.message());
     return exit_code_for(entry);
+  }
+  // Python workers run their script through ddprun's bootstrap (agent/python_bootstrap.h).
+  std::unique_ptr<agent::PythonBootstrap> bootstrap;
+  if (config.agent.command.python) {
+    auto made = agent::PythonBootstrap::create();
+    if (!made) {
+      spdlog::error("{}", made.error_message());
+      return exit_code_for(made.status());
+    }
+    bootstrap = std::move(made.value());
+    config.agent.command.argv = bootstrap->wrap(config.agent.command.argv);
+    config.agent.command.bootstrap_program = bootstrap->program();
   }
   // torch 1.x reads only the old name of the NCCL async error handling variable: which torch
   // the workers' Python imports is read from its files (python_torch.h), once, here.

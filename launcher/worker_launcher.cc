@@ -13,6 +13,7 @@ WorkerLauncher::WorkerLauncher(boost::asio::io_context& io, const LaunchConfig& 
   options.modules = config.preload;
   options.python = config.agent.command.executable;
   options.python_argv0 = config.agent.command.argv.front();
+  options.bootstrap_program = config.agent.command.bootstrap_program;
   // The workers' environment without what differs per rank: the agent's own and the job's
   // extra variables (OMP_NUM_THREADS among them), so that the import sees what a worker would.
   agent::EnvMap env = agent::current_environment();

@@ -16,6 +16,10 @@ environment (os.environ and the C library's), working directory and CPU affinity
 state, torch's thread count for its environment, faulthandler, and sys.argv, sys.path[0] and
 __main__ as the interpreter sets them for a script or a -m module.
 
+The script itself is run by ddprun's bootstrap (agent/python/_ddprun_bootstrap.py, written
+beside this file), imported here before the preload: the worker calls its run() exactly as a
+fresh worker's `python -u _ddprun_bootstrap.py script` does.
+
 Only the standard library is imported before the preload; nothing here starts a thread.
 """
 import json
@@ -24,6 +28,24 @@ import signal
 import socket
 import sys
 import time
+
+
+def _import_bootstrap():
+    """_ddprun_bootstrap from this file's directory, compiled here: nothing is written there
+    (no __pycache__), and sys.path is not needed (-P / PYTHONSAFEPATH)."""
+    import importlib.util
+    here = os.path.dirname(os.path.abspath(__file__))
+    spec = importlib.util.spec_from_file_location(
+        "_ddprun_bootstrap", os.path.join(here, "_ddprun_bootstrap.py"))
+    module = importlib.util.module_from_spec(spec)
+    with open(spec.origin, "rb") as f:
+        code = compile(f.read(), spec.origin, "exec", dont_inherit=True)
+    sys.modules[spec.name] = module
+    exec(code, module.__dict__)
+    return module
+
+
+_bootstrap = _import_bootstrap()
 
 _AGENT_PID = os.getppid()
 # Every signal's disposition as this interpreter started, which is a fresh worker's: the agent
@@ -215,52 +237,7 @@ def _torch_threads():
     return None
 
 
-def _strip_own_frames(kind, value, tb):
-    """Tracebacks start at the worker's own code, as under `python -u script`."""
-    import runpy
-    own = {os.path.abspath(__file__), os.path.abspath(runpy.__file__), "<frozen runpy>"}
-    while tb is not None and (tb.tb_frame.f_code.co_filename in own or
-                              os.path.abspath(tb.tb_frame.f_code.co_filename) in own):
-        tb = tb.tb_next
-    sys.__excepthook__(kind, value.with_traceback(tb), tb)
-
-
-def _run_script(path):
-    """As the interpreter runs `python script`: the code in a module named __main__ (no
-    __spec__, __package__ None, __file__ absolute), which stays sys.modules["__main__"]."""
-    import builtins
-    import importlib.machinery
-    import io
-    import types
-    with io.open_code(path) as f:
-        source = f.read()
-    code = compile(source, path, "exec", dont_inherit=True)
-    main = types.ModuleType("__main__")
-    main.__dict__.update(__file__=path, __cached__=None, __package__=None, __spec__=None,
-                         __loader__=importlib.machinery.SourceFileLoader("__main__", path),
-                         __builtins__=builtins)
-    sys.modules["__main__"] = main
-    exec(code, main.__dict__)
-
-
-def _run(request):
-    import runpy
-    sys.excepthook = _strip_own_frames
-    args = request["args"]
-    if request["kind"] == "module":
-        # As `python -m`: argv[0] becomes the module's file, sys.path[0] the working directory,
-        # and the module runs as __main__ (with its __spec__).
-        sys.argv = ["-m"] + args
-        sys.path[0] = os.getcwd()
-        runpy.run_module(request["target"], run_name="__main__", alter_sys=True)
-    else:
-        script = request["target"]
-        sys.argv = [script] + args
-        sys.path[0] = os.path.dirname(os.path.realpath(script))
-        _run_script(os.path.abspath(script))
-
-
 _request, _fds = serve()
 _fresh_process_state(_request, _fds)
 del _fds
-_run(_request)
+_bootstrap.run(_request["kind"], _request["target"], _request["args"])

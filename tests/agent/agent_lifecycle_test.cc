@@ -108,6 +108,39 @@ TEST_F(AgentLifecycleTest, FailureStopsSiblingsRestartsWithNewPortAndCountThenSu
   EXPECT_EQ(agent_->exit_code(), 0);
 }
 
+// A Python worker's bootstrap says its script raised (worker_channel.h): the agent stops the
+// siblings then, not once the failing interpreter has exited, and the failing worker is the
+// root cause with its own exit code.
+TEST_F(AgentLifecycleTest, AnExceptionToldOnTheWorkerChannelStopsTheSiblingsBeforeItsExit) {
+  LocalCoordinator coordinator(io_, {});
+  start(options(2), coordinator);
+  EXPECT_EQ(spawned_env(launcher_.spawned[0], "DDPRUN_WORKER_SOCKET"), "/fake/agent.sock");
+  parts_.channel.deliver({WorkerNotice::Kind::kException, 1001, "RuntimeError: boom"});
+  io_.poll();
+  EXPECT_EQ(launcher_.signals_to(1000), (std::vector<int>{SIGTERM}));
+  EXPECT_TRUE(launcher_.signals_to(1001).empty());
+  agent_->on_child_exit(1000, ExitStatus::killed(SIGTERM));
+  io_.poll();
+  EXPECT_FALSE(agent_->exit_code());  // the failing one has not exited yet
+  agent_->on_child_exit(1001, ExitStatus::exited(1));
+  io_.poll();
+  EXPECT_EQ(agent_->exit_code(), 1);
+  // A notice from a process that is not a running worker changes nothing.
+  parts_.channel.deliver({WorkerNotice::Kind::kException, 4242, "RuntimeError: late"});
+  io_.poll();
+}
+
+TEST_F(AgentLifecycleTest, ANoticeFromAnUnknownProcessIsIgnored) {
+  LocalCoordinator coordinator(io_, {});
+  start(options(2), coordinator);
+  parts_.channel.deliver({WorkerNotice::Kind::kException, 4242, "RuntimeError: not ours"});
+  io_.poll();
+  EXPECT_TRUE(launcher_.signals_to(1000).empty());
+  EXPECT_TRUE(launcher_.signals_to(1001).empty());
+  exit_all_from(0, ExitStatus::exited(0));
+  EXPECT_EQ(agent_->exit_code(), 0);
+}
+
 // Records what the agent reports to its observers, as one line per event.
 class RecordingObserver final : public AgentObserver {
  public:

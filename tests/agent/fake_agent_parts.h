@@ -98,6 +98,19 @@ class FakeSignalSource final : public SignalSource {
   std::function<void(int)> handler;
 };
 
+// Notices the test delivers by hand, as a worker's bootstrap would send them.
+class FakeWorkerChannel final : public WorkerChannel {
+ public:
+  void set_handler(Handler h) override { handler = std::move(h); }
+  std::vector<std::pair<std::string, std::string>> worker_env() const override {
+    return {{"DDPRUN_WORKER_SOCKET", "/fake/agent.sock"}};
+  }
+  void deliver(const WorkerNotice& notice) {
+    if (handler) handler(notice);
+  }
+  Handler handler;
+};
+
 // A timer that expires when its FakeClock reaches the deadline (FakeAgentParts::advance).
 class FakeClockTimer final : public DeadlineTimer {
  public:
@@ -128,10 +141,11 @@ struct FakeAgentParts {
   FakeClockTimer shutdown_timer{clock};
   FakeClockTimer drain_timer{clock};
   FakeSignalSource signals;
+  FakeWorkerChannel channel;
 
   AgentParts with(Coordinator& coordinator) {
-    return {launcher,  coordinator,    clock,       store,  progress,
-            log_files, shutdown_timer, drain_timer, signals};
+    return {launcher,  coordinator,    clock,       store,   progress,
+            log_files, shutdown_timer, drain_timer, signals, channel};
   }
   // Moves the clock on and fires the timers that became due.
   void advance(Millis by) {

@@ -73,9 +73,9 @@ void write_file(const std::string& path, const std::string& text) {
 
 class HeartbeatWatcherTest : public ::testing::Test {
  protected:
-  void start(int ranks) {
+  void start(int ranks, HeartbeatWatcherOptions options = {}) {
     auto created =
-        HeartbeatWatcher::create(io, dir.path() + "/attempt_0", ranks, {},
+        HeartbeatWatcher::create(io, dir.path() + "/attempt_0", ranks, options,
                                  [this](const Heartbeat& beat) { beats.push_back(beat); });
     ASSERT_TRUE(created.ok()) << created.error_message();
     watcher = std::move(created.value());
@@ -106,8 +106,8 @@ TEST_F(HeartbeatWatcherTest, CreatesAnEmptyPrivateFilePerRankAndNamesItForWorker
   for (int rank = 0; rank < 3; ++rank) {
     const std::string path = dir.path() + "/attempt_0/rank_" + std::to_string(rank);
     EXPECT_EQ(watcher->file_for(rank), path);
-    EXPECT_EQ(watcher->worker_env(rank),
-              (std::pair<std::string, std::string>{"DDPRUN_HEARTBEAT_FILE", path}));
+    EXPECT_EQ(watcher->worker_env(rank), (std::vector<std::pair<std::string, std::string>>{
+                                             {"DDPRUN_HEARTBEAT_FILE", path}}));
     struct stat st {};
     ASSERT_EQ(::stat(path.c_str(), &st), 0) << path;
     EXPECT_TRUE(S_ISREG(st.st_mode));
@@ -115,8 +115,57 @@ TEST_F(HeartbeatWatcherTest, CreatesAnEmptyPrivateFilePerRankAndNamesItForWorker
     EXPECT_EQ(st.st_mode & 0777, 0600u);
   }
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/attempt_0/rank_3"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/attempt_0/auto_0"));
   io.poll();  // creating the files is not a heartbeat
   EXPECT_TRUE(beats.empty());
+}
+
+// Python workers' automatic progress has a file of its own per rank, and its heartbeats say
+// where they came from (the agent lets an explicit heartbeat win: hang_watch.h).
+TEST_F(HeartbeatWatcherTest, AutomaticFilesAreOfferedBesideAndTheirHeartbeatsSaySo) {
+  HeartbeatWatcherOptions options;
+  options.automatic_files = true;
+  start(2, options);
+  const std::string auto1 = dir.path() + "/attempt_0/auto_1";
+  EXPECT_EQ(watcher->file_for(1, true), auto1);
+  EXPECT_EQ(watcher->worker_env(1),
+            (std::vector<std::pair<std::string, std::string>>{
+                {"DDPRUN_HEARTBEAT_FILE", dir.path() + "/attempt_0/rank_1"},
+                {"DDPRUN_AUTO_PROGRESS_FILE", auto1}}));
+  write_file(auto1, "9 0.250000\n");
+  ASSERT_TRUE(run_until(
+      io, [&] { return !beats.empty(); }, seconds(10)));
+  EXPECT_EQ(beats[0].local_rank, 1);
+  EXPECT_TRUE(beats[0].automatic);
+  EXPECT_EQ(beats[0].step, 9);
+  EXPECT_EQ(beats[0].busy, std::chrono::microseconds(250'000));
+  write_file(watcher->file_for(1), "3\n");
+  ASSERT_TRUE(run_until(
+      io, [&] { return beats.size() == 2; }, seconds(10)));
+  EXPECT_FALSE(beats[1].automatic);
+  EXPECT_EQ(beats[1].step, 3);
+}
+
+// With a minimum interval between wake-ups, a worker that writes on and on costs the agent one
+// wake-up per interval, and the read then holds the latest step.
+TEST_F(HeartbeatWatcherTest, AMinimumIntervalBetweenWakeupsMergesWhatCameMeanwhile) {
+  HeartbeatWatcherOptions options;
+  options.automatic_files = true;
+  options.min_wakeup_interval = Millis(500);
+  start(1, options);
+  write_file(watcher->file_for(0, true), "1\n");
+  ASSERT_TRUE(run_until(
+      io, [&] { return beats.size() == 1; }, seconds(10)));
+  // The watcher rests now: these all land before its next wake-up.
+  for (int step = 2; step <= 50; ++step) {
+    write_file(watcher->file_for(0, true), std::to_string(step) + "\n");
+  }
+  ASSERT_TRUE(run_until(
+      io, [&] { return saw_step(0, 50); }, seconds(10)));
+  // Normally 2; a loaded machine may split the writes over another interval or two, never
+  // wake up once per write.
+  EXPECT_LT(watcher->stats().wakeups, 10u);
+  EXPECT_EQ(beats.size(), watcher->stats().wakeups);
 }
 
 // Inotify instances this process holds (the links in /proc/self/fd).
@@ -237,7 +286,7 @@ class HeartbeatWatcherIntegration : public HeartbeatWatcherTest {
   // Runs argv as local rank `rank` and waits for it to exit and for `seen` to hold.
   void run_worker(int rank, const std::vector<std::string>& argv,
                   const std::function<bool()>& seen) {
-    auto [key, value] = watcher->worker_env(rank);
+    auto [key, value] = watcher->worker_env(rank).front();
     auto child = LoopChild::start(io, argv, {{key, value}});
     ASSERT_TRUE(child);
     EXPECT_TRUE(run_until(

@@ -219,6 +219,47 @@ TEST_F(WorkerGroupTest, FirstObservedFailureIsTheRootCause) {
   EXPECT_EQ(observer.finished_calls, 1);
 }
 
+// A worker's bootstrap says its script raised (worker_channel.h): the others are stopped at
+// once, the failing one is left to finish its own exit, and that exit completes its record.
+TEST_F(WorkerGroupTest, AWorkerThatSaysItIsFailingStopsTheOthersAndIsTheRootCause) {
+  group.start(launches(3));
+  EXPECT_TRUE(group.worker_failing(1001));
+  EXPECT_TRUE(launcher.signals_to(1001).empty());  // on its way out by itself
+  EXPECT_EQ(launcher.signals_to(1000), (std::vector<int>{SIGTERM}));
+  EXPECT_EQ(launcher.signals_to(1002), (std::vector<int>{SIGTERM}));
+  EXPECT_TRUE(timer.armed());
+  group.on_child_exit(1000, ExitStatus::killed(SIGTERM));  // the siblings end first
+  group.on_child_exit(1002, ExitStatus::killed(SIGTERM));
+  EXPECT_FALSE(group.finished());
+  group.on_child_exit(1001, ExitStatus::exited(3));
+  ASSERT_TRUE(observer.result);
+  ASSERT_EQ(observer.result->outcome, GroupResult::Outcome::kFailed);
+  ASSERT_EQ(observer.result->failures.size(), 1u);
+  EXPECT_EQ(observer.result->failures[0].rank, 11);
+  EXPECT_EQ(observer.result->failures[0].pid, 1001);
+  EXPECT_EQ(observer.result->failures[0].exit.shell_code(), 3);
+}
+
+TEST_F(WorkerGroupTest, AFailingWorkerThatNeverExitsIsKilledAtTheDeadline) {
+  group.start(launches(2));
+  ASSERT_TRUE(group.worker_failing(1000));
+  group.on_child_exit(1001, ExitStatus::killed(SIGTERM));
+  timer.fire();
+  EXPECT_EQ(launcher.signals_to(1000), (std::vector<int>{SIGKILL}));
+}
+
+TEST_F(WorkerGroupTest, OnlyARunningWorkerOfARunningGroupCanSayItIsFailing) {
+  group.start(launches(2));
+  EXPECT_FALSE(group.worker_failing(4242));  // not ours
+  group.on_child_exit(1000, ExitStatus::exited(1));  // a failure: the group is stopping
+  EXPECT_TRUE(group.worker_failing(1001));            // ours, but no second failure
+  group.on_child_exit(1001, ExitStatus::killed(SIGTERM));
+  ASSERT_TRUE(observer.result);
+  ASSERT_EQ(observer.result->failures.size(), 1u);
+  EXPECT_EQ(observer.result->failures[0].rank, 10);
+  EXPECT_FALSE(group.worker_failing(1001));  // reaped
+}
+
 TEST_F(WorkerGroupTest, ReapedWorkersAreNeverSignalledAgain) {
   group.start(launches(2));
   group.on_child_exit(1000, ExitStatus::exited(0));
