@@ -3,7 +3,7 @@
 usage: preload_helpers.py hello            prints "hello from <RANK>" and exits 0
        preload_helpers.py kill_template    attempt 0: rank 0 SIGKILLs the node's preload
                                            template, waits until it is gone, and every rank
-                                           exits 3; later attempts write
+                                           exits 3 (the others once rank 0 is done); later attempts write
                                            $DDPRUN_TEST_OUT/after_<RANK>_<restart> and exit 0
        preload_helpers.py sleep            writes $DDPRUN_TEST_OUT/running_<RANK> (its pid, whole),
                                            then sleeps
@@ -63,6 +63,14 @@ elif what == "kill_template":
                 os.kill(pid, signal.SIGKILL)
             deadline = time.monotonic() + 30
             while template_pids() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            with open(os.path.join(out, "template_killed"), "w") as f:
+                f.write("ok")
+        else:
+            # Not before rank 0 is done: a failure of this rank stops rank 0 at once.
+            deadline = time.monotonic() + 30
+            while not os.path.exists(os.path.join(out, "template_killed")):
+                assert time.monotonic() < deadline, "rank 0 never killed the template"
                 time.sleep(0.01)
         sys.exit(3)
     with open(os.path.join(out, f"after_{rank}_{restart}"), "w") as f:

@@ -78,6 +78,7 @@ probe["c_environ_matches"] = all(
     (libc.getenv(k.encode()) or b"").decode() == v for k, v in os.environ.items())
 # Keys whose values name this run's own paths and ports differ between any two runs.
 volatile = {"MASTER_PORT", "TORCHELASTIC_ERROR_FILE", "DDPRUN_HEARTBEAT_FILE",
+            "DDPRUN_AUTO_PROGRESS_FILE", "DDPRUN_WORKER_SOCKET",
             "TORCHELASTIC_RUN_ID", "TORCHELASTIC_TIMER_FILE"}
 probe["environ"] = {k: v for k, v in os.environ.items() if k not in volatile}
 import faulthandler  # noqa: E402  (after the state above was read)
