@@ -417,6 +417,7 @@ void Agent::send_report(const FailureReport& report) {
 FailureReport Agent::build_report(const GroupResult& result) const {
   FailureReport report;
   report.entrypoint = options_.command.display_name;
+  report.interpreter = options_.command.interpreter;
   report.failures = result.failures;
   const int attempt = attempt_ - 1;  // the attempt that just ended
   for (WorkerFailure& f : report.failures) {

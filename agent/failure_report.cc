@@ -78,7 +78,9 @@ std::string FailureReport::render() const {
   width = std::min(width, kMaxReportWidth);
   const std::string border(width, '='), section(width, '-');
   std::ostringstream s;
-  s << "\n" << border << "\n" << title << "\n" << section << "\nFailures:\n";
+  s << "\n" << border << "\n" << title << "\n";
+  if (!interpreter.empty()) s << "interpreter: " << interpreter << "\n";
+  s << section << "\nFailures:\n";
   if (others.empty()) s << "  <NO_OTHER_FAILURES>\n";
   for (const auto& o : others) s << o << "\n";
   s << section << "\nRoot Cause (first observed failure):\n" << root_text << "\n" << border << "\n";
@@ -177,12 +179,14 @@ void from_json(const nlohmann::json& j, WorkerFailure& f) {
 void to_json(nlohmann::json& j, const FailureReport& r) {
   j = {{"entrypoint", r.entrypoint}, {"failures", r.failures}};
   if (!r.cause.empty()) j["cause"] = r.cause;
+  if (!r.interpreter.empty()) j["interpreter"] = r.interpreter;
 }
 
 void from_json(const nlohmann::json& j, FailureReport& r) {
   r.entrypoint = j.value("entrypoint", std::string());
   r.failures = j.value("failures", std::vector<WorkerFailure>{});
   r.cause = j.value("cause", std::string());
+  r.interpreter = j.value("interpreter", std::string());
 }
 
 }  // namespace ddprun::agent

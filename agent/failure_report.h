@@ -38,6 +38,9 @@ struct FailureReport {
   // A cause outside the workers (the node hosting the rendezvous was lost): when set it is the
   // root cause, printed as such, and every worker failure is listed as a consequence.
   std::string cause;
+  // The workers' Python and how it was chosen, printed under the title: a ModuleNotFoundError
+  // then says which interpreter lacked the module. Empty: not a Python entry point.
+  std::string interpreter;
 
   const WorkerFailure& root_cause() const { return failures.front(); }
   // What ddprun exits with: the root cause's exit code, or 128 + signal.

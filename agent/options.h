@@ -59,6 +59,9 @@ struct WorkerCommand {
   std::vector<std::string> argv;  // argv[0] included
   std::string display_name;       // entry point name for reports, e.g. "train.py"
   bool python = false;            // `executable` is the Python that runs the entry point
+  // With `python`: which interpreter and how it was chosen, named in failure reports
+  // ("/usr/bin/python3 (PYTHON_EXEC)"). Empty: not a Python entry point.
+  std::string interpreter;
   // The Python workers' bootstrap (python_bootstrap.h) that argv runs after "-u"; empty: none.
   std::string bootstrap_program;
 };

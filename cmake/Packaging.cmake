@@ -18,6 +18,14 @@ set(DDPRUN_UNITS_STAGING \"${CMAKE_CURRENT_BINARY_DIR}/packaging/units\")"
   COMPONENT service)
 install(SCRIPT ${PROJECT_SOURCE_DIR}/cmake/InstallUnits.cmake COMPONENT service)
 
+# ---- the `ddprun` Python module (component runtime) ----
+# `import ddprun` for scripts (ddprun.heartbeat(), ddprun.waiting(): docs/progress.md), where
+# Debian's python3 finds it; a wheel ships the same package itself (pyproject.toml).
+if(NOT SKBUILD)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/ddprun DESTINATION lib/python3/dist-packages
+    COMPONENT runtime FILES_MATCHING PATTERN "*.py")
+endif()
+
 # ---- example configs (component doc) ----
 set(DDPRUN_EXAMPLES_DIR ${CMAKE_INSTALL_DOCDIR}/examples)
 file(GLOB DDPRUN_EXAMPLE_CONFIGS ${PROJECT_SOURCE_DIR}/configs/*.yaml)

@@ -357,6 +357,7 @@ Status build_command(const LauncherFlags& f, std::vector<std::string> rest, Laun
       choose_python(python_exec ? python_exec : "", own_executable_dir(), path_env ? path_env : "");
   if (!python) return python.status();
   cmd.executable = python->executable;
+  cmd.interpreter = python->executable + " (" + python->how + ")";
   cmd.argv = {python->argv0, "-u"};
   if (f.module) cmd.argv.push_back("-m");
   cmd.argv.insert(cmd.argv.end(), rest.begin(), rest.end());

@@ -13,6 +13,9 @@ namespace ddprun::launcher {
 struct PythonChoice {
   std::string argv0;       // what the worker's argv[0] says (the name or path as chosen)
   std::string executable;  // the file that is executed
+  // How it was chosen, for reports: "PYTHON_EXEC", "beside ddprun", or "the python3 on PATH;
+  // PYTHON_EXEC is unset".
+  std::string how;
 };
 
 // `python_exec`: PYTHON_EXEC's value (empty: unset); `launcher_dir`: the directory of the

@@ -312,6 +312,7 @@ def _quick_exit(status, sigint=False):
     if not _flush_std_streams():
         status = 120
     _flush_open_files()
+    _flush_c_streams()
     if sigint:
         import signal
         try:
@@ -362,6 +363,16 @@ def _flush_open_files():
                 stream.flush()
         except Exception:
             pass
+
+
+def _flush_c_streams():
+    """The C library's buffered output (printf, std::cout from extensions), which exit() would
+    have written: fflush(NULL)."""
+    try:
+        import ctypes  # torch has loaded it already
+        ctypes.CDLL(None).fflush(None)
+    except Exception:
+        pass
 
 
 def _main():

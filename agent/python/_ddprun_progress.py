@@ -40,7 +40,8 @@ _COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_sc
 class Progress:
     """The step counter and its file. One per worker process; see the module's docstring."""
     __slots__ = ("path", "fd", "enabled", "step", "last_event", "waited", "tainted",
-                 "last_write", "lead", "source", "depth", "install_error", "__weakref__")
+                 "last_write", "lead", "source", "depth", "forward_began", "install_error",
+                 "__weakref__")
 
     def __init__(self, path):
         self.path = path
@@ -54,7 +55,14 @@ class Progress:
         self.lead = None        # weakref to the leading optimizer
         self.source = None      # what counts steps: None (nothing yet), _FROM_DDP, _FROM_OPTIMIZER
         self.depth = 0          # nesting of waiting regions (collectives calling collectives)
+        self.forward_began = None  # when the running DDP forward began (its pre-forward syncs)
         self.install_error = None  # why the torch hooks could not go in, for debugging
+
+    def __copy__(self):  # copy.deepcopy() of a DDP model copies its hooks: one counter still
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
 
     # --- the file ---------------------------------------------------------------------------
     def _write(self, line, now):
@@ -239,25 +247,47 @@ def _quietly(function, *args):
 
 
 def _watch_ddp(torch, progress):
-    """Every DistributedDataParallel gets a forward hook: liveness, validation, and the wait of
-    its gradient synchronisation (engine callbacks, see _forward_hook)."""
+    """Every DistributedDataParallel gets a forward pre-hook and a forward hook: liveness,
+    validation, and the waits of its synchronisations. Gradients: engine callbacks (see
+    _forward_hook). Before the forward (buffers broadcast from rank 0, the buckets rebuilt at
+    the second iteration, Join): the time from the pre-hook to DDP's _run_ddp_forward, which
+    runs the wrapped module once those are done (both torch versions)."""
     ddp = torch.nn.parallel.DistributedDataParallel
     if getattr(ddp.__init__, "_ddprun_wrapped", False):
         return
     original_init = ddp.__init__
     hook = functools.partial(_forward_hook, progress, torch.is_grad_enabled,
                              torch.autograd.Variable._execution_engine.queue_callback)
+    pre_hook = functools.partial(_forward_pre_hook, progress)
+    run_forward = getattr(ddp, "_run_ddp_forward", None)
 
     @functools.wraps(original_init)
     def __init__(self, *args, **kwargs):
         original_init(self, *args, **kwargs)
         try:
+            if run_forward is not None:
+                self.register_forward_pre_hook(pre_hook)
             self.register_forward_hook(hook)
         except Exception:
             pass
 
     __init__._ddprun_wrapped = True
     ddp.__init__ = __init__
+    if run_forward is not None:
+        @functools.wraps(run_forward)
+        def _run_ddp_forward(self, *args, **kwargs):
+            began = progress.forward_began
+            if began is not None:
+                progress.forward_began = None
+                if progress.depth == 0:
+                    progress.waited += _clock() - began
+            return run_forward(self, *args, **kwargs)
+
+        ddp._run_ddp_forward = _run_ddp_forward
+
+
+def _forward_pre_hook(progress, module, inputs):
+    progress.forward_began = _clock()
 
 
 def _forward_hook(progress, grad_enabled, queue_callback, module, inputs, output):

@@ -59,6 +59,8 @@ def launcher_cmd(name, ddprun):
         return [ddprun, "--nproc_per_node", "2"]
     if name == "ddprun_preload":  # issue 24: workers forked from a template that imported torch
         return [ddprun, "--preload", "torch", "--nproc_per_node", "2"]
+    if name == "ddprun_noauto":  # issue 34: without the workers' automatic progress
+        return [ddprun, "--no_auto_progress", "--nproc_per_node", "2"]
     interval = "5" if name == "torchrun_default" else "0.1"
     return TORCHRUN + ["--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port",
                        str(free_port()), "--monitor_interval", interval]
@@ -135,7 +137,7 @@ def main():
 def measure(ddprun, args, version):
     torch_version = subprocess.run([PYTHON, "-c", "import torch; print(torch.__version__)"],
                                    capture_output=True, text=True, check=True).stdout.strip()
-    launchers = ["ddprun", "ddprun_preload", "torchrun_fast"]
+    launchers = ["ddprun", "ddprun_noauto", "ddprun_preload", "torchrun_fast"]
     results = {(n, s): [] for n in launchers + ["torchrun_default"] for s in ("plain", "fail")}
     hung = {}  # (launcher, scenario) -> why each failed run failed
     for rep in range(args.reps):
@@ -166,10 +168,10 @@ def measure(ddprun, args, version):
         return statistics.median(values) * 1000 if values else float("nan")
 
     print(f"\ntorch {torch_version} (workers: {PYTHON})\n")
-    print(f"| metric (median of {args.reps}, ms) | ddprun | ddprun --preload torch | "
-          f"torchrun {torch_version} --monitor_interval 0.1 | torchrun 1.13 (its default 5) | "
-          "torchrun 0.1 / ddprun | torchrun 0.1 / ddprun --preload |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print(f"| metric (median of {args.reps}, ms) | ddprun | ddprun --no_auto_progress | "
+          f"ddprun --preload torch | torchrun {torch_version} --monitor_interval 0.1 | "
+          "torchrun 1.13 (its default 5) | torchrun 0.1 / ddprun | torchrun 0.1 / ddprun --preload |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     rows = [("init_process_group, median rank", "plain", "init"),
             ("init_process_group, last rank in → every rank done", "plain", "init_joint"),
             (f"whole job, {args.steps} steps (wall)", "plain", "wall"),
@@ -181,11 +183,17 @@ def measure(ddprun, args, version):
              ("  last step → launcher exited", "plain", "after_end")]
     for label, scenario, key in rows:
         d, t = med("ddprun", scenario, key), med("torchrun_fast", scenario, key)
-        p = med("ddprun_preload", scenario, key)
+        p, n = med("ddprun_preload", scenario, key), med("ddprun_noauto", scenario, key)
         td = med("torchrun_default", scenario, key) if scenario == "plain" and key == "wall" \
             else float("nan")
-        print(f"| {label} | {d:.0f} | {p:.0f} | {t:.0f} | {td:.0f} | {t / d:.2f}× | "
+        print(f"| {label} | {d:.0f} | {n:.0f} | {p:.0f} | {t:.0f} | {td:.0f} | {t / d:.2f}× | "
               f"{t / p:.2f}× |")
+    # Steps per second of the training loop (first all_reduce to last step), per launcher.
+    rates = {name: args.steps / med(name, "plain", "train") * 1000
+             for name in ("ddprun", "ddprun_noauto", "ddprun_preload", "torchrun_fast")}
+    print(f"| training steps per second (not ms) | {rates['ddprun']:.1f} | "
+          f"{rates['ddprun_noauto']:.1f} | {rates['ddprun_preload']:.1f} | "
+          f"{rates['torchrun_fast']:.1f} | | | |")
     for (name, scenario), whys in hung.items():
         print(f"\n{name} {scenario}: {len(whys)} of {args.reps} runs failed, left out of the "
               f"medians: {'; '.join(whys)}")

@@ -1,12 +1,20 @@
 """ddprun, installed from its wheel: the native ``ddprun`` and ``ddp-rendezvous`` programs live
-in the environment's ``bin/`` (the wheel's scripts); this package only finds them, so that
-``python -m ddprun ...`` runs the same launcher as ``ddprun ...``."""
+in the environment's ``bin/`` (the wheel's scripts); this package finds them, so that
+``python -m ddprun ...`` runs the same launcher as ``ddprun ...``.
+
+For training scripts (standard library only, no-ops outside ddprun; ddprun.progress):
+``heartbeat(step, busy_s=None)``, ``waiting()``, ``restart_count()``, ``max_restarts()``,
+``under_ddprun()``, ``auto_progress_enabled()``."""
 
 import os
 import sys
 import sysconfig
 
-__all__ = ["executable"]
+from .progress import (auto_progress_enabled, heartbeat, max_restarts, restart_count,
+                       under_ddprun, waiting)
+
+__all__ = ["executable", "heartbeat", "waiting", "restart_count", "max_restarts",
+           "under_ddprun", "auto_progress_enabled"]
 
 
 def executable(name: str = "ddprun") -> str:

@@ -133,10 +133,23 @@ TEST(FailureReport, StderrTailIsShown) {
   EXPECT_NE(text.find("stderr    : (last 2 lines)\n    line a\n    line b"), std::string::npos);
 }
 
+// A ModuleNotFoundError means little without the interpreter that lacked the module.
+TEST(FailureReport, NamesTheWorkersInterpreterUnderTheTitle) {
+  FailureReport r;
+  r.entrypoint = "train.py";
+  r.interpreter = "/usr/local/bin/python3 (the python3 on PATH; PYTHON_EXEC is unset)";
+  r.failures.push_back(failure(0, ExitStatus::exited(1)));
+  EXPECT_NE(r.render().find("train.py FAILED\ninterpreter: /usr/local/bin/python3 (the python3 "
+                            "on PATH; PYTHON_EXEC is unset)\n---"),
+            std::string::npos)
+      << r.render();
+}
+
 TEST(FailureReport, RoundTripsThroughJson) {
   FailureReport r{"t.py",
                   {failure(1, ExitStatus::killed(SIGTERM)), failure(0, ExitStatus::exited(2))}};
   r.failures[0].stderr_tail = {"x"};
+  r.interpreter = "/usr/bin/python3 (PYTHON_EXEC)";
   nlohmann::json j = r;
   FailureReport back = j.get<FailureReport>();
   EXPECT_EQ(back.render(), r.render());

@@ -138,11 +138,19 @@ class QuickExitTest : public DdprunTest {};
 
 TEST_F(QuickExitTest, AtexitHandlersUnflushedOutputAndTheExitCodeStay) {
   const std::string script = temp().path() + "/ends.py";
-  std::ofstream(script) << "import atexit, os, sys\n"
-                           "atexit.register(lambda: open(os.path.join(os.environ['DDPRUN_TEST_OUT'],"
-                           " 'atexit_' + os.environ['RANK']), 'w').close())\n"
+  // Rank 1 fails only once rank 0 is done: its failure would stop rank 0 at once.
+  std::ofstream(script) << "import atexit, os, sys, time\n"
+                           "out = os.environ['DDPRUN_TEST_OUT']\n"
+                           "rank = os.environ['RANK']\n"
+                           "atexit.register(lambda: open(os.path.join(out, 'atexit_' + rank),"
+                           " 'w').close())\n"
                            "sys.stdout.write('no newline at the end')\n"
-                           "sys.exit(3 if os.environ['RANK'] == '1' else 0)\n";
+                           "if rank == '1':\n"
+                           "    deadline = time.monotonic() + 30\n"
+                           "    while not os.path.exists(os.path.join(out, 'atexit_0')) and"
+                           " time.monotonic() < deadline:\n"
+                           "        time.sleep(0.01)\n"
+                           "    sys.exit(3)\n";
   const RunResult run = run_ddprun({"--nproc_per_node", "2", script}, 60s);
   ASSERT_TRUE(ExitedWith(run, 3));
   EXPECT_TRUE(std::filesystem::exists(out("atexit_0")));

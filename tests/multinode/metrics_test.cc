@@ -174,8 +174,9 @@ TEST_F(MetricsTest, PromtoolAcceptsTheMetricsOfTheDaemonAndOfBothAgents) {
     EXPECT_TRUE(contains(scrape->body, "ddprun_agent_world_size{job_id=\"metrics-job\"} 4\n"));
     EXPECT_TRUE(contains(scrape->body, "process_resident_memory_bytes "));
   }
-  // Without --hang_timeout the agents know no progress: no worker series at all.
-  EXPECT_FALSE(contains(scrapes_, "ddprun_worker_")) << scrapes_;
+  // Python workers report their progress by themselves (docs/progress.md): their ranks have
+  // series even without --hang_timeout.
+  EXPECT_TRUE(contains(scrapes_, "ddprun_worker_")) << scrapes_;
   expect_promtool_accepts("127.0.0.1", daemon_metrics_);
   expect_dashboard_matches_the_scrapes();
   auto daemon_scrape = http_get("127.0.0.1", daemon_metrics_, "/metrics");

@@ -62,7 +62,8 @@ dpkg-deb --contents "$deb" | awk '{print $6}' >"$work/contents"
 for path in ./usr/bin/ddprun ./usr/bin/ddp-rendezvous ./usr/lib/ddprun/libddprun_security.so \
   ./lib/systemd/system/ddp-rendezvous.service ./lib/systemd/system/ddprun-agent@.service \
   ./usr/share/doc/ddprun/examples/single-node.yaml ./usr/share/doc/ddprun/copyright \
-  ./usr/share/doc/ddprun/changelog.Debian.gz; do
+  ./usr/share/doc/ddprun/changelog.Debian.gz ./usr/lib/python3/dist-packages/ddprun/__init__.py \
+  ./usr/lib/python3/dist-packages/ddprun/progress.py; do
   grep -qxF "$path" "$work/contents" || fail "$path is not in the package"
 done
 dpkg-deb --field "$deb" Depends | grep -q adduser || fail "Depends lacks adduser"
@@ -82,6 +83,10 @@ getent passwd ddprun >/dev/null || fail "postinst made no ddprun user"
 [ "$(/usr/bin/ddprun --version)" = "ddprun $(dpkg-query -W -f='${Version}' ddprun | cut -d- -f1)" ] ||
   fail "/usr/bin/ddprun --version: $(/usr/bin/ddprun --version)"
 /usr/bin/ddp-rendezvous --version
+# The Python module, for Debian's python3: importable, and harmless outside ddprun.
+(cd / && env -u DDPRUN_HEARTBEAT_FILE /usr/bin/python3 -c \
+  "import ddprun; ddprun.heartbeat(1); assert ddprun.restart_count() == 0") ||
+  fail "import ddprun with /usr/bin/python3"
 # Installed, not enabled: nothing links to the units.
 if find /etc/systemd/system -name 'ddp*' | grep -q .; then fail "the package enabled a unit"; fi
 # The template is verified as an instance of it.
