@@ -95,7 +95,9 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_DEBIAN_DDPRUN_PACKAGE_NAME ddprun)
 set(CPACK_DEBIAN_DDPRUN_PACKAGE_SECTION utils)
 # adduser: postinst makes the ddprun system user with it.
-set(CPACK_DEBIAN_DDPRUN_PACKAGE_DEPENDS "adduser")
+# python3: the `ddprun` module for scripts lives in its dist-packages (and ddprun runs Python
+# workers; lintian's python-package-missing-depends-on-python).
+set(CPACK_DEBIAN_DDPRUN_PACKAGE_DEPENDS "adduser, python3")
 set(CPACK_DEBIAN_DDPRUN_PACKAGE_CONTROL_EXTRA
   "${DDPRUN_PACKAGING_DIR}/postinst;${DDPRUN_PACKAGING_DIR}/prerm;${DDPRUN_PACKAGING_DIR}/postrm")
 set(CPACK_DEBIAN_DDPRUN_DESCRIPTION "elastic launcher for PyTorch distributed training
