@@ -213,8 +213,7 @@ bool HeartbeatWatcher::Impl::drain(std::vector<std::uint8_t>& touched) {
 
 HeartbeatContent HeartbeatWatcher::Impl::read(int slot) {
   ++stats.file_reads;
-  const std::string path =
-      dir + "/" + file_name(slot % local_world_size, slot >= local_world_size);
+  const std::string path = dir + "/" + file_name(slot % local_world_size, slot >= local_world_size);
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
   if (fd < 0) return {};  // renamed away between the event and now: no step
   UniqueFd owned(fd);

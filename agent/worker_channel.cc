@@ -10,9 +10,9 @@
 #include <cstring>
 #include <filesystem>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <nlohmann/json.hpp>
 
 #include "common/clock.h"
 #include "common/log_throttle.h"

@@ -34,8 +34,8 @@ inline constexpr std::size_t kMaxNoticeBytes = 8192;
 struct WorkerNotice {
   enum class Kind { kException };
   Kind kind = Kind::kException;
-  pid_t pid = -1;        // the sender, as the kernel says
-  std::string message;   // "<Type>: <text>", at most 2,000 characters kept
+  pid_t pid = -1;       // the sender, as the kernel says
+  std::string message;  // "<Type>: <text>", at most 2,000 characters kept
 };
 
 // One datagram from `sender` as a notice; an error naming what is wrong. Pure.

@@ -301,7 +301,8 @@ Status validate_values(const LauncherFlags& f, LaunchConfig& config) {
 
 // With hang detection on and workers that will not report progress by themselves: what
 // --hang_timeout can and cannot do for them, said once at start.
-void warn_unwatched_ranks(const LauncherFlags& f, const std::string& because, LaunchConfig& config) {
+void warn_unwatched_ranks(const LauncherFlags& f, const std::string& because,
+                          LaunchConfig& config) {
   if (f.hang_timeout <= 0) return;
   std::string what = fmt::format(
       "--hang_timeout: {}, so a rank is watched only once it writes DDPRUN_HEARTBEAT_FILE (the "
@@ -311,8 +312,9 @@ void warn_unwatched_ranks(const LauncherFlags& f, const std::string& because, La
     what += fmt::format("; a rank that has written none {} s after its start is stopped as hung",
                         f.first_heartbeat_timeout);
   } else {
-    what += "; a rank that never writes one is not stopped for that (--first_heartbeat_timeout "
-            "asks for it)";
+    what +=
+        "; a rank that never writes one is not stopped for that (--first_heartbeat_timeout "
+        "asks for it)";
   }
   config.warnings.push_back(std::move(what));
 }

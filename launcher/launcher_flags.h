@@ -46,16 +46,16 @@ struct LauncherFlags {
   std::string logs_specs;
   std::string event_log_handler;
   std::string log_line_prefix_template;
-  double hang_timeout = 0;  // seconds; 0 = off
+  double hang_timeout = 0;             // seconds; 0 = off
   double first_heartbeat_timeout = 0;  // seconds; 0 = a rank without heartbeats is not stopped
   bool no_auto_progress = false;       // Python workers' automatic progress off
   bool no_quick_exit = false;          // Python workers' interpreter torn down in full
-  std::string preload;               // comma-separated module names; empty: off
-  double straggler_threshold = 0;    // ratio to the job's median busy time; 0 = off
-  std::string health_check;          // shell command; empty: none
-  double health_check_timeout = 60;  // seconds
-  double health_check_interval = 0;  // seconds; 0: only before each round
-  std::optional<int> metrics_port;   // unset: no metrics endpoint
+  std::string preload;                 // comma-separated module names; empty: off
+  double straggler_threshold = 0;      // ratio to the job's median busy time; 0 = off
+  std::string health_check;            // shell command; empty: none
+  double health_check_timeout = 60;    // seconds
+  double health_check_interval = 0;    // seconds; 0: only before each round
+  std::optional<int> metrics_port;     // unset: no metrics endpoint
   std::string metrics_addr;
 };
 

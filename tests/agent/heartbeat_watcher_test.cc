@@ -106,8 +106,8 @@ TEST_F(HeartbeatWatcherTest, CreatesAnEmptyPrivateFilePerRankAndNamesItForWorker
   for (int rank = 0; rank < 3; ++rank) {
     const std::string path = dir.path() + "/attempt_0/rank_" + std::to_string(rank);
     EXPECT_EQ(watcher->file_for(rank), path);
-    EXPECT_EQ(watcher->worker_env(rank), (std::vector<std::pair<std::string, std::string>>{
-                                             {"DDPRUN_HEARTBEAT_FILE", path}}));
+    EXPECT_EQ(watcher->worker_env(rank),
+              (std::vector<std::pair<std::string, std::string>>{{"DDPRUN_HEARTBEAT_FILE", path}}));
     struct stat st {};
     ASSERT_EQ(::stat(path.c_str(), &st), 0) << path;
     EXPECT_TRUE(S_ISREG(st.st_mode));
@@ -128,10 +128,9 @@ TEST_F(HeartbeatWatcherTest, AutomaticFilesAreOfferedBesideAndTheirHeartbeatsSay
   start(2, options);
   const std::string auto1 = dir.path() + "/attempt_0/auto_1";
   EXPECT_EQ(watcher->file_for(1, true), auto1);
-  EXPECT_EQ(watcher->worker_env(1),
-            (std::vector<std::pair<std::string, std::string>>{
-                {"DDPRUN_HEARTBEAT_FILE", dir.path() + "/attempt_0/rank_1"},
-                {"DDPRUN_AUTO_PROGRESS_FILE", auto1}}));
+  EXPECT_EQ(watcher->worker_env(1), (std::vector<std::pair<std::string, std::string>>{
+                                        {"DDPRUN_HEARTBEAT_FILE", dir.path() + "/attempt_0/rank_1"},
+                                        {"DDPRUN_AUTO_PROGRESS_FILE", auto1}}));
   write_file(auto1, "9 0.250000\n");
   ASSERT_TRUE(run_until(
       io, [&] { return !beats.empty(); }, seconds(10)));

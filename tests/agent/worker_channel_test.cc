@@ -31,8 +31,8 @@ TEST(WorkerNoticeParse, AnExceptionWithItsMessageFromTheKernelsSender) {
 }
 
 TEST(WorkerNoticeParse, MalformedNoticesAreRefusedSayingWhat) {
-  for (const std::string bad : {"", "not json", "[1]", R"({"message": "x"})",
-                                R"({"event": 3})", R"({"event": "reboot"})"}) {
+  for (const std::string bad : {"", "not json", "[1]", R"({"message": "x"})", R"({"event": 3})",
+                                R"({"event": "reboot"})"}) {
     auto notice = parse_worker_notice(bad, 1);
     ASSERT_FALSE(notice.ok()) << bad;
     EXPECT_TRUE(notice.status().is_invalid_argument()) << bad;

@@ -250,9 +250,9 @@ TEST_F(WorkerGroupTest, AFailingWorkerThatNeverExitsIsKilledAtTheDeadline) {
 
 TEST_F(WorkerGroupTest, OnlyARunningWorkerOfARunningGroupCanSayItIsFailing) {
   group.start(launches(2));
-  EXPECT_FALSE(group.worker_failing(4242));  // not ours
+  EXPECT_FALSE(group.worker_failing(4242));          // not ours
   group.on_child_exit(1000, ExitStatus::exited(1));  // a failure: the group is stopping
-  EXPECT_TRUE(group.worker_failing(1001));            // ours, but no second failure
+  EXPECT_TRUE(group.worker_failing(1001));           // ours, but no second failure
   group.on_child_exit(1001, ExitStatus::killed(SIGTERM));
   ASSERT_TRUE(observer.result);
   ASSERT_EQ(observer.result->failures.size(), 1u);

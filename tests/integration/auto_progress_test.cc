@@ -45,9 +45,9 @@ class AutoProgressTest : public DdprunTest, public ::testing::WithParamInterface
 // frame; the rank waiting for it in DDP's all-reduce is not.
 TEST_P(AutoProgressTest, ARankStuckInItsDataLoadingIsNamedHungWithItsStepAndFrame) {
   const auto started = std::chrono::steady_clock::now();
-  const RunResult run = run_ddprun(
-      train({"--hang_timeout", "3"}, {"--steps", "1000", "--hang-rank", "1", "--hang-at-step", "5"}),
-      90s);
+  const RunResult run = run_ddprun(train({"--hang_timeout", "3"}, {"--steps", "1000", "--hang-rank",
+                                                                   "1", "--hang-at-step", "5"}),
+                                   90s);
   ASSERT_TRUE(ExitedWith(run, 128 + SIGABRT));
   EXPECT_NE(run.err.find("rank 1 (node "), std::string::npos) << run.err;
   EXPECT_NE(run.err.find("local_rank 1) hung: no progress for"), std::string::npos) << run.err;
@@ -62,10 +62,10 @@ TEST_P(AutoProgressTest, ARankStuckInItsDataLoadingIsNamedHungWithItsStepAndFram
 TEST_P(AutoProgressTest, ARankSlowerInDataForwardOrBackwardIsTheOnlyStraggler) {
   for (const char* phase : {"data", "forward", "backward"}) {
     SCOPED_TRACE(phase);
-    const RunResult run = run_ddprun(train({"--straggler_threshold", "1.5"},
-                                           {"--steps", "40", "--work-s", "0.02", "--slow-rank", "1",
-                                            "--slow-in", phase, "--slow-s", "0.1"}),
-                                     90s);
+    const RunResult run = run_ddprun(
+        train({"--straggler_threshold", "1.5"}, {"--steps", "40", "--work-s", "0.02", "--slow-rank",
+                                                 "1", "--slow-in", phase, "--slow-s", "0.1"}),
+        90s);
     ASSERT_TRUE(ExitedWith(run, 0));
     EXPECT_TRUE(std::regex_search(
         run.err, std::regex(R"(straggler: rank 1 \(node [^,]+, local_rank 1\): busy \d+ ms)")))
@@ -75,10 +75,9 @@ TEST_P(AutoProgressTest, ARankSlowerInDataForwardOrBackwardIsTheOnlyStraggler) {
 }
 
 TEST_P(AutoProgressTest, EqualRanksWithBothOptionsOnNameNobody) {
-  const RunResult run = run_ddprun(
-      train({"--straggler_threshold", "1.5", "--hang_timeout", "20"},
-            {"--steps", "40", "--work-s", "0.02"}),
-      90s);
+  const RunResult run = run_ddprun(train({"--straggler_threshold", "1.5", "--hang_timeout", "20"},
+                                         {"--steps", "40", "--work-s", "0.02"}),
+                                   90s);
   ASSERT_TRUE(ExitedWith(run, 0));
   EXPECT_NE(run.err.find("stragglers: none over 1.5x the job's median busy time"),
             std::string::npos)
@@ -92,10 +91,10 @@ TEST_P(AutoProgressTest, EqualRanksWithBothOptionsOnNameNobody) {
 // loop between epochs adds none.
 TEST_P(AutoProgressTest, StepsAreCountedWhereTheScriptSteps) {
   const std::string logs = temp().path() + "/logs";
-  const RunResult run = run_ddprun(
-      train({"--log_dir", logs}, {"--steps", "6", "--two-optimizers", "--accumulate", "2",
-                                  "--validate-every", "3", "--out", "done"}),
-      90s);
+  const RunResult run =
+      run_ddprun(train({"--log_dir", logs}, {"--steps", "6", "--two-optimizers", "--accumulate",
+                                             "2", "--validate-every", "3", "--out", "done"}),
+                 90s);
   ASSERT_TRUE(ExitedWith(run, 0));
   for (int rank = 0; rank < 2; ++rank) {
     const std::string done = read_text_file(out("done_" + std::to_string(rank) + ".json"));
@@ -110,8 +109,8 @@ TEST_P(AutoProgressTest, StepsAreCountedWhereTheScriptSteps) {
 // own steps are the ones a hang report names.
 TEST_P(AutoProgressTest, AScriptsOwnHeartbeatWins) {
   const RunResult run = run_ddprun(
-      train({"--hang_timeout", "3"}, {"--steps", "1000", "--explicit-heartbeat", "--hang-rank",
-                                      "1", "--hang-at-step", "5"}),
+      train({"--hang_timeout", "3"},
+            {"--steps", "1000", "--explicit-heartbeat", "--hang-rank", "1", "--hang-at-step", "5"}),
       90s);
   ASSERT_TRUE(ExitedWith(run, 128 + SIGABRT));
   EXPECT_NE(run.err.find("after step 1004"), std::string::npos) << run.err;
@@ -176,8 +175,7 @@ TEST_F(QuickExitTest, NoQuickExitRunsTheFullTeardown) {
 // A program that never sends a heartbeat is told about, not killed for the silence alone.
 TEST_F(QuickExitTest, ABinaryWithoutHeartbeatsIsWarnedAboutNotKilled) {
   const RunResult run = run_ddprun(
-      {"--nproc_per_node", "1", "--hang_timeout", "0.5", "--no_python", "/bin/sh", "-c",
-       "sleep 2"},
+      {"--nproc_per_node", "1", "--hang_timeout", "0.5", "--no_python", "/bin/sh", "-c", "sleep 2"},
       60s);
   ASSERT_TRUE(ExitedWith(run, 0));
   EXPECT_NE(run.err.find("it is not a Python script, so a rank is watched only once it writes "
