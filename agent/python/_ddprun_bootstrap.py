@@ -363,6 +363,15 @@ def _flush_open_files():
                 stream.flush()
         except Exception:
             pass
+    # gzip, bz2 and lzma write their trailer only when closed: close them (nothing else is).
+    compression = sys.modules.get("_compression")
+    if compression is not None:
+        for obj in gc.get_objects():
+            if issubclass(type(obj), compression.BaseStream):
+                try:
+                    obj.close()
+                except Exception:
+                    pass
 
 
 def _flush_c_streams():
