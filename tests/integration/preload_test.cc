@@ -34,6 +34,7 @@ class SuiteRunner : public DdprunTest {
   std::string out_file(const std::string& name) const { return out(name); }
   std::string cwd() const { return temp().path(); }
   static std::string worker_path(const std::string& name) { return worker(name); }
+  static std::string python_path() { return python(); }
 };
 
 json read_json(const std::string& path) {
@@ -44,8 +45,9 @@ json read_json(const std::string& path) {
 class PreloadConformanceTest : public ::testing::Test {
  protected:
   struct Probes {
-    // [mode][rank]: mode 0 fresh script, 1 warm script, 2 fresh module, 3 warm module.
-    json probe[4][2];
+    // [mode][rank]: mode 0 fresh script, 1 warm script, 2 fresh module, 3 warm module; 4 and 5
+    // the script and the module run as plain `python -u` (--no_python: no bootstrap at all).
+    json probe[6][2];
     std::string warm_log[2];
   };
 
@@ -72,7 +74,22 @@ class PreloadConformanceTest : public ::testing::Test {
             "probe_m" + std::to_string(mode) + "_" + std::to_string(rank) + ".json"));
       }
     }
+    run_plain(runner, entry[0], 4);
+    run_plain(runner, entry[1], 5);
     runner.close();
+  }
+  static void run_plain(SuiteRunner& runner, const std::vector<std::string>& entry, int mode) {
+    std::vector<std::string> args = {
+        "--nproc_per_node",         "2", "--hang_timeout", "60", "--no_python",
+        SuiteRunner::python_path(), "-u"};
+    args.insert(args.end(), entry.begin(), entry.end());
+    args.push_back("m" + std::to_string(mode));
+    const RunResult run = runner.run(args);
+    EXPECT_TRUE(ExitedWith(run, 0)) << run.err;
+    for (int rank = 0; rank < 2; ++rank) {
+      probes_->probe[mode][rank] = read_json(
+          runner.out_file("probe_m" + std::to_string(mode) + "_" + std::to_string(rank) + ".json"));
+    }
   }
   static void TearDownTestSuite() {
     delete probes_;
@@ -97,6 +114,47 @@ class PreloadConformanceTest : public ::testing::Test {
 };
 
 PreloadConformanceTest::Probes* PreloadConformanceTest::probes_ = nullptr;
+
+// Issue 34: a fresh worker runs its script through ddprun's bootstrap (automatic progress, the
+// exception notice, quick exit); it sees what the same script run as plain `python -u` sees.
+TEST_F(PreloadConformanceTest, FreshWorkersSeeWhatPlainPythonSees) {
+  for (int kind = 0; kind < 2; ++kind) {
+    for (int rank = 0; rank < 2; ++rank) {
+      const json& fresh = probes_->probe[2 * kind][rank];
+      const json& plain = probes_->probe[4 + kind][rank];
+      ASSERT_TRUE(fresh.is_object() && plain.is_object()) << "a probe wrote nothing";
+      for (const char* key : {"path0",
+                              "main_name",
+                              "main_file",
+                              "main_spec",
+                              "main_cached",
+                              "main_package",
+                              "unbuffered",
+                              "flags",
+                              "cwd",
+                              "umask",
+                              "rlimits",
+                              "signals",
+                              "signal_mask",
+                              "stdin",
+                              "fds",
+                              "pgid_is_pid",
+                              "same_session_as_parent",
+                              "parent",
+                              "pdeathsig",
+                              "task_threads",
+                              "python_threads",
+                              "faulthandler",
+                              "torch_threads",
+                              "cuda_initialized"}) {
+        EXPECT_EQ(fresh[key], plain[key])
+            << key << " differs (" << (kind ? "-m module" : "script") << ", rank " << rank << ")";
+      }
+      EXPECT_EQ(fresh["argv"].size(), plain["argv"].size());
+      EXPECT_EQ(fresh["argv"][0], plain["argv"][0]);
+    }
+  }
+}
 
 TEST_F(PreloadConformanceTest, TheWarmRunsReallyForkedFromTheTemplate) {
   for (const std::string& log : probes_->warm_log) {
