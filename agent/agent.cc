@@ -509,7 +509,9 @@ std::vector<RankProgress> Agent::global(const std::vector<LocalRankProgress>& lo
   ranks.reserve(local.size());
   const int offset = assignment_ ? assignment_->rank_offset : 0;
   for (const LocalRankProgress& p : local) {
-    ranks.push_back(to_rank_progress(p, offset + p.local_rank, options_.hostname));
+    ranks.push_back(
+        to_rank_progress(p, offset + p.local_rank,
+                         options_.node_name.empty() ? options_.hostname : options_.node_name));
   }
   return ranks;
 }

@@ -4,6 +4,7 @@
 
 #include "agent/progress_entry.h"
 #include "common/exit_codes.h"
+#include "rendezvous/node_name.h"
 
 namespace ddprun::agent {
 namespace {
@@ -276,7 +277,7 @@ void RendezvousCoordinator::job_progress(
         std::vector<RankProgress> ranks;
         for (const rdzv::NodeProgress& node : *nodes) {
           for (const rdzv::RankProgressEntry& e : node.ranks) {
-            ranks.push_back(from_progress_entry(e, node.host));
+            ranks.push_back(from_progress_entry(e, rdzv::node_display_name(node.node_id)));
           }
         }
         done(std::move(ranks));

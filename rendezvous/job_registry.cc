@@ -7,6 +7,7 @@
 
 #include "rendezvous/codec.h"
 #include "rendezvous/job_snapshot.h"
+#include "rendezvous/node_name.h"
 #include "rendezvous/stragglers.h"
 
 namespace ddprun::rdzv {
@@ -61,7 +62,8 @@ void JobRegistry::join(Job& job, Peer& peer, const JoinMsg& msg, std::string& no
   const std::string& joining = msg.node.node_id;
   if (joining.empty()) return fail("join without a node id");
   if (!node_id.empty() && node_id != joining) {
-    return fail(fmt::format("this connection already joined as node '{}'", node_id));
+    return fail(
+        fmt::format("this connection already joined as node '{}'", node_display_name(node_id)));
   }
   auto link = job.links.find(joining);
   if (link != job.links.end()) {
@@ -140,7 +142,8 @@ void JobRegistry::resume(Job& job, Peer& peer, const ResumeMsg& msg, std::string
 
 void JobRegistry::take_over(Job::Link& link, Peer& peer, const std::string& node_id) {
   if (link.peer && link.peer != &peer) {
-    link.peer->kick(fmt::format("node '{}' reconnected on a newer connection", node_id));
+    link.peer->kick(
+        fmt::format("node '{}' reconnected on a newer connection", node_display_name(node_id)));
   }
   link.peer = &peer;
 }
@@ -236,13 +239,17 @@ void JobRegistry::progress(Job& job, Peer& peer, const ProgressMsg& msg,
   }
   job.straggler_threshold_milli = msg.straggler_threshold_milli;
   if (msg.straggler_threshold_milli > 0) {
-    reply.payload = encode_stragglers(stragglers_of(job, msg.straggler_threshold_milli));
+    const uint64_t round = job.round ? job.round->round() : 0;
+    if (job.stragglers_round != round) job.stragglers = {};
+    job.stragglers_round = round;
+    reply.payload = encode_stragglers(
+        publish_stragglers(job.stragglers, stragglers_of(job, msg.straggler_threshold_milli)));
   }
   peer.send(reply);
 }
 
 StragglerFinding JobRegistry::stragglers_of(const Job& job, uint32_t threshold_milli) {
-  // Named by the address each node advertises, as hang reports name them.
+  // Named as every line names a node (node_name.h).
   std::vector<std::string> hosts;
   std::vector<std::span<const RankProgressEntry>> ranks;
   if (job.round) {
@@ -250,7 +257,7 @@ StragglerFinding JobRegistry::stragglers_of(const Job& job, uint32_t threshold_m
       if (link.progress_round != job.round->round() || link.progress.empty()) continue;
       auto placement = job.round->member_placement(id);
       if (!placement) continue;
-      hosts.push_back(placement->second);
+      hosts.push_back(node_display_name(id));
       ranks.emplace_back(link.progress);
     }
   }

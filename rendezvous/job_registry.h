@@ -74,6 +74,9 @@ class JobRegistry {
     std::optional<uint64_t> last_assigned_round;  // to count each closed round once
     // The straggler threshold the job's nodes last asked for (ProgressMsg); 0: none.
     uint32_t straggler_threshold_milli = 0;
+    // The stragglers as told to every node (publish_stragglers), for `stragglers_round`.
+    StragglerFinding stragglers;
+    uint64_t stragglers_round = 0;
   };
 
   // A read-only view of one job, for status queries and metrics (not the durable state of

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "rendezvous/node_name.h"
+
 namespace ddprun::rdzv {
 namespace {
 int64_t ms(Millis d) { return d.count(); }
@@ -23,8 +25,8 @@ Status RoundState::check_options(const NodeInfo& node, const JobOptions& asked) 
         options_.agent_store));
   }
   if (node.local_world_size == 0) {
-    return Status::invalid_argument(
-        fmt::format("node '{}' joined with a local world size of 0", node.node_id));
+    return Status::invalid_argument(fmt::format("node '{}' joined with a local world size of 0",
+                                                node_display_name(node.node_id)));
   }
   return Status();
 }
@@ -86,15 +88,18 @@ void RoundState::join_running(NodeRecord& rec, SteadyTime now, Decisions& out) {
   if (rec.state == NodeState::kMember) {
     // A member asking to join again has restarted: the round it was in is over for everyone.
     set_node(rec, NodeState::kStandby, rec.expected, /*succeeded=*/false);
-    open_round(now, RestartReason::kMemberLost,
-               fmt::format("node '{}' re-joined the rendezvous", rec.info.node_id), out);
+    open_round(
+        now, RestartReason::kMemberLost,
+        fmt::format("node '{}' re-joined the rendezvous", node_display_name(rec.info.node_id)),
+        out);
     return;
   }
   set_node(rec, NodeState::kStandby, rec.expected, rec.succeeded);
   // Scale up only when there is room and the job is not already finishing.
   if (member_count_ < options_.max_nodes && succeeded_count_ == 0) {
     open_round(now, RestartReason::kScaleUp,
-               fmt::format("node '{}' is waiting to join", rec.info.node_id), out);
+               fmt::format("node '{}' is waiting to join", node_display_name(rec.info.node_id)),
+               out);
   }
 }
 
@@ -305,7 +310,7 @@ std::optional<std::pair<uint32_t, std::string>> RoundState::member_placement(
 
 Decisions RoundState::leave(const std::string& node_id, SteadyTime now) {
   Decisions out;
-  drop(node_id, now, fmt::format("node '{}' left the job", node_id), out);
+  drop(node_id, now, fmt::format("node '{}' left the job", node_display_name(node_id)), out);
   return out;
 }
 
@@ -323,9 +328,10 @@ Decisions RoundState::detach(const std::string& node_id, SteadyTime now) {
   if (succeeded_count_ > 0) return out;
   // Its workers' peers are stuck in collectives with it: restart them now, not after the grace
   // (a dead agent takes its workers with it; waiting would only stall the survivors).
-  open_round(
-      now, RestartReason::kMemberLost,
-      fmt::format("node '{}' lost: its connection to the rendezvous server dropped", node_id), out);
+  open_round(now, RestartReason::kMemberLost,
+             fmt::format("node '{}' lost: its connection to the rendezvous server dropped",
+                         node_display_name(node_id)),
+             out);
   // It cannot re-join before it reconnects: the round must not wait for it as a survivor.
   if (rec.expected) {
     set_node(rec, rec.state, /*expected=*/false, rec.succeeded);
@@ -378,7 +384,8 @@ Result<Decisions> RoundState::report_failure(const std::string& node_id, uint64_
                                              SteadyTime now) {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) {
-    return Status::not_found(fmt::format("node '{}' is not part of job '{}'", node_id, job_id_));
+    return Status::not_found(
+        fmt::format("node '{}' is not part of job '{}'", node_display_name(node_id), job_id_));
   }
   Decisions out;
   // A second report of the same round arrives after the first already ended it: ignored, the
@@ -388,9 +395,10 @@ Result<Decisions> RoundState::report_failure(const std::string& node_id, uint64_
   }
   if (restart_count_ < options_.max_restarts) {
     ++restart_count_;
-    open_round(now, RestartReason::kWorkerFailure,
-               fmt::format("workers of node '{}' failed in round {}", node_id, round_), out,
-               failure_report);
+    open_round(
+        now, RestartReason::kWorkerFailure,
+        fmt::format("workers of node '{}' failed in round {}", node_display_name(node_id), round_),
+        out, failure_report);
   } else {
     fail_job(JobFailureReason::kRestartsExhausted,
              fmt::format("workers of node '{}' failed in round {} of job '{}' and no restarts "
@@ -405,7 +413,8 @@ Result<Decisions> RoundState::report_success(const std::string& node_id, uint64_
                                              SteadyTime now) {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) {
-    return Status::not_found(fmt::format("node '{}' is not part of job '{}'", node_id, job_id_));
+    return Status::not_found(
+        fmt::format("node '{}' is not part of job '{}'", node_display_name(node_id), job_id_));
   }
   Decisions out;
   NodeRecord& rec = it->second;

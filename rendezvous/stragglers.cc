@@ -52,6 +52,21 @@ Result<uint32_t> straggler_threshold_milli(double ratio) {
   return static_cast<uint32_t>(std::lround(ratio * 1000.0));
 }
 
+const StragglerFinding& publish_stragglers(StragglerFinding& published, StragglerFinding fresh) {
+  auto same_ranks = [](const StragglerFinding& a, const StragglerFinding& b) {
+    if (a.stragglers.size() != b.stragglers.size()) return false;
+    for (std::size_t i = 0; i < a.stragglers.size(); ++i) {
+      if (a.stragglers[i].rank != b.stragglers[i].rank) return false;
+    }
+    return true;
+  };
+  if (fresh.threshold_milli != published.threshold_milli ||
+      fresh.ranks_measured != published.ranks_measured || !same_ranks(fresh, published)) {
+    published = std::move(fresh);
+  }
+  return published;
+}
+
 std::string format_busy(uint64_t busy_us) {
   if (busy_us < 10'000) return fmt::format("{:.1f} ms", static_cast<double>(busy_us) / 1e3);
   if (busy_us < 1'000'000) return fmt::format("{} ms", (busy_us + 500) / 1000);

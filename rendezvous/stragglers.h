@@ -45,6 +45,12 @@ Result<uint32_t> straggler_threshold_milli(double ratio);
 //   rank 3 (node b, local_rank 1): busy 0.42 s per step, 2.1x the job's median of 0.20 s
 std::string format_straggler(const StragglerEntry& straggler, const StragglerFinding& finding);
 
+// The finding every node of a job is told, so that each states the job's figures, not the
+// moment it asked at: `published` while `fresh` names the same ranks by the same threshold over
+// as many measured ranks (its median stays the one first judged), else `fresh`, which becomes
+// the published one. Pure.
+const StragglerFinding& publish_stragglers(StragglerFinding& published, StragglerFinding fresh);
+
 // "0.42 s", "12 ms", "3.1 s": a busy time in microseconds as the lines above print it.
 std::string format_busy(uint64_t busy_us);
 

@@ -74,3 +74,5 @@ record()
 del model, opt
 gc.collect()
 dist.destroy_process_group()
+marks["returned"] = time.time()  # the script's last line: what follows is the interpreter's exit
+record()

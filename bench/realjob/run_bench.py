@@ -115,6 +115,8 @@ def run_in(out, name, ddprun, steps, fail):
         result["import"] = max(m["init_begin"] - m["started"] for m in ranks)
         result["train"] = max(m["end"] for m in ranks) - min(m["first_reduce"] for m in ranks)
         result["after_end"] = start + wall - max(m["end"] for m in ranks)
+        if all("returned" in m for m in ranks):
+            result["after_return"] = start + wall - max(m["returned"] for m in ranks)
     if fail:
         failed = marks["0_1"]["failed"]
         result["restart"] = max(marks[f"1_{r}"]["first_reduce"] for r in range(2)) - failed
@@ -180,7 +182,8 @@ def measure(ddprun, args, version):
     rows += [("  launcher start → last worker's first line", "plain", "to_worker"),
              ("  worker: python + import torch", "plain", "import"),
              ("  training: first all_reduce → last step", "plain", "train"),
-             ("  last step → launcher exited", "plain", "after_end")]
+             ("  last step → launcher exited", "plain", "after_end"),
+             ("  the script's return → launcher exited", "plain", "after_return")]
     for label, scenario, key in rows:
         d, t = med("ddprun", scenario, key), med("torchrun_fast", scenario, key)
         p, n = med("ddprun_preload", scenario, key), med("ddprun_noauto", scenario, key)

@@ -381,13 +381,13 @@ TEST_F(RendezvousCoordinatorTest, ProgressTravelsBetweenTheAgentAndTheServerByGl
   coordinator_.job_progress([&](Result<std::vector<RankProgress>> r) { got = std::move(r); });
   ASSERT_TRUE(client_.pending_progress);
   client_.pending_progress(
-      std::vector<rdzv::NodeProgress>{{"node-b", "10.0.0.3", 1, {{3, 1, -1, 5000, false}}}});
+      std::vector<rdzv::NodeProgress>{{"gpu-b:77:123", "10.0.0.3", 1, {{3, 1, -1, 5000, false}}}});
   ASSERT_TRUE(got && got->ok());
   ASSERT_EQ(got->value().size(), 1u);
   const RankProgress& remote = got->value()[0];
   EXPECT_EQ(remote.rank, 3);
-  EXPECT_EQ(remote.node, "10.0.0.3");
-  EXPECT_FALSE(remote.last_step);  // -1 on the wire: it never reported a step
+  EXPECT_EQ(remote.node, "gpu-b:77");  // named as every line names a node (node_name.h)
+  EXPECT_FALSE(remote.last_step);      // -1 on the wire: it never reported a step
   EXPECT_FALSE(remote.heartbeat_seen);
   EXPECT_EQ(remote.heartbeat_age, Millis(5000));
 }

@@ -39,7 +39,7 @@ TEST_F(HangTest, EveryNodeNamesTheRankThatStoppedFirstAndItsNode) {
   // Rank 3 is the second local rank of whichever node joined second: both nodes must name it
   // and the same node.
   const std::regex culprit(
-      R"(rank 3 \(node (127\.0\.0\.[12]), local_rank 1\) hung: no progress for)");
+      R"(rank 3 \(node (127\.0\.0\.[12]:\d+), local_rank 1\) hung: no progress for)");
   std::set<std::string> named;
   for (const RunResult& run : runs) {
     ASSERT_TRUE(ExitedWith(run, 128 + SIGABRT));

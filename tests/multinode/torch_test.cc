@@ -269,7 +269,8 @@ TEST_P(TorchHangAcrossNodesTest, EveryNodeNamesTheRankThatDidNotArrive) {
   }
   const auto runs = finish_all(nodes, deadline_after(120s));
   ASSERT_EQ(runs.size(), 2u);
-  const std::regex culprit(R"(rank 3 \(node (127\.0\.0\.[12]), local_rank 1\) hung: no progress)");
+  const std::regex culprit(
+      R"(rank 3 \(node (127\.0\.0\.[12]:\d+), local_rank 1\) hung: no progress)");
   std::set<std::string> named;
   for (const RunResult& run : runs) {
     ASSERT_TRUE(ExitedWith(run, 128 + SIGABRT)) << run.err;
@@ -313,7 +314,7 @@ TEST_F(TorchStragglerTest, EveryNodeNamesTheSlowRankAndNoOther) {
   const auto runs = run_job(3, 40);
   ASSERT_EQ(runs.size(), 2u);
   const std::regex straggler(
-      R"(straggler: rank 3 \(node (127\.0\.0\.[12]), local_rank 1\): busy \d+ ms per step, ([0-9.]+)x the job's median)");
+      R"(straggler: rank 3 \(node (127\.0\.0\.[12]:\d+), local_rank 1\): busy \d+ ms per step, ([0-9.]+)x the job's median)");
   std::set<std::string> named;
   for (const RunResult& run : runs) {
     ASSERT_TRUE(ExitedWith(run, 0)) << run.err;  // reported, never stopped
@@ -340,6 +341,60 @@ TEST_F(TorchStragglerTest, WithoutASlowRankNobodyIsNamed) {
     EXPECT_EQ(run.err.find("straggler: rank"), std::string::npos) << run.err;
     EXPECT_TRUE(std::regex_search(run.err, none)) << run.err;
   }
+}
+
+// Issue 34: the same across nodes with an unmodified DDP script (no heartbeat in it: the
+// workers report their progress by themselves). Rank 3 stops in its data loading at step 5:
+// both nodes name it, with its step and frame, on the same node; rank 3 slower per step in its
+// data loading is the only straggler, and both nodes state the same job figures.
+class UnmodifiedScriptTest : public TorchTest {
+ protected:
+  std::vector<RunResult> train(const std::vector<std::string>& extra,
+                               std::vector<std::string> script_args) {
+    script_args.insert(script_args.begin(), std::string(DDPRUN_TEST_SOURCE_DIR) +
+                                                "/tests/integration/workers/ddp_train.py");
+    return run_nodes(2, extra, script_args);
+  }
+};
+
+TEST_F(UnmodifiedScriptTest, EveryNodeNamesTheRankStuckInItsDataLoading) {
+  const auto runs = train({"--hang_timeout", "3"},
+                          {"--steps", "1000", "--hang-rank", "3", "--hang-at-step", "5"});
+  ASSERT_EQ(runs.size(), 2u);
+  const std::regex culprit(R"(rank 3 \(node ([^,]+), local_rank 1\) hung: no progress)");
+  std::set<std::string> named;
+  for (const RunResult& run : runs) {
+    ASSERT_TRUE(ExitedWith(run, 128 + SIGABRT)) << run.err;
+    const std::string cause = root_cause_section(run.err);
+    std::smatch match;
+    ASSERT_TRUE(std::regex_search(cause, match, culprit)) << run.err;
+    named.insert(match[1]);
+    EXPECT_NE(cause.find("after step 4, in collate"), std::string::npos) << run.err;
+    for (const char* waiting : {"rank 0 (node", "rank 1 (node", "rank 2 (node"}) {
+      EXPECT_EQ(cause.find(waiting), std::string::npos) << waiting << " only waited\n" << run.err;
+    }
+  }
+  EXPECT_EQ(named.size(), 1u) << "the nodes named different culprits";
+}
+
+TEST_F(UnmodifiedScriptTest, EveryNodeNamesTheSlowRankWithTheJobsFigures) {
+  const auto runs =
+      train({"--straggler_threshold", "1.5"}, {"--steps", "50", "--work-s", "0.03", "--slow-rank",
+                                               "3", "--slow-in", "data", "--slow-s", "0.15"});
+  ASSERT_EQ(runs.size(), 2u);
+  const std::regex straggler(
+      R"(straggler: rank 3 \(node [^,]+, local_rank 1\): busy \d+ ms per step, [0-9.]+x the job's median of \d+ ms)");
+  std::set<std::string> lines;
+  for (const RunResult& run : runs) {
+    ASSERT_TRUE(ExitedWith(run, 0)) << run.err;
+    std::smatch match;
+    ASSERT_TRUE(std::regex_search(run.err, match, straggler)) << run.err;
+    lines.insert(match[0]);
+    for (const char* other : {"straggler: rank 0 ", "straggler: rank 1 ", "straggler: rank 2 "}) {
+      EXPECT_EQ(run.err.find(other), std::string::npos) << run.err;
+    }
+  }
+  EXPECT_EQ(lines.size(), 1u) << "the nodes stated different figures for the same straggler";
 }
 
 }  // namespace

@@ -39,6 +39,27 @@ TEST(Stragglers, ARankOverTheThresholdTimesTheMedianIsNamedAcrossNodes) {
   EXPECT_EQ(f.stragglers[0].busy_us, 210'000u);
 }
 
+// Issue 34: two nodes asking a moment apart were told different medians for the same straggler
+// (51 vs 43 ms). The finding told is the job's: the same figures while the same ranks are named
+// over as many measured ranks; a new one once that changes.
+TEST(Stragglers, EveryNodeIsToldThePublishedFindingUntilTheRanksNamedChange) {
+  const std::vector<RankProgressEntry> first{busy_rank(0, 0, 51'000), busy_rank(1, 1, 250'000)};
+  const std::vector<RankProgressEntry> later{busy_rank(0, 0, 43'000), busy_rank(1, 1, 240'000)};
+  const std::vector<RankProgressEntry> healed{busy_rank(0, 0, 43'000), busy_rank(1, 1, 45'000)};
+  StragglerFinding published;
+  const NodeRanks a{"a", first};
+  const StragglerFinding told_a = publish_stragglers(published, find_stragglers({&a, 1}, 1500));
+  const NodeRanks b{"a", later};
+  const StragglerFinding told_b = publish_stragglers(published, find_stragglers({&b, 1}, 1500));
+  EXPECT_EQ(told_a, told_b);
+  EXPECT_EQ(told_b.median_us, 51'000u);
+  const NodeRanks c{"a", healed};
+  const StragglerFinding told_c = publish_stragglers(published, find_stragglers({&c, 1}, 1500));
+  EXPECT_TRUE(told_c.stragglers.empty());
+  EXPECT_EQ(told_c.median_us, 43'000u);
+  EXPECT_EQ(published, told_c);
+}
+
 TEST(Stragglers, RanksWithinTheThresholdAreNotNamed) {
   // 74 ms is under 1.5 × 50 ms; exactly 75 ms is not over it either.
   const std::vector<RankProgressEntry> ranks{busy_rank(0, 0, 50'000), busy_rank(1, 1, 74'000),

@@ -1,0 +1,22 @@
+// How nodes are named to people (rendezvous/node_name.h).
+#include "rendezvous/node_name.h"
+
+#include <gtest/gtest.h>
+
+namespace ddprun::rdzv {
+namespace {
+
+TEST(NodeName, AnAgentsIdIsNamedByItsHostAndPidWithoutTheRandomPart) {
+  EXPECT_EQ(node_display_name("gpu-07:41234:2718281828"), "gpu-07:41234");
+  EXPECT_EQ(node_display_name("127.0.0.2:77:1"), "127.0.0.2:77");
+}
+
+TEST(NodeName, AnyOtherIdIsItsOwnName) {
+  for (const char* id : {"node-a", "job-s-node-1", "a:b:c", "host:12", ":12:34", "host::34",
+                         "host:12:", "host:x1:34", ""}) {
+    EXPECT_EQ(node_display_name(id), id) << id;
+  }
+}
+
+}  // namespace
+}  // namespace ddprun::rdzv
