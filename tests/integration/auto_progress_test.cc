@@ -144,6 +144,8 @@ TEST_F(QuickExitTest, AtexitHandlersUnflushedOutputAndTheExitCodeStay) {
                            "atexit.register(lambda: open(os.path.join(out, 'atexit_' + rank),"
                            " 'w').close())\n"
                            "sys.stdout.write('no newline at the end')\n"
+                           "left_open = open(os.path.join(out, 'left_open_' + rank), 'w')\n"
+                           "left_open.write('written though never closed')\n"
                            "if rank == '1':\n"
                            "    deadline = time.monotonic() + 30\n"
                            "    while not os.path.exists(os.path.join(out, 'atexit_0')) and"
@@ -155,6 +157,9 @@ TEST_F(QuickExitTest, AtexitHandlersUnflushedOutputAndTheExitCodeStay) {
   EXPECT_TRUE(std::filesystem::exists(out("atexit_0")));
   EXPECT_TRUE(std::filesystem::exists(out("atexit_1")));
   EXPECT_NE(run.out.find("no newline at the end"), std::string::npos) << run.out;
+  for (const char* rank : {"0", "1"}) {
+    EXPECT_EQ(read_text_file(out(std::string("left_open_") + rank)), "written though never closed");
+  }
 }
 
 TEST_F(QuickExitTest, NoQuickExitRunsTheFullTeardown) {

@@ -357,9 +357,13 @@ class UnmodifiedScriptTest : public TorchTest {
   }
 };
 
-TEST_F(UnmodifiedScriptTest, EveryNodeNamesTheRankStuckInItsDataLoading) {
-  const auto runs = train({"--hang_timeout", "3"},
-                          {"--steps", "1000", "--hang-rank", "3", "--hang-at-step", "5"});
+class UnmodifiedScriptHangTest : public UnmodifiedScriptTest,
+                                 public ::testing::WithParamInterface<bool> {};
+
+TEST_P(UnmodifiedScriptHangTest, EveryNodeNamesTheRankStuckInItsDataLoading) {
+  std::vector<std::string> flags = {"--hang_timeout", "3"};
+  if (GetParam()) flags.insert(flags.end(), {"--preload", "torch"});
+  const auto runs = train(flags, {"--steps", "1000", "--hang-rank", "3", "--hang-at-step", "5"});
   ASSERT_EQ(runs.size(), 2u);
   const std::regex culprit(R"(rank 3 \(node ([^,]+), local_rank 1\) hung: no progress)");
   std::set<std::string> named;
@@ -376,6 +380,9 @@ TEST_F(UnmodifiedScriptTest, EveryNodeNamesTheRankStuckInItsDataLoading) {
   }
   EXPECT_EQ(named.size(), 1u) << "the nodes named different culprits";
 }
+
+INSTANTIATE_TEST_SUITE_P(FreshOrPreloaded, UnmodifiedScriptHangTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "preload" : "fresh"; });
 
 TEST_F(UnmodifiedScriptTest, EveryNodeNamesTheSlowRankWithTheJobsFigures) {
   const auto runs =
