@@ -349,8 +349,12 @@ def _writable_regular_files():
     """Whether a descriptor above 2 is a regular file open for writing: only then can a file
     object the script left open hold unwritten data (it keeps its descriptor until closed). The
     scan below walks every object (60-80 ms with torch 2.x's DDP loaded): skipped when there is
-    none. Pipes, sockets and devices are not looked at (torch's event loops keep pipes open)."""
+    none. Pipes, sockets and devices are not looked at (torch's event loops keep pipes open), nor
+    ddprun's own progress and heartbeat files."""
     import stat
+    # ddprun's own progress and heartbeat files: written with os.pwrite, nothing buffered.
+    own = {os.path.realpath(os.environ[key]) for key in
+           ("DDPRUN_AUTO_PROGRESS_FILE", "DDPRUN_HEARTBEAT_FILE") if os.environ.get(key)}
     try:
         names = os.listdir("/proc/self/fd")
     except OSError:
@@ -360,6 +364,8 @@ def _writable_regular_files():
             continue
         try:
             if not stat.S_ISREG(os.stat(f"/proc/self/fd/{name}").st_mode):
+                continue
+            if os.readlink(f"/proc/self/fd/{name}") in own:
                 continue
             with open(f"/proc/self/fdinfo/{name}", "rb") as info:
                 for line in info:
