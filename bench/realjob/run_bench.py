@@ -66,6 +66,21 @@ def launcher_cmd(name, ddprun):
                        str(free_port()), "--monitor_interval", interval]
 
 
+def job_workers(out):
+    """The pids of this run's workers: processes whose command line names its directory."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if out.encode() in f.read():
+                    pids.append(int(entry))
+        except OSError:
+            continue
+    return pids
+
+
 def run_once(name, ddprun, steps, fail):
     with tempfile.TemporaryDirectory(prefix="ddprun_realjob_") as out:
         return run_in(out, name, ddprun, steps, fail)
@@ -90,6 +105,14 @@ def run_in(out, name, ddprun, steps, fail):
         _, stderr = proc.communicate(timeout=RUN_TIMEOUT)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
+        # torch 2.x's torchrun starts each worker in a session of its own: those outlive the
+        # killed launcher (re-parented to init) and hold its stderr pipe. They are ours by the
+        # run's own directory on their command line; ended by pid.
+        for pid in job_workers(out):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         proc.communicate()
         raise
     wall = time.time() - start
