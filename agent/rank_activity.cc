@@ -72,6 +72,13 @@ std::string describe(const Frame& f) {
   return f.function + " at " + base + ":" + f.line;
 }
 
+// ddprun's own code in a Python worker (agent/python/: the bootstrap, its progress hooks) is not
+// what the rank was doing: a rank stopped while the bootstrap printed its exception, or inside a
+// hook's bookkeeping, shows those frames on top of its own.
+bool is_ddprun_frame(const Frame& f) {
+  return f.path.ends_with("/_ddprun_bootstrap.py") || f.path.ends_with("/_ddprun_progress.py");
+}
+
 ActivityFinding from_frame(const std::optional<Frame>& innermost) {
   if (!innermost) return {};
   return {is_collective_frame(*innermost) ? RankActivity::kInCollective : RankActivity::kElsewhere,
@@ -86,16 +93,18 @@ ActivityFinding read_faulthandler(const std::vector<std::string>& lines, std::si
   bool in_block = false;
   for (std::size_t i = from + 1; i < lines.size(); ++i) {
     const std::string_view line = lines[i];
-    if (line.starts_with("Extension modules:")) break;
+    // The dump ends before its extension list or the next dump.
+    if (line.starts_with("Extension modules:") || line.starts_with(kFaulthandlerStart)) break;
     if ((line.starts_with("Thread 0x") || line.starts_with("Current thread 0x")) &&
         line.find("(most recent call first):") != std::string_view::npos) {
       in_block = true;
       block_top.reset();
+      last_block_top.reset();  // the last block (the main thread) decides, even when empty
       continue;
     }
     if (!in_block) continue;
     if (auto frame = parse_frame(line)) {
-      if (!block_top) {
+      if (!block_top && !is_ddprun_frame(*frame)) {
         block_top = frame;
         last_block_top = frame;
       }
@@ -124,7 +133,7 @@ ActivityFinding read_traceback(const std::vector<std::string>& lines, std::size_
   std::optional<Frame> innermost;
   for (std::size_t i = from + 1; i < lines.size(); ++i) {
     if (auto frame = parse_frame(lines[i])) {
-      innermost = frame;
+      if (!is_ddprun_frame(*frame)) innermost = frame;
     } else if (!lines[i].starts_with(" ")) {
       return exception_line(lines[i]) ? from_frame(innermost) : ActivityFinding{};
     }

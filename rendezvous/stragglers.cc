@@ -60,8 +60,9 @@ const StragglerFinding& publish_stragglers(StragglerFinding& published, Straggle
     }
     return true;
   };
-  if (fresh.threshold_milli != published.threshold_milli ||
-      fresh.ranks_measured != published.ranks_measured || !same_ranks(fresh, published)) {
+  // With nobody named there is nothing to disagree about: the figures are the current ones.
+  if (fresh.stragglers.empty() || fresh.threshold_milli != published.threshold_milli ||
+      !same_ranks(fresh, published)) {
     published = std::move(fresh);
   }
   return published;

@@ -46,9 +46,9 @@ Result<uint32_t> straggler_threshold_milli(double ratio);
 std::string format_straggler(const StragglerEntry& straggler, const StragglerFinding& finding);
 
 // The finding every node of a job is told, so that each states the job's figures, not the
-// moment it asked at: `published` while `fresh` names the same ranks by the same threshold over
-// as many measured ranks (its median stays the one first judged), else `fresh`, which becomes
-// the published one. Pure.
+// moment it asked at: `published` while `fresh` names the same ranks (at least one) by the same
+// threshold (its median and measured ranks stay those first judged, though more ranks report
+// meanwhile), else `fresh`, which becomes the published one. Pure.
 const StragglerFinding& publish_stragglers(StragglerFinding& published, StragglerFinding fresh);
 
 // "0.42 s", "12 ms", "3.1 s": a busy time in microseconds as the lines above print it.

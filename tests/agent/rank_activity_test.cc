@@ -135,6 +135,31 @@ TEST(RankActivity, ATracebackCutShortSaysNothing) {
             RankActivity::kUnreadable);
 }
 
+// Issue 34, seen in the two-node hang test: a rank whose collective failed (a peer node's rank
+// was stopped first) was stopped while ddprun's bootstrap printed that exception. The stack showed
+// only the bootstrap's frame: that is not what the rank was doing, and made it a culprit.
+TEST(RankActivity, FramesOfDdprunsBootstrapAreNotTheRanksOwn) {
+  const auto printing =
+      read_activity(lines("Traceback (most recent call last):\n"
+                          "  File \"/w/torch_hang.py\", line 65, in <module>\n"
+                          "Fatal Python error: Aborted\n\n"
+                          "Thread 0x2 (most recent call first):\n"
+                          "  File \"/w/loader.py\", line 7 in fetch\n\n"
+                          "Current thread 0x1 (most recent call first):\n"
+                          "  File \"/tmp/d/_ddprun_bootstrap.py\", line 249 in _print_uncaught\n"
+                          "  File \"/tmp/d/_ddprun_bootstrap.py\", line 301 in run\n"));
+  EXPECT_EQ(printing.activity, RankActivity::kUnreadable) << printing.where;
+  // Inside a hook's bookkeeping: the rank's own frame under it decides.
+  const auto hooked =
+      read_activity(lines("Fatal Python error: Aborted\n\n"
+                          "Current thread 0x1 (most recent call first):\n"
+                          "  File \"/tmp/d/_ddprun_progress.py\", line 88 in _on_step\n"
+                          "  File \"/p/torch/optim/optimizer.py\", line 500 in wrapper\n"
+                          "  File \"/w/train.py\", line 12 in <module>\n"));
+  EXPECT_EQ(hooked.activity, RankActivity::kElsewhere);
+  EXPECT_EQ(hooked.where, "wrapper at optimizer.py:500");
+}
+
 TEST(RankActivity, TheLatestReadableDumpWins) {
   const auto finding =
       read_activity(lines("Traceback (most recent call last):\n"

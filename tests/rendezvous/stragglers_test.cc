@@ -53,6 +53,12 @@ TEST(Stragglers, EveryNodeIsToldThePublishedFindingUntilTheRanksNamedChange) {
   const StragglerFinding told_b = publish_stragglers(published, find_stragglers({&b, 1}, 1500));
   EXPECT_EQ(told_a, told_b);
   EXPECT_EQ(told_b.median_us, 51'000u);
+  // More ranks measured, the same one named: still the published figures (a node that asked
+  // first, when only its own ranks were measured, and one that asks later say the same).
+  const std::vector<RankProgressEntry> more{busy_rank(2, 0, 40'000), busy_rank(3, 1, 41'000)};
+  const std::vector<NodeRanks> both{{"a", later}, {"b", more}};
+  const StragglerFinding told_d = publish_stragglers(published, find_stragglers(both, 1500));
+  EXPECT_EQ(told_d, told_a);
   const NodeRanks c{"a", healed};
   const StragglerFinding told_c = publish_stragglers(published, find_stragglers({&c, 1}, 1500));
   EXPECT_TRUE(told_c.stragglers.empty());
