@@ -72,11 +72,14 @@ std::string describe(const Frame& f) {
   return f.function + " at " + base + ":" + f.line;
 }
 
-// ddprun's own code in a Python worker (agent/python/: the bootstrap, its progress hooks) is not
+// ddprun's own code in a Python worker (agent/python/: the bootstrap, its progress hooks; the
+// preload template below them in a forked worker) is not
 // what the rank was doing: a rank stopped while the bootstrap printed its exception, or inside a
 // hook's bookkeeping, shows those frames on top of its own.
 bool is_ddprun_frame(const Frame& f) {
-  return f.path.ends_with("/_ddprun_bootstrap.py") || f.path.ends_with("/_ddprun_progress.py");
+  return f.path.ends_with("/_ddprun_bootstrap.py") || f.path.ends_with("/_ddprun_progress.py") ||
+         (f.path.find("/ddprun-preload-") != std::string::npos &&
+          f.path.ends_with("/template.py"));  // the preload template (preload_launcher.h)
 }
 
 ActivityFinding from_frame(const std::optional<Frame>& innermost) {

@@ -149,6 +149,13 @@ TEST(RankActivity, FramesOfDdprunsBootstrapAreNotTheRanksOwn) {
                           "  File \"/tmp/d/_ddprun_bootstrap.py\", line 249 in _print_uncaught\n"
                           "  File \"/tmp/d/_ddprun_bootstrap.py\", line 301 in run\n"));
   EXPECT_EQ(printing.activity, RankActivity::kUnreadable) << printing.where;
+  // The same in a worker forked from the preload template: its frame is under the bootstrap's.
+  const auto forked = read_activity(lines(
+      "Fatal Python error: Aborted\n\n"
+      "Current thread 0x1 (most recent call first):\n"
+      "  File \"/tmp/ddprun-preload-Ab12/_ddprun_bootstrap.py\", line 249 in _print_uncaught\n"
+      "  File \"/tmp/ddprun-preload-Ab12/template.py\", line 243 in <module>\n"));
+  EXPECT_EQ(forked.activity, RankActivity::kUnreadable) << forked.where;
   // Inside a hook's bookkeeping: the rank's own frame under it decides.
   const auto hooked =
       read_activity(lines("Fatal Python error: Aborted\n\n"
