@@ -20,6 +20,7 @@
 
 #include "agent/preload_template_source.h"
 #include "agent/python_bootstrap.h"
+#include "common/private_dir.h"
 
 namespace ddprun::agent {
 namespace {
@@ -111,12 +112,9 @@ PreloadLauncher::~PreloadLauncher() {
 void PreloadLauncher::set_exit_handler(ExitHandler handler) { exit_handler_ = std::move(handler); }
 
 Status PreloadLauncher::start() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/ddprun-preload-XXXXXX";
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    return Status::error("cannot create a directory for the preload template: " + errno_text());
-  }
-  dir_ = pattern;
+  auto dir = make_private_dir("ddprun-preload", "the preload template");
+  if (!dir) return dir.status();
+  dir_ = *dir;
   const std::string program = dir_ + "/template.py";
   {
     std::ofstream out(program, std::ios::trunc);

@@ -12,6 +12,7 @@
 
 #include "agent/python_bootstrap_sources.h"
 #include "common/posix_fd.h"
+#include "common/private_dir.h"
 
 namespace ddprun::agent {
 namespace {
@@ -39,14 +40,10 @@ Status write_python_bootstrap(const std::string& dir) {
 }
 
 Result<std::unique_ptr<PythonBootstrap>> PythonBootstrap::create() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/ddprun-python-XXXXXX";
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    return Status::error("cannot create a directory for the Python workers' bootstrap: " +
-                         std::string(std::strerror(errno)));
-  }
-  std::unique_ptr<PythonBootstrap> bootstrap(new PythonBootstrap(pattern));
-  if (Status s = write_python_bootstrap(pattern); !s) return s;
+  auto dir = make_private_dir("ddprun-python", "the Python workers' bootstrap");
+  if (!dir) return dir.status();
+  std::unique_ptr<PythonBootstrap> bootstrap(new PythonBootstrap(*dir));
+  if (Status s = write_python_bootstrap(*dir); !s) return s;
   return bootstrap;
 }
 

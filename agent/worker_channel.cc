@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "common/log_throttle.h"
 #include "common/posix_fd.h"
+#include "common/private_dir.h"
 
 namespace ddprun::agent {
 namespace {
@@ -118,11 +119,9 @@ struct UnixWorkerChannel::Impl : std::enable_shared_from_this<Impl> {
 };
 
 Result<std::unique_ptr<UnixWorkerChannel>> UnixWorkerChannel::open(boost::asio::io_context& io) {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/ddprun-channel-XXXXXX";
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    return Status::error("cannot create a directory for the worker channel: " + errno_text());
-  }
+  auto dir = make_private_dir("ddprun-channel", "the worker channel");
+  if (!dir) return dir.status();
+  const std::string pattern = *dir;
   auto impl = std::make_shared<Impl>(io);
   impl->dir = pattern;
   std::unique_ptr<UnixWorkerChannel> channel(new UnixWorkerChannel(impl));  // removes the dir
