@@ -242,6 +242,25 @@ TEST_F(HostLossTest, WhenTheSurvivorCannotGoOnTheLostHostIsTheRootCauseAndTheExi
                                                           << survivors[0].err;
 }
 
+// Both nodes' reports name global rank 3 alone as the hung rank, with `where` (its step and
+// frame), on the same node; the ranks that only waited are not named.
+void expect_every_node_names_rank_3(const std::vector<RunResult>& runs, const std::string& where) {
+  const std::regex culprit(R"(rank 3 \(node ([^,]+), local_rank 1\) hung: no progress)");
+  std::set<std::string> named;
+  for (const RunResult& run : runs) {
+    ASSERT_TRUE(ExitedWith(run, 128 + SIGABRT)) << run.err;
+    const std::string cause = root_cause_section(run.err);
+    std::smatch match;
+    ASSERT_TRUE(std::regex_search(cause, match, culprit)) << run.err;
+    named.insert(match[1]);
+    EXPECT_NE(cause.find(where), std::string::npos) << run.err;
+    for (const char* waiting : {"rank 0 (node", "rank 1 (node", "rank 2 (node"}) {
+      EXPECT_EQ(cause.find(waiting), std::string::npos) << waiting << " only waited\n" << run.err;
+    }
+  }
+  EXPECT_EQ(named.size(), 1u) << "the nodes named different culprits";
+}
+
 // Issue 22 across nodes: global rank 3 (the second local rank of the node that joined second)
 // sleeps inside a step while the three others wait for it in a collective, every rank having
 // reported the same step (WHEN=after) or rank 3 one step behind (before). The nodes agree on
@@ -269,21 +288,7 @@ TEST_P(TorchHangAcrossNodesTest, EveryNodeNamesTheRankThatDidNotArrive) {
   }
   const auto runs = finish_all(nodes, deadline_after(120s));
   ASSERT_EQ(runs.size(), 2u);
-  const std::regex culprit(
-      R"(rank 3 \(node (127\.0\.0\.[12]:\d+), local_rank 1\) hung: no progress)");
-  std::set<std::string> named;
-  for (const RunResult& run : runs) {
-    ASSERT_TRUE(ExitedWith(run, 128 + SIGABRT)) << run.err;
-    const std::string cause = root_cause_section(run.err);
-    std::smatch match;
-    ASSERT_TRUE(std::regex_search(cause, match, culprit)) << run.err;
-    named.insert(match[1]);
-    EXPECT_NE(cause.find("in stuck_in_step at torch_hang.py:"), std::string::npos) << run.err;
-    for (const char* waiting : {"rank 0 (node", "rank 1 (node", "rank 2 (node"}) {
-      EXPECT_EQ(cause.find(waiting), std::string::npos) << waiting << " only waited\n" << run.err;
-    }
-  }
-  EXPECT_EQ(named.size(), 1u) << "the nodes named different culprits";
+  expect_every_node_names_rank_3(runs, "in stuck_in_step at torch_hang.py:");
 }
 
 INSTANTIATE_TEST_SUITE_P(HungBeforeOrAfterItsHeartbeat, TorchHangAcrossNodesTest,
@@ -365,20 +370,7 @@ TEST_P(UnmodifiedScriptHangTest, EveryNodeNamesTheRankStuckInItsDataLoading) {
   if (GetParam()) flags.insert(flags.end(), {"--preload", "torch"});
   const auto runs = train(flags, {"--steps", "1000", "--hang-rank", "3", "--hang-at-step", "5"});
   ASSERT_EQ(runs.size(), 2u);
-  const std::regex culprit(R"(rank 3 \(node ([^,]+), local_rank 1\) hung: no progress)");
-  std::set<std::string> named;
-  for (const RunResult& run : runs) {
-    ASSERT_TRUE(ExitedWith(run, 128 + SIGABRT)) << run.err;
-    const std::string cause = root_cause_section(run.err);
-    std::smatch match;
-    ASSERT_TRUE(std::regex_search(cause, match, culprit)) << run.err;
-    named.insert(match[1]);
-    EXPECT_NE(cause.find("after step 4, in collate"), std::string::npos) << run.err;
-    for (const char* waiting : {"rank 0 (node", "rank 1 (node", "rank 2 (node"}) {
-      EXPECT_EQ(cause.find(waiting), std::string::npos) << waiting << " only waited\n" << run.err;
-    }
-  }
-  EXPECT_EQ(named.size(), 1u) << "the nodes named different culprits";
+  expect_every_node_names_rank_3(runs, "after step 4, in collate");
 }
 
 INSTANTIATE_TEST_SUITE_P(FreshOrPreloaded, UnmodifiedScriptHangTest, ::testing::Bool(),
