@@ -21,7 +21,7 @@ class AgentObserver {
   virtual void on_joining(int attempt) {}
   // This node failed its health check (`why`: how, and its last output); the job ends here.
   virtual void on_health_check_failed(const std::string& why) {}
-  // The job's stragglers as last found (--straggler_threshold; rendezvous/stragglers.h), after
+  // The job's stragglers as last found (--straggler_threshold; progress/stragglers.h), after
   // every share of this node's progress while the workers run; an empty finding when a new
   // attempt starts after one that named stragglers.
   virtual void on_stragglers(const rdzv::StragglerFinding& finding) {}

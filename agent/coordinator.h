@@ -10,7 +10,7 @@
 #include "agent/failure_report.h"
 #include "agent/hang_detector.h"
 #include "common/result.h"
-#include "rendezvous/messages.h"
+#include "rendezvous/wire/messages.h"
 
 namespace ddprun::agent {
 
@@ -83,7 +83,7 @@ class Coordinator {
   virtual bool shares_progress() const { return false; }
   using StragglerHandler = std::function<void(const rdzv::StragglerFinding&)>;
   // This node's ranks' progress in the current round. With a straggler threshold (thousandths,
-  // rendezvous/stragglers.h; 0: none), `on_stragglers` then gets the job's stragglers by it, as
+  // progress/stragglers.h; 0: none), `on_stragglers` then gets the job's stragglers by it, as
   // far as this coordinator sees the job (a networked one: every node; a local one: this node's
   // ranks), unless the answer is lost (the next share asks again).
   // Overrides keep `on_stragglers`, by value.

@@ -49,7 +49,7 @@ struct HangOptions {
   Millis first_heartbeat_timeout{0};
   // TORCHELASTIC_ENABLE_FILE_TIMER=1: serve torch's FileTimerClient pipe, as torchrun does.
   bool file_timer = false;
-  // --straggler_threshold in thousandths (rendezvous/stragglers.h); 0 (the default): off. When
+  // --straggler_threshold in thousandths (progress/stragglers.h); 0 (the default): off. When
   // set, heartbeats are watched (for their busy times) and shared even without hang detection.
   uint32_t straggler_threshold_milli = 0;
   bool judge_stragglers() const { return straggler_threshold_milli > 0; }

@@ -8,7 +8,7 @@
 //     number as decimal text and a newline, or by just touching it (progress, no step);
 //   * after the step, on the same line, it may add how long it was busy in that step, in
 //     seconds ("1234 0.153\n"): the time from the end of the previous step's synchronisation to
-//     its arrival at this step's (stragglers: rendezvous/stragglers.h). The worker SDK's DDP
+//     its arrival at this step's (stragglers: progress/stragglers.h). The worker SDK's DDP
 //     writes it; a Python script measures it around its own step;
 //   * without the variable (not run by ddprun), a worker sends nothing.
 //   * a Python worker's automatic progress (agent/python/, docs: "Progress without a line of

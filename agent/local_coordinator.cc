@@ -3,7 +3,7 @@
 #include <boost/asio/post.hpp>
 
 #include "agent/progress_entry.h"
-#include "rendezvous/stragglers.h"
+#include "progress/stragglers.h"
 
 namespace ddprun::agent {
 
@@ -33,9 +33,9 @@ void LocalCoordinator::share_progress(const std::vector<RankProgress>& ranks,
   std::vector<rdzv::RankProgressEntry> entries;
   entries.reserve(ranks.size());
   for (const RankProgress& r : ranks) entries.push_back(to_progress_entry(r));
-  const rdzv::NodeRanks node{ranks.front().node, entries};
+  const progress::NodeRanks node{ranks.front().node, entries};
   boost::asio::post(io_,
-                    [this, finding = rdzv::find_stragglers({&node, 1}, straggler_threshold_milli),
+                    [this, finding = progress::find_stragglers({&node, 1}, straggler_threshold_milli),
                      on_stragglers = std::move(on_stragglers)] {
                       if (!closed_) on_stragglers(finding);
                     });

@@ -7,7 +7,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "agent/coordinator.h"
-#include "rendezvous/job_options.h"
+#include "rendezvous/wire/job_options.h"
 
 namespace ddprun::agent {
 

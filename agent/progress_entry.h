@@ -3,7 +3,7 @@
 #pragma once
 
 #include "agent/hang_detector.h"
-#include "rendezvous/messages.h"
+#include "rendezvous/wire/messages.h"
 
 namespace ddprun::agent {
 

@@ -4,7 +4,7 @@
 
 #include "agent/progress_entry.h"
 #include "common/exit_codes.h"
-#include "rendezvous/node_name.h"
+#include "rendezvous/wire/node_name.h"
 
 namespace ddprun::agent {
 namespace {

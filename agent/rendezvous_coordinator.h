@@ -8,8 +8,8 @@
 #include <string>
 
 #include "agent/coordinator.h"
-#include "rendezvous/client.h"
-#include "rendezvous/job_options.h"
+#include "rendezvous/client/client.h"
+#include "rendezvous/wire/job_options.h"
 
 namespace ddprun::agent {
 

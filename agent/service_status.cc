@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "agent/exit_status.h"
-#include "rendezvous/stragglers.h"
+#include "progress/stragglers.h"
 
 namespace ddprun::agent {
 
@@ -65,7 +65,7 @@ std::string describe_stragglers(const rdzv::StragglerFinding& f) {
   if (f.stragglers.size() > kShown) {
     line += fmt::format(" and {} more", f.stragglers.size() - kShown);
   }
-  return line + " the median busy time of " + rdzv::format_busy(f.median_us);
+  return line + " the median busy time of " + progress::format_busy(f.median_us);
 }
 
 ServiceStatus::ServiceStatus(boost::asio::io_context& io, ServiceNotifier& notifier,

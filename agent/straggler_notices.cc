@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "rendezvous/stragglers.h"
+#include "progress/stragglers.h"
 
 namespace ddprun::agent {
 namespace {
@@ -23,7 +23,7 @@ bool StragglerNotices::update(const rdzv::StragglerFinding& finding) {
     if (named(current_.stragglers, s.rank)) continue;
     changed = true;
     spdlog::warn("straggler: {} (threshold {:g}x, {} ranks measured)",
-                 rdzv::format_straggler(s, finding), finding.threshold_milli / 1000.0,
+                 progress::format_straggler(s, finding), finding.threshold_milli / 1000.0,
                  finding.ranks_measured);
   }
   for (const rdzv::StragglerEntry& s : current_.stragglers) {
@@ -33,7 +33,7 @@ bool StragglerNotices::update(const rdzv::StragglerFinding& finding) {
         "straggler no more: rank {} (node {}, local_rank {}) is within {:g}x the job's "
         "median busy time of {}",
         s.rank, s.node, s.local_rank, finding.threshold_milli / 1000.0,
-        rdzv::format_busy(finding.median_us));
+        progress::format_busy(finding.median_us));
   }
   current_ = finding;
   return changed;
@@ -48,7 +48,7 @@ std::string StragglerNotices::summary() const {
   return fmt::format(
       "stragglers: {} over {:g}x the job's median busy time of {} ({} ranks measured)",
       named.empty() ? "none" : named, current_.threshold_milli / 1000.0,
-      rdzv::format_busy(current_.median_us), current_.ranks_measured);
+      progress::format_busy(current_.median_us), current_.ranks_measured);
 }
 
 }  // namespace ddprun::agent

@@ -1,4 +1,4 @@
-// What a node says about the job's stragglers (rendezvous/stragglers.h) as findings come in:
+// What a node says about the job's stragglers (progress/stragglers.h) as findings come in:
 // a warning when a rank is first named, with its busy time and the job's median, and a line
 // when it no longer is. Every node of a job gets the same findings from the rendezvous, so every
 // node's log names the same ranks. A new attempt starts afresh (ranks may have moved).
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/messages.h"
+#include "rendezvous/wire/messages.h"
 
 namespace ddprun::agent {
 

@@ -6,7 +6,7 @@
 #include <variant>
 
 #include "fuzz/rdzv_frames.h"
-#include "rendezvous/job_options.h"
+#include "rendezvous/wire/job_options.h"
 
 using namespace ddprun;
 

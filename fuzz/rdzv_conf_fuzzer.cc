@@ -1,4 +1,4 @@
-// torchrun's --rdzv_conf "k=v,k=v" (rendezvous/rdzv_conf.h), as a user or a launch script
+// torchrun's --rdzv_conf "k=v,k=v" (rendezvous/conf/rdzv_conf.h), as a user or a launch script
 // writes it, and parse_duration on the same text.
 //
 // Properties: errors name the flag ("--rdzv_conf: ..."); an accepted value has no negative
@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "fuzz/fuzz_check.h"
-#include "rendezvous/rdzv_conf.h"
+#include "rendezvous/conf/rdzv_conf.h"
 
 using namespace ddprun;
 

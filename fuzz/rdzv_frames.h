@@ -1,6 +1,6 @@
 // The part both rendezvous frame targets share: a byte stream read the way a connection reads it
 // (4-byte length, checked; then the body), each body decoded with the default limits and with
-// tight ones, and the properties of rendezvous/codec.h checked on every frame.
+// tight ones, and the properties of rendezvous/wire/codec.h checked on every frame.
 #pragma once
 
 #include <array>
@@ -9,7 +9,7 @@
 #include <string>
 
 #include "fuzz/fuzz_check.h"
-#include "rendezvous/codec.h"
+#include "rendezvous/wire/codec.h"
 
 namespace ddprun::fuzz {
 

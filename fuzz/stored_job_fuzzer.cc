@@ -1,6 +1,6 @@
 // A job's durable state as a restarted or newly leading ddp-rendezvous reads it back: the value
-// the etcd state store wrote (rendezvous/state/etcd_records.h), then the job's record and node
-// records it holds (rendezvous/job_snapshot.h). A database or an etcd member may hand back
+// the etcd state store wrote (rendezvous/state/etcd/etcd_records.h), then the job's record and node
+// records it holds (rendezvous/server/job_snapshot.h). A database or an etcd member may hand back
 // anything: damaged, truncated, from another version.
 //
 // Properties: a refusal is kMalformed or kRefused (a newer format) and says which job and where;
@@ -13,8 +13,8 @@
 
 #include "common/clock.h"
 #include "fuzz/fuzz_check.h"
-#include "rendezvous/job_snapshot.h"
-#include "rendezvous/state/etcd_records.h"
+#include "rendezvous/server/job_snapshot.h"
+#include "rendezvous/state/etcd/etcd_records.h"
 
 using namespace ddprun;
 

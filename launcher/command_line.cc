@@ -17,8 +17,8 @@
 #include "launcher/python_interpreter.h"
 #include "launcher/slurm_env.h"
 #include "launcher/value_parsers.h"
-#include "rendezvous/rdzv_conf.h"
-#include "rendezvous/stragglers.h"
+#include "rendezvous/conf/rdzv_conf.h"
+#include "progress/stragglers.h"
 
 namespace ddprun::launcher {
 namespace {
@@ -259,7 +259,7 @@ Status validate_values(const LauncherFlags& f, LaunchConfig& config) {
     a.hang.first_heartbeat_timeout = a.hang.hang_timeout;
   }
   if (f.straggler_threshold > 0) {
-    auto milli = rdzv::straggler_threshold_milli(f.straggler_threshold);
+    auto milli = progress::straggler_threshold_milli(f.straggler_threshold);
     if (!milli) return milli.status().with_context("--straggler_threshold");
     a.hang.straggler_threshold_milli = *milli;
   }

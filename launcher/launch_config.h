@@ -9,9 +9,9 @@
 
 #include "agent/numa_binding.h"
 #include "agent/options.h"
-#include "rendezvous/job_options.h"
-#include "rendezvous/rdzv_conf.h"
-#include "rendezvous/server_address.h"
+#include "rendezvous/wire/job_options.h"
+#include "rendezvous/conf/rdzv_conf.h"
+#include "rendezvous/wire/server_address.h"
 
 namespace ddprun::launcher {
 

@@ -3,8 +3,8 @@
 #include "agent/numa_binding.h"
 #include "launcher/value_parsers.h"
 #include "metrics/endpoint_flags.h"
-#include "rendezvous/rdzv_conf.h"
-#include "rendezvous/stragglers.h"
+#include "rendezvous/conf/rdzv_conf.h"
+#include "progress/stragglers.h"
 
 namespace ddprun::launcher {
 namespace {
@@ -220,10 +220,10 @@ const FlagTable<LauncherFlags>& launcher_flag_table() {
                     "the job's median, e.g. 1.5 (reported, never stopped; 0: off)",
             .default_text = "0",
             .check = [](const std::string& text) -> Status {
-              if (Status number = in_range(0, rdzv::kMaxStragglerThreshold)(text); !number)
+              if (Status number = in_range(0, progress::kMaxStragglerThreshold)(text); !number)
                 return number;
               const double ratio = std::strtod(text.c_str(), nullptr);
-              return ratio == 0 ? Status{} : rdzv::straggler_threshold_milli(ratio).status();
+              return ratio == 0 ? Status{} : progress::straggler_threshold_milli(ratio).status();
             }},
            &F::straggler_threshold},
           {{.name = "health_check",

@@ -4,7 +4,7 @@
 
 #include "common/clock.h"
 #include "metrics/process_metrics.h"
-#include "rendezvous/server_metrics.h"
+#include "rendezvous/server/server_metrics.h"
 
 namespace ddprun::launcher {
 namespace {

@@ -27,7 +27,7 @@
 #include "launcher/metrics_service.h"
 #include "launcher/python_torch.h"
 #include "launcher/worker_launcher.h"
-#include "rendezvous/server.h"
+#include "rendezvous/server/server.h"
 
 namespace ddprun::launcher {
 namespace {
@@ -78,7 +78,7 @@ std::string offered_master_addr(const LaunchConfig& config) {
 
 agent::AgentOptions agent_options(const LaunchConfig& config) {
   agent::AgentOptions options = config.agent;
-  // A static job's nodes have no id; they are named the same way (rendezvous/node_name.h).
+  // A static job's nodes have no id; they are named the same way (rendezvous/wire/node_name.h).
   options.node_name = config.agent.hostname + ":" + std::to_string(::getpid());
   options.master_addr = offered_master_addr(config);
   options.agent_store = config.job.agent_store;

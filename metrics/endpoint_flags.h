@@ -1,5 +1,5 @@
 // The metrics endpoint's settings (--metrics-port, --metrics-addr), declared once for both
-// programs' flag tables (launcher/launcher_flags.cc, rendezvous/daemon_flags.cc).
+// programs' flag tables (launcher/launcher_flags.cc, rendezvous/daemon/daemon_flags.cc).
 #pragma once
 
 #include "common/flag_table.h"

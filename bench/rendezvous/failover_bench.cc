@@ -26,7 +26,7 @@
 #include <boost/asio/post.hpp>
 
 #include "bench/rendezvous/daemon_process.h"
-#include "rendezvous/client.h"
+#include "rendezvous/client/client.h"
 
 namespace {
 

@@ -36,10 +36,10 @@
 #include <boost/asio/io_context.hpp>
 
 #include "bench/rendezvous/daemon_process.h"
-#include "rendezvous/client.h"
-#include "rendezvous/rdzv_conf.h"
+#include "rendezvous/client/client.h"
+#include "rendezvous/conf/rdzv_conf.h"
 #include "rendezvous/security/credentials.h"
-#include "rendezvous/stragglers.h"
+#include "progress/stragglers.h"
 #include "tests/rendezvous/test_pki.h"
 
 namespace {

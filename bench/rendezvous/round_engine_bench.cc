@@ -19,7 +19,7 @@
 #include <spdlog/spdlog.h>
 #include <boost/asio/io_context.hpp>
 
-#include "rendezvous/job_registry.h"
+#include "rendezvous/server/job_registry.h"
 
 namespace {
 

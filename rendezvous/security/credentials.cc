@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "rendezvous/rdzv_conf.h"
+#include "rendezvous/conf/rdzv_conf.h"
 
 namespace ddprun::rdzv {
 

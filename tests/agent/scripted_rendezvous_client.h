@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/client.h"
+#include "rendezvous/client/client.h"
 
 namespace ddprun::agent::testing {
 

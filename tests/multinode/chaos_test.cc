@@ -6,7 +6,7 @@
 // and with no node waiting forever (every node ends by a deadline, or the test fails).
 //
 // Cut connections are a separate test: a cut loses frames in flight both ways, which the
-// protocol's delivery log replays (rendezvous/delivery_log.h), and a cut at the exit barrier
+// protocol's delivery log replays (rendezvous/server/delivery_log.h), and a cut at the exit barrier
 // must not make the finished nodes wait for a round they never join.
 //
 // DDPRUN_CHAOS_SEED=<n> runs another seed (the default is fixed so CI is repeatable).

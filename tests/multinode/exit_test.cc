@@ -1,7 +1,7 @@
 // The end of a multi-node job: once the workers are done, every agent exits promptly. Before
 // the fix, the node hosting the rendezvous server exited about one second after the others in
 // about half of the jobs: its server, shutting down as the other agents hung up, sometimes
-// waited out a linger deadline for a peer that was already gone (rendezvous/session.cc).
+// waited out a linger deadline for a peer that was already gone (rendezvous/server/session.cc).
 #include <filesystem>
 
 #include "tests/multinode/multinode_fixture.h"

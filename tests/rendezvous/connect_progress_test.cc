@@ -1,6 +1,6 @@
 // What a node logs while it cannot reach its rendezvous server (issue 22): a line at the first
 // failed attempt, then at 5, 15, 35, 75 s and every 60 s after; never one per attempt.
-#include "rendezvous/connect_progress.h"
+#include "rendezvous/client/connect_progress.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
-// The decision journal's group commit (rendezvous/decision_journal.h): a job has one save in
+// The decision journal's group commit (rendezvous/server/decision_journal.h): a job has one save in
 // flight; decisions made meanwhile share the next save, whose state is read when it starts;
 // nothing is delivered before a save that covers it is durable; a failed save delivers nothing
 // more.
-#include "rendezvous/decision_journal.h"
+#include "rendezvous/server/decision_journal.h"
 
 #include <gtest/gtest.h>
 

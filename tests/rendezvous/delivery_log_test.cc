@@ -1,6 +1,6 @@
 // DeliveryLog: pushes numbered per membership and kept until acknowledged, replayed exactly on
 // a resume; answers kept by request id; bounded; and a log restored after a server restart.
-#include "rendezvous/delivery_log.h"
+#include "rendezvous/server/delivery_log.h"
 
 #include <gtest/gtest.h>
 

@@ -14,7 +14,7 @@
 
 #include "common/clock.h"
 #include "rdzv_test_util.h"
-#include "rendezvous/job_registry.h"
+#include "rendezvous/server/job_registry.h"
 #include "rendezvous/state/memory_state_store.h"
 
 namespace ddprun::rdzv {

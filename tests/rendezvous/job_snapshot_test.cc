@@ -1,6 +1,6 @@
 // A job's durable state (job_snapshot.h) on a fake clock: what a restarted daemon rebuilds from
 // the bytes it stored, and how the rebuilt job treats nodes that do or do not resume.
-#include "rendezvous/job_snapshot.h"
+#include "rendezvous/server/job_snapshot.h"
 #include "tests/support/test_seed.h"
 
 #include <gtest/gtest.h>

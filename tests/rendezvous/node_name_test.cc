@@ -1,5 +1,5 @@
-// How nodes are named to people (rendezvous/node_name.h).
-#include "rendezvous/node_name.h"
+// How nodes are named to people (rendezvous/wire/node_name.h).
+#include "rendezvous/wire/node_name.h"
 
 #include <gtest/gtest.h>
 

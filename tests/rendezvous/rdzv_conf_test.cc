@@ -1,4 +1,4 @@
-#include "rendezvous/rdzv_conf.h"
+#include "rendezvous/conf/rdzv_conf.h"
 
 #include <gtest/gtest.h>
 

@@ -17,8 +17,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
-#include "rendezvous/client.h"
-#include "rendezvous/server.h"
+#include "rendezvous/client/client.h"
+#include "rendezvous/server/server.h"
 #include "tests/support/run_until.h"
 
 namespace ddprun::rdzv::testing {

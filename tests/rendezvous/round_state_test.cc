@@ -1,5 +1,5 @@
 // The round state machine on a fake clock: no sockets, no sleeps.
-#include "rendezvous/round_state.h"
+#include "rendezvous/server/round_state.h"
 
 #include <map>
 

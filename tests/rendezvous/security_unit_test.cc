@@ -3,11 +3,11 @@
 // --rdzv_conf security keys.
 #include <gtest/gtest.h>
 
-#include "rendezvous/rdzv_conf.h"
+#include "rendezvous/conf/rdzv_conf.h"
 #include "rendezvous/security/challenge.h"
 #include "rendezvous/security/credentials.h"
 #include "rendezvous/security/token_file.h"
-#include "rendezvous/server_handshake.h"
+#include "rendezvous/server/server_handshake.h"
 #include "tests/rendezvous/test_pki.h"
 
 namespace ddprun::rdzv::testing {

@@ -3,7 +3,7 @@
 #include <atomic>
 #include <set>
 
-#include "rendezvous/round_state.h"
+#include "rendezvous/server/round_state.h"
 #include "tests/rendezvous/rdzv_test_util.h"
 
 namespace ddprun::rdzv::testing {

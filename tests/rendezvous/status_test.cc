@@ -5,10 +5,10 @@
 #include <boost/asio/write.hpp>
 
 #include "metrics/registry.h"
-#include "rendezvous/server_metrics.h"
-#include "rendezvous/status_client.h"
-#include "rendezvous/status_command.h"
-#include "rendezvous/status_report.h"
+#include "rendezvous/server/server_metrics.h"
+#include "rendezvous/daemon/status_client.h"
+#include "rendezvous/daemon/status_command.h"
+#include "rendezvous/server/status_report.h"
 #include "tests/rendezvous/rdzv_test_util.h"
 
 namespace ddprun::rdzv::testing {
@@ -105,7 +105,7 @@ TEST_F(StatusTest, EachProgressIsAnsweredWithTheJobsStragglersAndTheStatusShowsT
   EXPECT_EQ(first->ranks_measured, 2u);
   EXPECT_TRUE(first->stragglers.empty());
   // The second node's rank 3 is four times slower: named, with the node as every line names it
-  // (rendezvous/node_name.h; these test ids are their own names).
+  // (rendezvous/wire/node_name.h; these test ids are their own names).
   auto second = share(*nodes[1], ranks(2, 49'000, 210'000), 1500);
   ASSERT_TRUE(second.ok()) << second.error_message();
   EXPECT_EQ(second->ranks_measured, 4u);

@@ -1,7 +1,7 @@
 // The etcd gateway's JSON, on answers captured from Debian's etcd 3.4.23.
 #include <gtest/gtest.h>
 
-#include "rendezvous/state/etcd_json.h"
+#include "rendezvous/state/etcd/etcd_json.h"
 
 namespace ddprun::rdzv::state::etcd {
 namespace {

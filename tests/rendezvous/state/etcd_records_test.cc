@@ -1,7 +1,7 @@
 // The value the etcd state store writes for one job (etcd_records.h): the job's record and its
 // node records, binary safe; what an older daemon wrote (a whole job record) still reads; a
 // damaged value is refused saying where.
-#include "rendezvous/state/etcd_records.h"
+#include "rendezvous/state/etcd/etcd_records.h"
 
 #include <gtest/gtest.h>
 

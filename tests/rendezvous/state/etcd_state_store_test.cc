@@ -9,8 +9,8 @@
 
 #include <gtest/gtest.h>
 
-#include "rendezvous/state/etcd_client.h"
-#include "rendezvous/state/etcd_state_store.h"
+#include "rendezvous/state/etcd/etcd_client.h"
+#include "rendezvous/state/etcd/etcd_state_store.h"
 #include "tests/rendezvous/state/etcd_cluster_test.h"
 
 namespace ddprun::rdzv::state {

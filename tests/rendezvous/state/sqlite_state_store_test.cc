@@ -12,8 +12,8 @@
 
 #include <gtest/gtest.h>
 
-#include "rendezvous/state/sqlite_schema.h"
-#include "rendezvous/state/sqlite_state_store.h"
+#include "rendezvous/state/sqlite/sqlite_schema.h"
+#include "rendezvous/state/sqlite/sqlite_state_store.h"
 #include "tests/rendezvous/state/state_test_util.h"
 
 namespace ddprun::rdzv::state {

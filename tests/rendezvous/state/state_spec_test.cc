@@ -2,7 +2,7 @@
 // that is wrong.
 #include <gtest/gtest.h>
 
-#include "rendezvous/state/state_store.h"
+#include "rendezvous/state/open_state_store.h"
 #include "tests/rendezvous/state/state_test_util.h"
 
 namespace ddprun::rdzv::state {

@@ -17,9 +17,9 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/read.hpp>
 
-#include "rendezvous/state/etcd_client.h"
-#include "rendezvous/state/etcd_leadership.h"
-#include "rendezvous/state/sqlite_state_store.h"
+#include "rendezvous/state/etcd/etcd_client.h"
+#include "rendezvous/state/etcd/etcd_leadership.h"
+#include "rendezvous/state/sqlite/sqlite_state_store.h"
 
 namespace {
 

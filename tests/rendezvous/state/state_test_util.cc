@@ -19,7 +19,7 @@
 #include <fmt/format.h>
 #include <boost/asio/steady_timer.hpp>
 
-#include "rendezvous/state/etcd_client.h"
+#include "rendezvous/state/etcd/etcd_client.h"
 
 namespace ddprun::rdzv::state::testing {
 

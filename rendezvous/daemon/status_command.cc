@@ -1,0 +1,205 @@
+#include "rendezvous/daemon/status_command.h"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "rendezvous/security/tls_context.h"
+#include "rendezvous/security/token_file.h"
+#include "rendezvous/wire/server_address.h"
+#include "rendezvous/daemon/status_client.h"
+#include "progress/stragglers.h"
+
+namespace ddprun::rdzv {
+namespace {
+
+constexpr uint16_t kDefaultPort = 29400;
+
+std::string heard(int64_t ms) {
+  if (ms < 0) return "disconnected";
+  return fmt::format("{:.1f}s ago", static_cast<double>(ms) / 1000.0);
+}
+
+std::string rank(int32_t r) { return r < 0 ? "-" : std::to_string(r); }
+
+std::string node_range(const JobStatus& j) {
+  if (j.phase == JobPhase::kNoRound) return "-";
+  return j.min_nodes == j.max_nodes ? std::to_string(j.max_nodes)
+                                    : fmt::format("{}:{}", j.min_nodes, j.max_nodes);
+}
+
+}  // namespace
+
+Result<HostPort> parse_host_port(const std::string& text, uint16_t default_port) {
+  HostPort hp{text, default_port};
+  std::string port_text;
+  if (!text.empty() && text.front() == '[') {
+    const auto close = text.find(']');
+    if (close == std::string::npos) return Status::invalid_argument("'" + text + "': no ']'");
+    hp.host = text.substr(1, close - 1);
+    if (close + 1 < text.size()) {
+      if (text[close + 1] != ':') return Status::invalid_argument("'" + text + "': junk after ]");
+      port_text = text.substr(close + 2);
+    }
+  } else if (const auto colon = text.rfind(':'); colon != std::string::npos) {
+    hp.host = text.substr(0, colon);
+    port_text = text.substr(colon + 1);
+  }
+  if (hp.host.empty()) return Status::invalid_argument("'" + text + "': no host");
+  if (!port_text.empty() || text.back() == ':') {
+    unsigned port = 0;
+    auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+    if (ec != std::errc() || end != port_text.data() + port_text.size() || port == 0 ||
+        port > 65535) {
+      return Status::invalid_argument("'" + text + "': '" + port_text + "' is not a TCP port");
+    }
+    hp.port = static_cast<uint16_t>(port);
+  }
+  return hp;
+}
+
+std::string render_status_table(const StatusReport& report) {
+  if (report.jobs.empty()) return "no jobs\n";
+  std::string out = fmt::format("{:<24} {:<10} {:>6} {:>9} {:>6} {:>6} {:>11}\n", "JOB", "STATE",
+                                "ROUND", "RESTARTS", "NODES", "OF", "CONNECTIONS");
+  for (const JobStatus& j : report.jobs) {
+    out +=
+        fmt::format("{:<24} {:<10} {:>6} {:>9} {:>6} {:>6} {:>11}\n", j.job_id, to_string(j.phase),
+                    j.round, fmt::format("{}/{}", j.restart_count, j.max_restarts), j.nodes.size(),
+                    node_range(j), j.connections);
+    const StragglerFinding& f = j.stragglers;
+    if (f.threshold_milli > 0) {
+      out += fmt::format("  stragglers (busy over {:g}x the median of {} ranks, {}): {}\n",
+                         f.threshold_milli / 1000.0, f.ranks_measured,
+                         f.ranks_measured == 0 ? "none measured" : progress::format_busy(f.median_us),
+                         f.stragglers.empty() ? "none" : std::to_string(f.stragglers.size()));
+      for (const StragglerEntry& s : f.stragglers) {
+        out += "    " + progress::format_straggler(s, f) + "\n";
+      }
+    }
+    if (j.nodes.empty()) continue;
+    out += fmt::format("  {:<36} {:<22} {:>4} {:<8} {:>7} {}\n", "NODE", "ADDRESS", "RANK", "STATE",
+                       "WORKERS", "LAST HEARTBEAT");
+    for (const NodeStatus& n : j.nodes) {
+      out += fmt::format("  {:<36} {:<22} {:>4} {:<8} {:>7} {}\n", n.node_id,
+                         n.address.empty() ? "-" : n.address, rank(n.group_rank),
+                         to_string(n.phase), n.local_world_size, heard(n.last_heard_ms));
+    }
+  }
+  if (report.truncated) out += "(truncated: more jobs or nodes than one report holds)\n";
+  return out;
+}
+
+nlohmann::json status_to_json(const StatusReport& report) {
+  nlohmann::json jobs = nlohmann::json::array();
+  for (const JobStatus& j : report.jobs) {
+    nlohmann::json nodes = nlohmann::json::array();
+    for (const NodeStatus& n : j.nodes) {
+      nodes.push_back(
+          {{"node_id", n.node_id},
+           {"address", n.address.empty() ? nlohmann::json() : nlohmann::json(n.address)},
+           {"group_rank", n.group_rank < 0 ? nlohmann::json() : nlohmann::json(n.group_rank)},
+           {"state", to_string(n.phase)},
+           {"local_world_size", n.local_world_size},
+           {"last_heartbeat_age_seconds",
+            n.last_heard_ms < 0 ? nlohmann::json()
+                                : nlohmann::json(static_cast<double>(n.last_heard_ms) / 1000.0)}});
+    }
+    nlohmann::json stragglers;  // null: the job's nodes judge none
+    if (j.stragglers.threshold_milli > 0) {
+      nlohmann::json named = nlohmann::json::array();
+      for (const StragglerEntry& s : j.stragglers.stragglers) {
+        named.push_back({{"rank", s.rank},
+                         {"node", s.node},
+                         {"local_rank", s.local_rank},
+                         {"busy_seconds", static_cast<double>(s.busy_us) / 1e6}});
+      }
+      stragglers = {{"threshold", j.stragglers.threshold_milli / 1000.0},
+                    {"ranks_measured", j.stragglers.ranks_measured},
+                    {"median_busy_seconds", static_cast<double>(j.stragglers.median_us) / 1e6},
+                    {"ranks", std::move(named)}};
+    }
+    jobs.push_back({{"job_id", j.job_id},
+                    {"state", to_string(j.phase)},
+                    {"round", j.round},
+                    {"restarts", j.restart_count},
+                    {"max_restarts", j.max_restarts},
+                    {"min_nodes", j.min_nodes},
+                    {"max_nodes", j.max_nodes},
+                    {"connections", j.connections},
+                    {"nodes", std::move(nodes)},
+                    {"stragglers", std::move(stragglers)}});
+  }
+  return {{"jobs", std::move(jobs)}, {"truncated", report.truncated}};
+}
+
+namespace {
+
+// The token and TLS files the flags name; errors name the flag.
+Result<ClientCredentials> load_credentials(const StatusCommandOptions& options) {
+  ClientCredentials credentials;
+  if (!options.token_file.empty()) {
+    auto token = load_token_file(options.token_file);
+    if (!token) return token.status().with_context("--token-file");
+    credentials.token = std::move(*token);
+  }
+  if (options.tls_ca.empty()) {
+    if (!options.tls_cert.empty() || !options.tls_key.empty() || !options.tls_server_name.empty()) {
+      return Status::invalid_argument(
+          "--tls-cert, --tls-key and --tls-server-name need --tls-ca (the CA that signed the "
+          "daemon's certificate)");
+    }
+    return credentials;
+  }
+  auto tls = make_client_tls(
+      TlsClientFiles{options.tls_ca, options.tls_cert, options.tls_key, options.tls_server_name});
+  if (!tls) return tls.status().with_context("--tls-ca/--tls-cert/--tls-key");
+  credentials.tls = std::move(*tls);
+  credentials.tls_server_name = options.tls_server_name;
+  return credentials;
+}
+
+}  // namespace
+
+int run_status_command(const StatusCommandOptions& options, std::FILE* out, std::FILE* err) {
+  auto endpoint = parse_host_port(options.endpoint, kDefaultPort);
+  if (!endpoint) {
+    (void)std::fprintf(err, "ddp-rendezvous status: --endpoint %s\n",
+                       endpoint.error_message().c_str());
+    return 2;
+  }
+  auto credentials = load_credentials(options);
+  if (!credentials) {
+    (void)std::fprintf(err, "ddp-rendezvous status: %s\n", credentials.error_message().c_str());
+    return 2;
+  }
+  StatusQueryOptions query;
+  query.host = endpoint->host;
+  query.port = endpoint->port;
+  query.timeout = options.timeout;
+  query.credentials = std::move(*credentials);
+  auto answer = query_status(query);
+  if (!answer) {
+    (void)std::fprintf(err, "ddp-rendezvous status: %s\n", answer.error_message().c_str());
+    return 1;
+  }
+  const std::string asked = to_string(ServerAddress{query.host, query.port});
+  std::string text;
+  if (options.json) {
+    nlohmann::json json = status_to_json(answer->report);
+    json["answered_by"] = answer->answered_by;
+    text = json.dump(2) + "\n";
+  } else {
+    text = render_status_table(answer->report);
+    if (answer->answered_by != asked) {
+      // The replica asked does not lead; the table is the leader's.
+      text =
+          fmt::format("(from the leader at {}; {} does not lead)\n", answer->answered_by, asked) +
+          text;
+    }
+  }
+  (void)std::fputs(text.c_str(), out);
+  return 0;
+}
+
+}  // namespace ddprun::rdzv

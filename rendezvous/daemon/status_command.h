@@ -1,0 +1,52 @@
+// `ddp-rendezvous status [--endpoint host:port] [--json] [--token-file PATH] [--tls-ca PATH
+// [--tls-cert PATH --tls-key PATH] [--tls-server-name NAME]]`: what a daemon is doing, read
+// through the rendezvous protocol's status query (status_client.h): its jobs, their rounds,
+// restarts and state, and each job's nodes (address, group rank, time since their last
+// heartbeat). A daemon with --token-file answers only a query that proves the same token; one
+// that serves TLS, only a TLS client (with a certificate, when it asks for one).
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "rendezvous/wire/messages.h"
+
+namespace ddprun::rdzv {
+
+struct StatusCommandOptions {
+  std::string endpoint = "127.0.0.1:29400";  // host:port, [v6]:port, or host (port 29400)
+  bool json = false;                         // JSON instead of the table
+  Millis timeout{5000};                      // the whole query
+  // Authentication (default none): the daemon's --token-file, and TLS as an agent's
+  // --rdzv_conf tls_* (the CA that signed the daemon's certificate; this client's certificate
+  // and key when the daemon requires them; the name the daemon's certificate carries when it
+  // is not the endpoint's host).
+  std::string token_file;
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_server_name;
+};
+
+// Queries and prints to `out`; errors go to `err` as one line naming the endpoint. Returns the
+// exit code: 0, or 1 when the daemon cannot be reached or refuses (authentication included),
+// 2 for a bad --endpoint or a token or TLS file that cannot be used.
+int run_status_command(const StatusCommandOptions& options, std::FILE* out, std::FILE* err);
+
+// The report as a table a person reads (one line per job, then its nodes indented), and as
+// JSON for tools. Pure.
+std::string render_status_table(const StatusReport& report);
+nlohmann::json status_to_json(const StatusReport& report);
+
+// "host:port" → host and port; "[::1]:port"; a bare host gets `default_port`.
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+};
+Result<HostPort> parse_host_port(const std::string& text, uint16_t default_port);
+
+}  // namespace ddprun::rdzv
