@@ -487,7 +487,7 @@ std::vector<RankProgress> Agent::progress() const {
 // Not while a hang is investigated: that shares its own.
 void Agent::share(const std::vector<LocalRankProgress>& progress) {
   if (!hang_ranks_.empty() || phase_ != Phase::kSupervising) return;
-  const uint32_t threshold = options_.hang.straggler_threshold_milli;
+  const uint32_t threshold = options_.progress.straggler_threshold_milli;
   if (!coordinator_.shares_progress() && threshold == 0) return;
   coordinator_.share_progress(global(progress), threshold,
                               [this](const rdzv::StragglerFinding& finding) {

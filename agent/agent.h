@@ -16,14 +16,14 @@
 
 #include "agent/agent_observer.h"
 #include "agent/agent_parts.h"
-#include "agent/hang_investigation.h"
-#include "agent/health_check.h"
-#include "agent/log_layout.h"
+#include "agent/progress/hang_investigation.h"
+#include "agent/health/health_check.h"
+#include "agent/logs/log_layout.h"
 #include "agent/options.h"
-#include "agent/output_router.h"
-#include "agent/straggler_notices.h"
-#include "agent/worker_env.h"
-#include "agent/worker_group.h"
+#include "agent/logs/output_router.h"
+#include "agent/progress/straggler_notices.h"
+#include "agent/process/worker_env.h"
+#include "agent/process/worker_group.h"
 #include "common/clock.h"
 
 namespace ddprun::agent {
@@ -57,7 +57,7 @@ class Agent final : private WorkerGroupObserver {
   int attempt() const { return attempt_; }
   // This node's running ranks' progress (last step, heartbeat age) under their global ranks;
   // ranks whose worker exited are left out; empty when no worker group runs. Read-only, for
-  // status lines (agent/progress_summary.h).
+  // status lines (agent/progress/progress_summary.h).
   std::vector<RankProgress> progress() const;
   // Adds an observer of the job's progress (see agent_observer.h); it must outlive the agent.
   void add_observer(AgentObserver& observer) { observers_.push_back(&observer); }

@@ -40,7 +40,7 @@
 #include <string>
 
 #include "agent/agent_observer.h"
-#include "agent/hang_detector.h"
+#include "agent/progress/rank_progress.h"
 #include "common/clock.h"
 #include "common/result.h"
 #include "metrics/registry.h"

@@ -6,9 +6,9 @@
 
 #include <sys/types.h>
 
-#include "agent/coordinator.h"
-#include "agent/exit_status.h"
-#include "agent/worker_group.h"
+#include "agent/coordination/coordinator.h"
+#include "agent/process/exit_status.h"
+#include "agent/process/worker_group.h"
 #include "common/clock.h"
 
 namespace ddprun::agent {

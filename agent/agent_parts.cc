@@ -9,7 +9,7 @@ SystemAgentParts::SystemAgentParts(boost::asio::io_context& io, const AgentOptio
     : clock_(clock),
       store_(io,
              StoreHostOptions{options.agent_store, options.master_addr, options.master_port, {}}),
-      hang_watch_(io, options.hang, clock),
+      hang_watch_(io, options.progress, clock),
       shutdown_timer_(io),
       drain_timer_(io),
       signals_(io, options.signals_to_handle) {

@@ -9,17 +9,17 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "agent/coordinator.h"
-#include "agent/deadline_timer.h"
-#include "agent/hang_watch.h"
-#include "agent/job_store_host.h"
+#include "agent/coordination/coordinator.h"
+#include "agent/process/deadline_timer.h"
+#include "agent/progress/hang_watch.h"
+#include "agent/coordination/job_store_host.h"
 #include "agent/options.h"
-#include "agent/process_launcher.h"
-#include "agent/progress_watch.h"
-#include "agent/run_log_files.h"
-#include "agent/signal_source.h"
-#include "agent/store_host.h"
-#include "agent/worker_channel.h"
+#include "agent/process/process_launcher.h"
+#include "agent/progress/progress_watch.h"
+#include "agent/logs/run_log_files.h"
+#include "agent/process/signal_source.h"
+#include "agent/coordination/store_host.h"
+#include "agent/process/worker_channel.h"
 #include "common/clock.h"
 
 namespace ddprun::agent {

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/exit_status.h"
+#include "agent/process/exit_status.h"
 #include "common/clock.h"
 
 namespace ddprun::agent {

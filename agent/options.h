@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/hang_watch.h"
+#include "agent/progress/progress_options.h"
 #include "common/clock.h"
 
 namespace ddprun::agent {
@@ -107,8 +107,8 @@ struct AgentOptions {
   bool legacy_nccl_env = false;
   // --numa-binding: the CPUs of each local rank (index = local rank). Empty: no binding.
   std::vector<std::vector<int>> cpu_binding;
-  // Hang detection (--hang_timeout, --first_heartbeat_timeout, torch's file timer).
-  HangOptions hang;
+  // What is watched of the workers' progress: hangs, stragglers, heartbeats, file timer.
+  ProgressOptions progress;
   HealthCheckOptions health_check;  // run before this node joins each round
 };
 

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "agent/exit_status.h"
+#include "agent/process/exit_status.h"
 #include "progress/stragglers.h"
 
 namespace ddprun::agent {

@@ -22,7 +22,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "agent/agent_observer.h"
-#include "agent/progress_summary.h"
+#include "agent/progress/progress_summary.h"
 #include "common/service_notifier.h"
 #include "common/service_watchdog.h"
 

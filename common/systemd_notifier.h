@@ -15,7 +15,7 @@ namespace ddprun {
 
 // Talks to the socket named by NOTIFY_SOCKET (a path, or "@name" for an abstract socket).
 // The variables are read at each call, as libsystemd does; nothing is unset, so the program's
-// own environment keeps them (workers get theirs without: see agent/worker_env.h).
+// own environment keeps them (workers get theirs without: see agent/process/worker_env.h).
 class SystemdNotifier final : public ServiceNotifier {
  public:
   // Loads libsystemd (`library`: its soname, another name only in tests); an error names the

@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/failure_report.h"
-#include "agent/rendezvous_coordinator.h"
+#include "agent/coordination/rendezvous_coordinator.h"
 #include "fuzz/fuzz_check.h"
 #include "tests/agent/scripted_rendezvous_client.h"
 

@@ -10,8 +10,8 @@
 #include <boost/uuid/random_generator.hpp>
 #include <boost/uuid/uuid_io.hpp>
 
-#include "agent/process_launcher.h"
-#include "agent/worker_env.h"
+#include "agent/process/process_launcher.h"
+#include "agent/process/worker_env.h"
 #include "launcher/job_config.h"
 #include "launcher/launcher_flags.h"
 #include "launcher/python_interpreter.h"
@@ -247,30 +247,30 @@ Status validate_values(const LauncherFlags& f, LaunchConfig& config) {
   a.logs.duplicate_stdout_filters = comma_separated_list(f.duplicate_stdout_filters);
   a.logs.duplicate_stderr_filters = comma_separated_list(f.duplicate_stderr_filters);
   a.virtual_local_rank = f.virtual_local_rank;
-  a.hang.hang_timeout = Millis(static_cast<long long>(f.hang_timeout * 1000));
-  a.hang.first_heartbeat_timeout = Millis(static_cast<long long>(f.first_heartbeat_timeout * 1000));
-  if (a.hang.hang_timeout > Millis(0) && a.hang.first_heartbeat_timeout > Millis(0) &&
-      a.hang.first_heartbeat_timeout < a.hang.hang_timeout) {
+  a.progress.hang_timeout = Millis(static_cast<long long>(f.hang_timeout * 1000));
+  a.progress.first_heartbeat_timeout = Millis(static_cast<long long>(f.first_heartbeat_timeout * 1000));
+  if (a.progress.hang_timeout > Millis(0) && a.progress.first_heartbeat_timeout > Millis(0) &&
+      a.progress.first_heartbeat_timeout < a.progress.hang_timeout) {
     // A rank's first step is never held to less than any later one (hang_detector.h).
     config.warnings.push_back(
         fmt::format("--first_heartbeat_timeout {} is below --hang_timeout {}: a rank gets {} s "
                     "for its first heartbeat too",
                     f.first_heartbeat_timeout, f.hang_timeout, f.hang_timeout));
-    a.hang.first_heartbeat_timeout = a.hang.hang_timeout;
+    a.progress.first_heartbeat_timeout = a.progress.hang_timeout;
   }
   if (f.straggler_threshold > 0) {
     auto milli = progress::straggler_threshold_milli(f.straggler_threshold);
     if (!milli) return milli.status().with_context("--straggler_threshold");
-    a.hang.straggler_threshold_milli = *milli;
+    a.progress.straggler_threshold_milli = *milli;
   }
   a.health_check.command = f.health_check;
   a.health_check.timeout = Millis(static_cast<long long>(f.health_check_timeout * 1000));
   a.health_check.interval = Millis(static_cast<long long>(f.health_check_interval * 1000));
   // torchrun's switch for torch's FileTimerClient (torch.distributed.elastic.timer).
   const char* file_timer = std::getenv("TORCHELASTIC_ENABLE_FILE_TIMER");
-  a.hang.file_timer = file_timer && std::string(file_timer) == "1";
+  a.progress.file_timer = file_timer && std::string(file_timer) == "1";
   // Stacks of hung workers reach the report even when their stderr goes to the console.
-  a.logs.capture_stderr = a.hang.hang_timeout > Millis(0);
+  a.logs.capture_stderr = a.progress.hang_timeout > Millis(0);
   if (f.metrics_port) config.metrics.port = static_cast<uint16_t>(*f.metrics_port);
   config.metrics.address = f.metrics_addr;
   if (!f.numa_binding.empty()) {
@@ -364,7 +364,7 @@ Status build_command(const LauncherFlags& f, std::vector<std::string> rest, Laun
   if (f.module) cmd.argv.push_back("-m");
   cmd.argv.insert(cmd.argv.end(), rest.begin(), rest.end());
   cmd.python = true;
-  config.agent.hang.auto_progress = !f.no_auto_progress;
+  config.agent.progress.auto_progress = !f.no_auto_progress;
   if (f.no_auto_progress) warn_unwatched_ranks(f, "--no_auto_progress is set", config);
   if (f.no_quick_exit) config.agent.extra_env["DDPRUN_QUICK_EXIT"] = "0";
   if (!f.preload.empty()) {

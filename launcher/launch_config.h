@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/numa_binding.h"
+#include "agent/process/numa_binding.h"
 #include "agent/options.h"
 #include "rendezvous/wire/job_options.h"
 #include "rendezvous/conf/rdzv_conf.h"
@@ -61,10 +61,10 @@ struct LaunchConfig {
   std::optional<agent::NumaMode> numa_binding;
   MetricsSettings metrics;
   // --signals_to_forward: signals forwarded to every running worker group without ending the
-  // job (agent/signal_forwarder.h). Default none; SIGUSR1,SIGUSR2 under SLURM.
+  // job (agent/process/signal_forwarder.h). Default none; SIGUSR1,SIGUSR2 under SLURM.
   std::vector<int> signals_to_forward;
   // --preload: modules a template interpreter imports once per node; workers are forked from it
-  // (agent/preload_launcher.h). Empty: every worker is a fresh process.
+  // (agent/preload/preload_launcher.h). Empty: every worker is a fresh process.
   std::vector<std::string> preload;
   std::vector<std::string> warnings;  // printed before the job starts
   std::vector<std::string> notes;     // printed at info level before the job starts

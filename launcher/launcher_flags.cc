@@ -1,6 +1,6 @@
 #include "launcher/launcher_flags.h"
 
-#include "agent/numa_binding.h"
+#include "agent/process/numa_binding.h"
 #include "launcher/value_parsers.h"
 #include "metrics/endpoint_flags.h"
 #include "rendezvous/conf/rdzv_conf.h"

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/process_hygiene.h"
+#include "agent/process/process_hygiene.h"
 #include "common/descriptor_limit.h"
 #include "common/logging.h"
 #include "launcher/command_line.h"

@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "agent/process_launcher.h"
+#include "agent/process/process_launcher.h"
 
 namespace ddprun::launcher {
 

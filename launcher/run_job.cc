@@ -15,11 +15,11 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "agent/agent.h"
-#include "agent/local_coordinator.h"
-#include "agent/process_launcher.h"
-#include "agent/python_bootstrap.h"
-#include "agent/rendezvous_coordinator.h"
-#include "agent/worker_env.h"
+#include "agent/coordination/local_coordinator.h"
+#include "agent/process/process_launcher.h"
+#include "agent/python/python_bootstrap.h"
+#include "agent/coordination/rendezvous_coordinator.h"
+#include "agent/process/worker_env.h"
 #include "common/exit_codes.h"
 #include "launcher/agent_watchers.h"
 #include "launcher/entry_point_check.h"
@@ -288,7 +288,7 @@ int run_job(const LaunchConfig& input) {
     spdlog::error("{}", entry.message());
     return exit_code_for(entry);
   }
-  // Python workers run their script through ddprun's bootstrap (agent/python_bootstrap.h).
+  // Python workers run their script through ddprun's bootstrap (agent/python/python_bootstrap.h).
   std::unique_ptr<agent::PythonBootstrap> bootstrap;
   if (config.agent.command.python) {
     auto made = agent::PythonBootstrap::create();

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "agent/exit_status.h"
+#include "agent/process/exit_status.h"
 #include "launcher/hostlist.h"
 #include "launcher/value_parsers.h"
 

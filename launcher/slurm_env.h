@@ -34,7 +34,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "agent/worker_env.h"
+#include "agent/process/worker_env.h"
 #include "common/result.h"
 
 namespace ddprun::launcher {

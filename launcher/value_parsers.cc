@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "agent/exit_status.h"
+#include "agent/process/exit_status.h"
 
 namespace ddprun::launcher {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "agent/worker_env.h"
+#include "agent/process/worker_env.h"
 
 namespace ddprun::launcher {
 
@@ -20,7 +20,7 @@ WorkerLauncher::WorkerLauncher(boost::asio::io_context& io, const LaunchConfig& 
   for (const auto& [key, value] : config.agent.extra_env) env[key] = value;
   // Hang detection gives every worker PYTHONFAULTHANDLER; the template gets it too, so that the
   // interpreter's signal handlers are set up as a worker's would be at its start.
-  if (config.agent.hang.hang_timeout > Millis(0)) env["PYTHONFAULTHANDLER"] = "1";
+  if (config.agent.progress.hang_timeout > Millis(0)) env["PYTHONFAULTHANDLER"] = "1";
   options.env = agent::to_envp(env);
   preload_.emplace(posix_, std::move(options));
   if (Status started = preload_->start(); !started) {

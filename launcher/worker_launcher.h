@@ -1,13 +1,13 @@
 // The process launcher a node's agent gets: the POSIX one, behind the preload template when
-// --preload asks for it (agent/preload_launcher.h). One per agent, created before it.
+// --preload asks for it (agent/preload/preload_launcher.h). One per agent, created before it.
 #pragma once
 
 #include <optional>
 
 #include <boost/asio/io_context.hpp>
 
-#include "agent/preload_launcher.h"
-#include "agent/process_launcher.h"
+#include "agent/preload/preload_launcher.h"
+#include "agent/process/process_launcher.h"
 #include "launcher/launch_config.h"
 
 namespace ddprun::launcher {

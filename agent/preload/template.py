@@ -1,7 +1,7 @@
 """ddprun's preload template (--preload): one warm interpreter per node that imports the listed
 modules once, then becomes every worker of every attempt by forking.
 
-Started by the agent (agent/preload_launcher.h) as `<workers' python> -u <this file>` with the
+Started by the agent (agent/preload/preload_launcher.h) as `<workers' python> -u <this file>` with the
 workers' environment, it connects to the agent's socket (DDPRUN_PRELOAD_SOCKET), imports the
 modules named in DDPRUN_PRELOAD_MODULES one by one, and says whether that worked. Then, for each
 worker, the agent sends one request (a JSON line) and three descriptors (the worker's stdin,

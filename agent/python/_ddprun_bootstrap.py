@@ -13,7 +13,7 @@ Standard library only; torch is touched only through the hooks of _ddprun_progre
 this file), after the script imported it. What ddprun adds, from the worker's environment:
   * DDPRUN_AUTO_PROGRESS_FILE: steps and busy times written by hooks (_ddprun_progress.py);
   * DDPRUN_WORKER_SOCKET: an uncaught exception is told to the agent in one datagram
-    (agent/worker_channel.h) before the traceback is printed;
+    (agent/process/worker_channel.h) before the traceback is printed;
   * DDPRUN_QUICK_EXIT ("0": off): once the script is done, non-daemon threads are joined and
     the atexit handlers run, the streams and files are flushed, and the process ends with
     os._exit(status), skipping the interpreter's teardown (torch 2.x spends most of a second

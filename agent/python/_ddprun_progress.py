@@ -6,7 +6,7 @@ Standard library only; torch is never imported here: the hooks go in once the sc
 already loaded (a worker forked from the preload template).
 
 What the agent reads: the first line of its file, rewritten in place (pwrite at 0) with
-"<step>\\n" or "<step> <busy seconds>\\n" (agent/heartbeat_watcher.h parses it). Here:
+"<step>\\n" or "<step> <busy seconds>\\n" (agent/progress/heartbeat_watcher.h parses it). Here:
   * a step is one step() of the leading optimizer (the first instance that steps, held weakly;
     when it is collected the next one to step leads and the count goes on); a script that
     never steps an optimizer counts each DDP backward that synchronised gradients instead;

@@ -10,7 +10,7 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 
-#include "agent/local_coordinator.h"
+#include "agent/coordination/local_coordinator.h"
 #include "tests/agent/fake_agent_parts.h"
 
 namespace ddprun::agent {

@@ -13,7 +13,7 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "agent/agent.h"
-#include "agent/local_coordinator.h"
+#include "agent/coordination/local_coordinator.h"
 #include "tests/agent/fake_process_launcher.h"
 #include "tests/support/temp_dir.h"
 

@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "agent/deadline_timer.h"
-#include "agent/process_launcher.h"
+#include "agent/process/deadline_timer.h"
+#include "agent/process/process_launcher.h"
 
 namespace ddprun::agent::testing {
 

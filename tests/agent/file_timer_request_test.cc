@@ -1,6 +1,6 @@
 // The file-timer wire codec on byte strings: torch's exact lines, every malformed shape, and
 // the bounded line splitter.
-#include "agent/file_timer_request.h"
+#include "agent/file_timer/file_timer_request.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The file timer's bookkeeping on a fake clock: deadlines from wall-clock expirations, release,
 // torch's expiry rules, and the registered-workers-only guard.
-#include "agent/file_timer_scopes.h"
+#include "agent/file_timer/file_timer_scopes.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // FileTimerServer on a real FIFO and a real Asio loop (the test's thread): requests written by
 // the test with a recording signal sender, then torch 1.13's own FileTimerClient in real
 // Python workers that the server kills. Every wait is bounded; nothing sleeps.
-#include "agent/file_timer_server.h"
+#include "agent/file_timer/file_timer_server.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,7 +1,7 @@
 // The cross-node wait of a hang's investigation against a scripted coordinator: it shares this
 // node's ranks, reads the job's progress until every rank is ready or the time is up, and hands
 // over every rank it knows.
-#include "agent/hang_investigation.h"
+#include "agent/progress/hang_investigation.h"
 
 #include <gtest/gtest.h>
 

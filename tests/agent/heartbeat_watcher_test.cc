@@ -1,7 +1,7 @@
 // The heartbeat channel: parsing a file's content (pure), the watcher driven by writes from the
 // test's own thread (no processes), then real processes using the documented one-liners
 // (shell, Python, touch). The loop runs on the test's thread; every wait is bounded.
-#include "agent/heartbeat_watcher.h"
+#include "agent/progress/heartbeat_watcher.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "agent/log_layout.h"
+#include "agent/logs/log_layout.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <memory>
 #include <optional>
 
-#include "agent/line_assembler.h"
+#include "agent/logs/line_assembler.h"
 
 namespace ddprun::agent {
 namespace {

@@ -16,7 +16,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 
-#include "agent/exit_status.h"
+#include "agent/process/exit_status.h"
 #include "tests/support/run_until.h"
 #include "tests/support/temp_dir.h"
 

@@ -1,7 +1,7 @@
 // --numa-binding's plan on fabricated machines: a sysfs tree written to a temp dir (two
 // sockets, two NUMA nodes, SMT siblings, two L3 domains per node, GPUs on both nodes), and the
 // pure planner on hand-made topologies. No real topology is assumed.
-#include "agent/numa_binding.h"
+#include "agent/process/numa_binding.h"
 #include "tests/support/temp_dir.h"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 // The progress phrase of the service status line: bounded for any number of ranks, readable,
 // and stable while nothing meaningful changes.
-#include "agent/progress_summary.h"
+#include "agent/progress/progress_summary.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Reading what a stopped rank was doing from what it printed: faulthandler dumps of torch 1.13
 // and 2.x (captured from real gloo workers), tracebacks of ranks that died of a lost peer, the
 // worker SDK's marker lines, and text that shows nothing.
-#include "agent/rank_activity.h"
+#include "agent/progress/rank_activity.h"
 
 #include <gtest/gtest.h>
 

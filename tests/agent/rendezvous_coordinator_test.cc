@@ -1,7 +1,7 @@
 // The rendezvous coordinator on a scripted client: how it turns the agent's calls into
 // requests (the job's terms travel whole) and the server's replies and pushes into the
 // agent's decisions and events. No sockets, no sleeps.
-#include "agent/rendezvous_coordinator.h"
+#include "agent/coordination/rendezvous_coordinator.h"
 
 #include <gtest/gtest.h>
 

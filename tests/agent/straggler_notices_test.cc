@@ -1,6 +1,6 @@
-// What a node logs as straggler findings come in (agent/straggler_notices.h): a rank is named
+// What a node logs as straggler findings come in (agent/progress/straggler_notices.h): a rank is named
 // once when it becomes a straggler, and once more when it no longer is.
-#include "agent/straggler_notices.h"
+#include "agent/progress/straggler_notices.h"
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>

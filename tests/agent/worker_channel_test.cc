@@ -1,6 +1,6 @@
-// The worker channel (agent/worker_channel.h): the pure notice parser, and the real datagram
+// The worker channel (agent/process/worker_channel.h): the pure notice parser, and the real datagram
 // socket read on an Asio loop, fed by this test process as a worker's bootstrap would.
-#include "agent/worker_channel.h"
+#include "agent/process/worker_channel.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>

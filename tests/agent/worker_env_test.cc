@@ -1,4 +1,4 @@
-#include "agent/worker_env.h"
+#include "agent/process/worker_env.h"
 
 #include <gtest/gtest.h>
 

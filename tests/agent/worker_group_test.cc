@@ -1,5 +1,5 @@
 // The worker-group state machine on fakes: no fork, no sleeps, no real time.
-#include "agent/worker_group.h"
+#include "agent/process/worker_group.h"
 
 #include <gtest/gtest.h>
 

@@ -154,7 +154,7 @@ TEST_F(HygieneTest, ExitedWorkerIsReapedWhileTheJobRuns) {
   const pid_t rank0 = std::stoi(read_text_file(out("pid_0")));
   EXPECT_TRUE(wait_until_reaped(rank0, deadline_after(5s)))
       << "exited worker " << rank0 << " is still a zombie (state " << process_state(rank0) << ")";
-  // Besides rank 1, ddprun's only child is its sentinel (see agent/group_sentinel.h).
+  // Besides rank 1, ddprun's only child is its sentinel (see agent/process/group_sentinel.h).
   std::vector<pid_t> workers_left;
   for (pid_t child : children_of(ddprun->pid())) {
     if (read_text_file("/proc/" + std::to_string(child) + "/comm") != "ddprun-sentinel\n") {

@@ -158,14 +158,14 @@ TEST_F(CommandLineTest, ALocalRanksFilterOutsideTheNodesRanksIsRefused) {
 // Issue 22: a first-heartbeat limit below the hang timeout was raised without a word.
 TEST_F(CommandLineTest, AFirstHeartbeatTimeoutBelowTheHangTimeoutIsRaisedWithAWarning) {
   auto c = parse_ok({"--hang_timeout", "5", "--first_heartbeat_timeout", "3", "t.py"});
-  EXPECT_EQ(c.agent.hang.first_heartbeat_timeout, Millis(5000));
+  EXPECT_EQ(c.agent.progress.first_heartbeat_timeout, Millis(5000));
   ASSERT_EQ(c.warnings.size(), 1u);
   EXPECT_EQ(c.warnings[0],
             "--first_heartbeat_timeout 3 is below --hang_timeout 5: a rank gets 5 s for its first "
             "heartbeat too");
   // 0 means no limit on the first heartbeat, as documented, and is kept.
   auto unlimited = parse_ok({"--hang_timeout", "5", "--first_heartbeat_timeout", "0", "t.py"});
-  EXPECT_EQ(unlimited.agent.hang.first_heartbeat_timeout, Millis(0));
+  EXPECT_EQ(unlimited.agent.progress.first_heartbeat_timeout, Millis(0));
   EXPECT_TRUE(unlimited.warnings.empty());
 }
 

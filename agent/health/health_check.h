@@ -1,0 +1,75 @@
+// A node's health check (issue 23): a command the cluster team gives (`--health_check`, run by
+// /bin/sh -c) that says whether this node is fit to train: GPUs without ECC errors, file systems
+// with room, a NIC at speed. The agent runs it before the node joins each round; a node that
+// fails it (any exit status but 0, or no answer within `timeout`) does not join, and ddprun
+// exits with its own code (kExitUnhealthy) so that SLURM or a node manager can drain it. The
+// other nodes go on as after a lost node. configs/health-check.sh is an example.
+//
+// The check is a child of the agent like its workers (ProcessLauncher: its own process group,
+// reaped on the agent's loop), its stdout and stderr go to files beside the run's logs, and
+// the last lines of those are in the failure's message.
+//
+// Not thread-safe: the agent's event loop. One check at a time.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "agent/process/exit_status.h"
+#include "agent/options.h"
+#include "agent/process/process_launcher.h"
+#include "agent/process/worker_env.h"
+#include "common/clock.h"
+#include "common/result.h"
+
+namespace ddprun::agent {
+
+class HealthCheck {
+ public:
+  HealthCheck(boost::asio::io_context& io, ProcessLauncher& launcher, HealthCheckOptions options);
+  ~HealthCheck();
+
+  bool enabled() const { return !options_.command.empty(); }
+  // Runs the check with `env`, its stdout and stderr to `output_base`.stdout / .stderr. `done`
+  // gets ok, or an error saying how it failed (exit status, or the timeout) and the last lines
+  // it printed. On success the output files are removed.
+  void run(const EnvMap& env, const std::string& output_base, std::function<void(Status)> done);
+  // While the workers run: the check every `interval` (HealthCheckOptions::interval; nothing
+  // when 0), `on_failure` once when one fails. Until cancel().
+  void watch(EnvMap env, std::string output_base, std::function<void(Status)> on_failure);
+  // A child of the agent exited: true (and `done` runs) when it was the running check.
+  bool on_child_exit(pid_t pid, ExitStatus status);
+  // Kills a running check; its `done` never runs. Stops watching.
+  void cancel();
+
+ private:
+  void finish(Status status);
+  void schedule_next();
+  void kill_running();
+
+  ProcessLauncher& launcher_;
+  const HealthCheckOptions options_;
+  boost::asio::steady_timer timer_;
+  std::optional<pid_t> pid_;  // the running check
+  bool timed_out_ = false;
+  std::string output_base_;
+  std::function<void(Status)> done_;
+  // watch(): what each periodic run uses, and the wait between runs.
+  boost::asio::steady_timer interval_timer_;
+  EnvMap watch_env_;
+  std::string watch_base_;
+  std::function<void(Status)> on_failure_;  // set while watching
+};
+
+// "exit status 3" or "killed by SIGKILL" and the last lines of `stdout_path` and `stderr_path`,
+// for the message of a failed check. Pure but for reading those two files.
+std::string describe_failed_check(const std::string& how, const std::string& stdout_path,
+                                  const std::string& stderr_path);
+
+}  // namespace ddprun::agent
