@@ -15,9 +15,10 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/failure_report.h"
-#include "rendezvous/wire/codec.h"
 #include "rendezvous/server/job_snapshot.h"
 #include "rendezvous/state/etcd/etcd_records.h"
+#include "rendezvous/wire/codec.h"
+#include "rendezvous/wire/payload_codec.h"
 #include "snapshot_format.h"
 #include "store/codec.h"
 

@@ -10,6 +10,7 @@
 
 #include "fuzz/fuzz_check.h"
 #include "rendezvous/wire/codec.h"
+#include "rendezvous/wire/payload_codec.h"
 
 namespace ddprun::fuzz {
 

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "rendezvous/wire/payload_codec.h"
+
 namespace ddprun::rdzv {
 
 // The rendezvous side of a client: membership (node id, token), the pending join, the last

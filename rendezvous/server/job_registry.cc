@@ -5,10 +5,11 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "rendezvous/wire/codec.h"
-#include "rendezvous/server/job_snapshot.h"
-#include "rendezvous/wire/node_name.h"
 #include "progress/stragglers.h"
+#include "rendezvous/server/job_snapshot.h"
+#include "rendezvous/wire/codec.h"
+#include "rendezvous/wire/node_name.h"
+#include "rendezvous/wire/payload_codec.h"
 
 namespace ddprun::rdzv {
 namespace {
@@ -226,66 +227,6 @@ void JobRegistry::report_success(Job& job, Peer& peer, const ReportSuccessMsg& m
   commit(job, &peer, node_id, ok, std::move(*decisions), false);
 }
 
-void JobRegistry::progress(Job& job, Peer& peer, const ProgressMsg& msg,
-                           const std::string& node_id) {
-  Reply reply;
-  reply.request_id = msg.request_id;
-  // A report for another round is stale: not kept, but still answered (the sender waits).
-  auto link = job.links.find(node_id);
-  if (!node_id.empty() && job.round && msg.round == job.round->round() && link != job.links.end()) {
-    link->second.progress = msg.ranks;
-    link->second.progress_round = msg.round;
-    link->second.progress_at = clock_.steady_now();
-  }
-  job.straggler_threshold_milli = msg.straggler_threshold_milli;
-  if (msg.straggler_threshold_milli > 0) {
-    const uint64_t round = job.round ? job.round->round() : 0;
-    if (job.stragglers_round != round) job.stragglers = {};
-    job.stragglers_round = round;
-    reply.payload = encode_stragglers(
-        progress::publish_stragglers(job.stragglers, stragglers_of(job, msg.straggler_threshold_milli)));
-  }
-  peer.send(reply);
-}
-
-StragglerFinding JobRegistry::stragglers_of(const Job& job, uint32_t threshold_milli) {
-  // Named as every line names a node (node_name.h).
-  std::vector<std::string> hosts;
-  std::vector<std::span<const RankProgressEntry>> ranks;
-  if (job.round) {
-    for (const auto& [id, link] : job.links) {
-      if (link.progress_round != job.round->round() || link.progress.empty()) continue;
-      auto placement = job.round->member_placement(id);
-      if (!placement) continue;
-      hosts.push_back(node_display_name(id));
-      ranks.emplace_back(link.progress);
-    }
-  }
-  std::vector<progress::NodeRanks> nodes;
-  nodes.reserve(hosts.size());
-  for (size_t i = 0; i < hosts.size(); ++i) nodes.push_back({hosts[i], ranks[i]});
-  return progress::find_stragglers(nodes, threshold_milli);
-}
-
-void JobRegistry::query_progress(Job& job, Peer& peer, const ProgressQueryMsg& msg) {
-  std::vector<NodeProgress> nodes;
-  const SteadyTime now = clock_.steady_now();
-  for (const auto& [id, link] : job.links) {
-    if (!job.round || link.progress_round != job.round->round() || link.progress.empty()) continue;
-    auto placement = job.round->member_placement(id);
-    if (!placement) continue;
-    NodeProgress node{id, placement->second, placement->first, link.progress};
-    const auto since =
-        static_cast<uint64_t>(std::chrono::duration_cast<Millis>(now - link.progress_at).count());
-    for (auto& rank : node.ranks) rank.heartbeat_age_ms += since;
-    nodes.push_back(std::move(node));
-  }
-  Reply reply;
-  reply.request_id = msg.request_id;
-  reply.payload = encode_job_progress(nodes);
-  peer.send(reply);
-}
-
 void JobRegistry::commit(Job& job, Peer* reply_to, const std::string& reply_node,
                          std::optional<Reply> reply, Decisions decisions, bool prune_links) {
   if (!host_node_id_.empty()) name_successor(job, decisions);
@@ -316,83 +257,6 @@ void JobRegistry::commit(Job& job, Peer* reply_to, const std::string& reply_node
   }
   journal_.record(job.id, state_of(job.id), std::move(deliver));
   schedule(job);  // the deadlines move now; the pushes wait for the record
-}
-
-// Read when the journal saves, not when the decision is made: one save covers every decision
-// made while the previous one was in flight. A job erased meanwhile is forgotten.
-DecisionJournal::StateSource JobRegistry::state_of(const std::string& job_id) {
-  return [this, job_id]() -> state::JobChange {
-    auto it = jobs_.find(job_id);
-    return it == jobs_.end() ? state::JobChange{} : changes(*it->second);
-  };
-}
-
-state::JobChange JobRegistry::changes(Job& job) {
-  state::JobChange change;
-  if (!job.round) return change;  // no round: nothing to keep
-  change.job = encode_job_record(*job.round);
-  for (std::string& id : job.round->take_changed_nodes()) {
-    if (!job.round->knows(id)) {
-      change.nodes.emplace(std::move(id), std::nullopt);
-      continue;
-    }
-    auto link = job.links.find(id);
-    const bool linked = link != job.links.end();
-    std::string record = encode_node_record(*job.round, id, linked ? link->second.token : 0,
-                                            linked ? link->second.join_request : 0);
-    change.nodes.emplace(std::move(id), std::move(record));
-  }
-  return change;
-}
-
-Status JobRegistry::restore(state::StateStore& store, DecisionJournal::FailureHandler on_failure) {
-  auto stored = store.load_all();
-  if (!stored) return stored.status().with_context("loading the state from " + store.describe());
-  const SteadyTime now = clock_.steady_now();
-  std::vector<std::pair<std::string, JobSnapshot>> jobs;
-  for (auto& [id, bytes] : *stored) {
-    auto snap = decode_job_snapshot(id, bytes, now);
-    if (!snap) return snap.status().with_context(store.describe());
-    jobs.emplace_back(id, std::move(*snap));
-  }
-  for (auto& [id, snap] : jobs) {
-    auto& job = jobs_[id];
-    job = std::make_unique<Job>(executor_, id);
-    if (snap.round) job->round.emplace(std::move(*snap.round));
-    if (job->round && snap.whole_record) {
-      // Its nodes are inside the old job record: the first save gives each a record of its own.
-      for (const auto& node : job->round->snapshot().nodes) job->round->mark_changed(node.node_id);
-    }
-    for (const auto& [node, token] : snap.tokens) {
-      Job::Link& link = job->links[node];
-      link.token = token;
-      // What the old server sent is unknown: the node's first push after the restart says
-      // where the job is, in case it missed a decision recorded but not yet sent.
-      link.delivery = DeliveryLog::restored();
-      if (auto join = snap.join_requests.find(node); join != snap.join_requests.end()) {
-        // A node whose answer the old server never sent joins again with this request id.
-        link.join_request = join->second;
-        Reply answer;
-        answer.request_id = join->second;
-        answer.integer = static_cast<int64_t>(token);
-        link.delivery.remember(answer);
-      }
-    }
-    if (job->round) {
-      std::vector<std::string> nodes;
-      nodes.reserve(snap.tokens.size());
-      for (const auto& [node, token] : snap.tokens) nodes.push_back(node);
-      for (auto& [node, push] : job->round->catch_up_all(nodes)) {
-        job->links[node].delivery.record(std::move(push));
-      }
-    }
-    schedule(*job);
-    spdlog::info("restored job '{}' from {}: round {}, {} node(s), {} restart(s) used", id,
-                 store.describe(), job->round ? job->round->round() : 0, snap.tokens.size(),
-                 job->round ? job->round->restart_count() : 0);
-  }
-  journal_.attach(&store, std::move(on_failure));
-  return Status();
 }
 
 // Every RoundAssigned of a closing round names the same successor: the standby server of the

@@ -5,14 +5,16 @@
 #include <fmt/format.h>
 
 #include "rendezvous/wire/byte_io.h"
+#include "rendezvous/wire/record_codec.h"
 
 namespace ddprun::rdzv {
 namespace {
 
-constexpr uint64_t kMaxTimeoutMs = 10ull * 365 * 24 * 3600 * 1000;
-// RankProgressEntry: the largest activity value and the longest frame description.
-constexpr uint8_t kMaxActivity = 4;  // agent::kMaxRankActivity
-constexpr size_t kMaxWhereBytes = 256;
+// The records messages carry are written and read by record_codec.h's overloads.
+using detail::get;
+using detail::get_entries;
+using detail::put;
+using detail::put_entries;
 
 // Frame type bytes; client types are below 0x80, server types at or above.
 enum Type : uint8_t {
@@ -40,27 +42,8 @@ enum Type : uint8_t {
   kRedirect = 0x8b,
 };
 
-// The fewest bytes one entry of a list takes on the wire: a count is checked against the bytes
-// left before anything is reserved for it. A straggler finding: threshold, ranks measured,
-// median, count; one straggler: rank, local rank, node id, busy time.
-constexpr size_t kStragglerFindingBytes = 4 + 4 + 8 + 4;
-constexpr size_t kMinStragglerBytes = 4 + 4 + 4 + 8;
-constexpr size_t kMinJobStatusBytes = 4 + 1 + 8 + 4 * 5 + 4 + kStragglerFindingBytes;
-constexpr size_t kMinNodeStatusBytes = 4 + 4 + 1 + 4 + 4 + 8;
-// Encoders: one overload per message, writing type byte and payload.
-void put(ByteWriter& w, const NodeInfo& n) {
-  w.str(n.node_id), w.u32(n.local_world_size);
-  w.i32(n.node_rank_hint ? static_cast<int32_t>(*n.node_rank_hint) : -1);
-  w.str(n.master_addr), w.u16(n.master_port);
-}
-void put(ByteWriter& w, const JobOptions& o) {
-  w.u32(o.min_nodes), w.u32(o.max_nodes), w.u32(o.max_restarts);
-  for (Millis t :
-       {o.join_timeout, o.last_call_timeout, o.heartbeat_timeout, o.exit_barrier_timeout}) {
-    w.u64(static_cast<uint64_t>(std::max<int64_t>(t.count(), 0)));
-  }
-  w.u8(o.agent_store ? 1 : 0);
-}
+// The fewest bytes one job's status takes (record_codec.h has the rest of such bounds).
+constexpr size_t kMinJobStatusBytes = 4 + 1 + 8 + 4 * 5 + 4 + detail::kStragglerFindingBytes;
 void put(ByteWriter& w, const Hello& m) {
   w.u8(kHello), w.u32(m.magic), w.u16(m.version), w.str(m.job_id), w.str(m.client_nonce);
 }
@@ -80,14 +63,6 @@ void put(ByteWriter& w, const ReportSuccessMsg& m) {
   w.u8(kReportSuccess), w.u32(m.request_id), w.u64(m.round);
 }
 void put(ByteWriter& w, const LeaveMsg& m) { w.u8(kLeave), w.u32(m.request_id); }
-void put(ByteWriter& w, const RankProgressEntry& e) {
-  w.u32(e.rank), w.u32(e.local_rank), w.i64(e.step), w.u64(e.heartbeat_age_ms);
-  w.u8(e.heartbeat_seen ? 1 : 0), w.u8(e.activity), w.str(e.where), w.u64(e.busy_us);
-}
-void put_entries(ByteWriter& w, const std::vector<RankProgressEntry>& entries) {
-  w.u32(static_cast<uint32_t>(entries.size()));
-  for (const auto& e : entries) put(w, e);
-}
 void put(ByteWriter& w, const ProgressMsg& m) {
   w.u8(kProgress), w.u32(m.request_id), w.u64(m.round), w.u32(m.straggler_threshold_milli);
   put_entries(w, m.ranks);
@@ -122,24 +97,6 @@ void put(ByteWriter& w, const JobFailed& m) {
 void put(ByteWriter& w, const JobSucceeded& m) { w.u8(kJobSucceeded), w.u64(m.round); }
 void put(ByteWriter& w, const HeartbeatAck&) { w.u8(kHeartbeatAck); }
 void put(ByteWriter& w, const ErrorMsg& m) { w.u8(kError), w.str(m.message); }
-void put(ByteWriter& w, const NodeStatus& n) {
-  w.str(n.node_id), w.str(n.address), w.u8(static_cast<uint8_t>(n.phase)), w.i32(n.group_rank);
-  w.u32(n.local_world_size), w.i64(n.last_heard_ms);
-}
-void put(ByteWriter& w, const StragglerFinding& f) {
-  w.u32(f.threshold_milli), w.u32(f.ranks_measured), w.u64(f.median_us);
-  w.u32(static_cast<uint32_t>(f.stragglers.size()));
-  for (const StragglerEntry& s : f.stragglers) {
-    w.u32(s.rank), w.u32(s.local_rank), w.str(s.node), w.u64(s.busy_us);
-  }
-}
-void put(ByteWriter& w, const JobStatus& j) {
-  w.str(j.job_id), w.u8(static_cast<uint8_t>(j.phase)), w.u64(j.round), w.u32(j.restart_count);
-  w.u32(j.max_restarts), w.u32(j.min_nodes), w.u32(j.max_nodes), w.u32(j.connections);
-  w.u32(static_cast<uint32_t>(j.nodes.size()));
-  for (const NodeStatus& n : j.nodes) put(w, n);
-  put(w, j.stragglers);
-}
 void put(ByteWriter& w, const StatusReport& m) {
   w.u8(kStatusReport), w.u8(m.truncated ? 1 : 0), w.u32(static_cast<uint32_t>(m.jobs.size()));
   for (const JobStatus& j : m.jobs) put(w, j);
@@ -171,27 +128,6 @@ bool get(ByteReader& r, const CodecLimits&, AuthProofMsg& m) {
 bool get(ByteReader& r, const CodecLimits&, AuthChallenge& m) {
   return r.str(m.server_nonce, kMaxAuthFieldBytes) && r.str(m.server_proof, kMaxAuthFieldBytes);
 }
-bool get(ByteReader& r, const CodecLimits& l, NodeInfo& n) {
-  int32_t hint = -1;
-  bool good = r.str(n.node_id, l.max_string_bytes) && r.u32(n.local_world_size) && r.i32(hint) &&
-              r.str(n.master_addr, l.max_string_bytes) && r.u16(n.master_port);
-  if (hint >= 0) n.node_rank_hint = static_cast<uint32_t>(hint);
-  return good && hint >= -1;
-}
-bool get(ByteReader& r, const CodecLimits&, JobOptions& o) {
-  if (!r.u32(o.min_nodes) || !r.u32(o.max_nodes) || !r.u32(o.max_restarts)) return false;
-  for (Millis* t :
-       {&o.join_timeout, &o.last_call_timeout, &o.heartbeat_timeout, &o.exit_barrier_timeout}) {
-    uint64_t ms = 0;
-    // Bounded so that no deadline arithmetic on a peer's value can overflow: 10 years.
-    if (!r.u64(ms) || ms > kMaxTimeoutMs) return false;
-    *t = Millis(static_cast<int64_t>(ms));
-  }
-  uint8_t agent_store = 0;
-  if (!r.u8(agent_store) || agent_store > 1) return false;
-  o.agent_store = agent_store == 1;
-  return true;
-}
 bool get(ByteReader& r, const CodecLimits& l, JoinMsg& m) {
   return r.u32(m.request_id) && get(r, l, m.node) && get(r, l, m.job) && r.u16(m.standby_port) &&
          r.u32(m.restarts_used);
@@ -209,25 +145,6 @@ bool get(ByteReader& r, const CodecLimits&, ReportSuccessMsg& m) {
   return r.u32(m.request_id) && r.u64(m.round);
 }
 bool get(ByteReader& r, const CodecLimits&, LeaveMsg& m) { return r.u32(m.request_id); }
-bool get(ByteReader& r, const CodecLimits&, RankProgressEntry& e) {
-  uint8_t seen = 0;
-  const bool good = r.u32(e.rank) && r.u32(e.local_rank) && r.i64(e.step) &&
-                    r.u64(e.heartbeat_age_ms) && r.u8(seen) && r.u8(e.activity) &&
-                    r.str(e.where, kMaxWhereBytes) && r.u64(e.busy_us);
-  e.heartbeat_seen = seen == 1;
-  return good && seen <= 1 && e.step >= -1 && e.activity <= kMaxActivity;
-}
-bool get_entries(ByteReader& r, const CodecLimits& l, std::vector<RankProgressEntry>& out) {
-  uint32_t count = 0;
-  // At least 38 bytes per entry: the count must fit in what is left before anything is
-  // allocated.
-  if (!r.u32(count) || count > l.max_progress_entries || !r.count_fits(count, 38)) return false;
-  out.resize(count);
-  for (auto& e : out) {
-    if (!get(r, l, e)) return false;
-  }
-  return true;
-}
 bool get(ByteReader& r, const CodecLimits& l, ProgressMsg& m) {
   return r.u32(m.request_id) && r.u64(m.round) && r.u32(m.straggler_threshold_milli) &&
          get_entries(r, l, m.ranks);
@@ -268,47 +185,6 @@ bool get(ByteReader& r, const CodecLimits& l, JobFailed& m) {
 bool get(ByteReader& r, const CodecLimits&, JobSucceeded& m) { return r.u64(m.round); }
 bool get(ByteReader& r, const CodecLimits& l, ErrorMsg& m) {
   return r.str(m.message, l.max_string_bytes);
-}
-bool get(ByteReader& r, const CodecLimits& l, NodeStatus& n) {
-  uint8_t phase = 0;
-  bool good = r.str(n.node_id, l.max_string_bytes) && r.str(n.address, l.max_string_bytes) &&
-              r.u8(phase) && r.i32(n.group_rank) && r.u32(n.local_world_size) &&
-              r.i64(n.last_heard_ms);
-  n.phase = static_cast<NodePhase>(phase);
-  return good && phase >= 1 && phase <= 4 && n.group_rank >= -1 && n.last_heard_ms >= -1;
-}
-// Stragglers are ranks of one job: at most max_progress_entries of them, each with a busy time.
-bool get(ByteReader& r, const CodecLimits& l, StragglerFinding& f) {
-  uint32_t count = 0;
-  if (!r.u32(f.threshold_milli) || !r.u32(f.ranks_measured) || !r.u64(f.median_us) ||
-      !r.u32(count) || count > l.max_progress_entries || count > f.ranks_measured ||
-      !r.count_fits(count, kMinStragglerBytes)) {
-    return false;
-  }
-  f.stragglers.resize(count);  // bounded by the bytes present (count_fits)
-  for (StragglerEntry& s : f.stragglers) {
-    if (!r.u32(s.rank) || !r.u32(s.local_rank) || !r.str(s.node, l.max_string_bytes) ||
-        !r.u64(s.busy_us)) {
-      return false;
-    }
-  }
-  return true;
-}
-bool get(ByteReader& r, const CodecLimits& l, JobStatus& j) {
-  uint8_t phase = 0;
-  uint32_t nodes = 0;
-  if (!r.str(j.job_id, l.max_string_bytes) || !r.u8(phase) || !r.u64(j.round) ||
-      !r.u32(j.restart_count) || !r.u32(j.max_restarts) || !r.u32(j.min_nodes) ||
-      !r.u32(j.max_nodes) || !r.u32(j.connections) || !r.u32(nodes) || phase > 4 ||
-      !r.count_fits(nodes, kMinNodeStatusBytes)) {
-    return false;
-  }
-  j.phase = static_cast<JobPhase>(phase);
-  j.nodes.resize(nodes);  // bounded by the bytes present (count_fits)
-  for (NodeStatus& n : j.nodes) {
-    if (!get(r, l, n)) return false;
-  }
-  return get(r, l, j.stragglers);
 }
 bool get(ByteReader& r, const CodecLimits& l, StatusReport& m) {
   uint8_t truncated = 0;
@@ -504,52 +380,6 @@ Result<ClientMessage> decode_client_frame(std::string_view frame, const CodecLim
 
 Result<ServerMessage> decode_server_frame(std::string_view frame, const CodecLimits& limits) {
   return decode_whole<Result<ServerMessage>>(frame, limits, decode_server_message);
-}
-
-std::string encode_job_progress(const std::vector<NodeProgress>& nodes) {
-  std::string out;
-  ByteWriter w(out);
-  w.u32(static_cast<uint32_t>(nodes.size()));
-  for (const auto& n : nodes) {
-    w.str(n.node_id), w.str(n.host), w.u32(n.group_rank), put_entries(w, n.ranks);
-  }
-  return out;
-}
-
-Result<std::vector<NodeProgress>> decode_job_progress(std::string_view payload,
-                                                      const CodecLimits& limits) {
-  ByteReader r(
-      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(payload.data()), payload.size()));
-  uint32_t count = 0;
-  // At least 16 bytes per node (two empty strings, a rank, an empty list).
-  if (!r.u32(count) || count > limits.max_progress_entries || !r.count_fits(count, 16)) {
-    return Status::malformed("malformed job progress");
-  }
-  std::vector<NodeProgress> nodes(count);
-  for (auto& n : nodes) {
-    if (!r.str(n.node_id, limits.max_string_bytes) || !r.str(n.host, limits.max_string_bytes) ||
-        !r.u32(n.group_rank) || !get_entries(r, limits, n.ranks)) {
-      return Status::malformed("malformed job progress");
-    }
-  }
-  if (!r.at_end()) return Status::malformed("job progress has trailing bytes");
-  return nodes;
-}
-
-std::string encode_stragglers(const StragglerFinding& finding) {
-  std::string out;
-  ByteWriter w(out);
-  put(w, finding);
-  return out;
-}
-
-Result<StragglerFinding> decode_stragglers(std::string_view payload, const CodecLimits& limits) {
-  ByteReader r(
-      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(payload.data()), payload.size()));
-  StragglerFinding finding;
-  if (!get(r, limits, finding)) return Status::malformed("malformed straggler finding");
-  if (!r.at_end()) return Status::malformed("straggler finding has trailing bytes");
-  return finding;
 }
 
 const char* message_name(const ClientMessage& message) {

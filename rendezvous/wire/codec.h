@@ -48,15 +48,6 @@ Result<ServerMessage> decode_server_message(std::span<const uint8_t> body,
 Result<ClientMessage> decode_client_frame(std::string_view frame, const CodecLimits& limits);
 Result<ServerMessage> decode_server_frame(std::string_view frame, const CodecLimits& limits);
 
-// ProgressQuery's answer, in Reply::payload. Bounded like every frame (max_progress_entries).
-std::string encode_job_progress(const std::vector<NodeProgress>& nodes);
-Result<std::vector<NodeProgress>> decode_job_progress(std::string_view payload,
-                                                      const CodecLimits& limits);
-
-// Progress's answer, in Reply::payload: the job's stragglers (empty payload: none asked for).
-std::string encode_stragglers(const StragglerFinding& finding);
-Result<StragglerFinding> decode_stragglers(std::string_view payload, const CodecLimits& limits);
-
 // The message's name for logs ("Join", "Resume", ...).
 const char* message_name(const ClientMessage& message);
 

@@ -1,6 +1,7 @@
 // The wire codec on byte strings: round trips of every message, and every malformed input a
 // clean error (truncation at every byte, oversized lengths, unknown types, trailing bytes).
 #include "rendezvous/wire/codec.h"
+#include "rendezvous/wire/payload_codec.h"
 
 #include <random>
 
