@@ -1,12 +1,14 @@
 #include "agent/agent.h"
 
-#include <algorithm>
 #include <csignal>
 #include <cstdio>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 
+#include "agent/progress/hang_culprits.h"
+#include "agent/progress/hang_report.h"
+#include "agent/worker_launches.h"
 #include "common/exit_codes.h"
 
 namespace ddprun::agent {
@@ -16,20 +18,6 @@ namespace {
 // escaped its process group may hold one open forever.
 constexpr Millis kOutputDrainTimeout{2000};
 constexpr std::size_t kStderrTailLines = 20;
-// A hung worker's stack dump (every thread's) is longer than an ordinary error's tail.
-constexpr std::size_t kHungStackLines = 120;
-// After a hang verdict in a multi-node job: how long to wait for the other nodes' verdicts
-// before stopping this node's workers anyway (their ranks may still be heartbeating), and for
-// their stacks before naming culprits without them. The second covers a node stopping its
-// workers (SIGABRT, the stack printed) and draining their output (kOutputDrainTimeout).
-constexpr Millis kHangAgreementTimeout{2000};
-constexpr Millis kHangStacksTimeout{5000};
-
-StdioTarget stdio_target(const StreamRoute& route, const std::string& file) {
-  if (route.via_agent()) return {StdioTarget::Kind::kPipe, ""};
-  if (route.to_file) return {StdioTarget::Kind::kFile, file};
-  return {StdioTarget::Kind::kInherit, ""};
-}
 
 }  // namespace
 
@@ -46,10 +34,11 @@ Agent::Agent(AgentOptions options, boost::asio::io_context& io, AgentParts parts
       drain_timer_(parts.drain_timer),
       signals_(parts.signals),
       channel_(parts.channel),
-      base_env_(current_environment()),
-      output_(io),
-      hang_investigation_(io, parts.coordinator),
-      health_check_(io, parts.launcher, options_.health_check) {
+      base_env_(parts.worker_base_env),
+      output_(io, {options_.logs, options_.role, options_.hostname}, parts.log_files),
+      hang_(parts.coordinator, parts.hang_timer, parts.clock),
+      health_check_({parts.launcher, parts.health_check_timer, parts.health_interval_timer},
+                    options_.health_check) {
   progress_watch_.set_events({[this](const HangVerdict& v) { on_hang(v); },
                               [](const TimerExpiry& e) {
                                 spdlog::warn(
@@ -121,15 +110,9 @@ void Agent::begin_round() {
   join_round();
 }
 
-// --health_check: a node that is not fit to train does not join; the others go on without it
-// (it leaves the job as this agent ends) and ddprun exits kExitUnhealthy for the node manager.
-EnvMap Agent::health_check_env() const {
-  EnvMap env = base_env_;
-  for (const auto& [key, value] : options_.extra_env) env[key] = value;
-  env["LOCAL_WORLD_SIZE"] = std::to_string(options_.nproc_per_node);
-  env["TORCHELASTIC_RUN_ID"] = options_.run_id;
-  env["DDPRUN_ATTEMPT"] = std::to_string(attempt_);
-  return env;
+// Where the check of this attempt writes its output: beside the run's logs.
+std::string Agent::health_check_output() const {
+  return log_dir_->path() + "/health_check_" + std::to_string(attempt_);
 }
 
 // The periodic check failed while the workers ran: stop them and leave the job (the others go
@@ -146,9 +129,11 @@ void Agent::on_unhealthy(const Status& why) {
   if (phase_ == Phase::kSupervising) group_->stop(SIGTERM);
 }
 
+// --health_check: a node that is not fit to train does not join; the others go on without it
+// (it leaves the job as this agent ends) and ddprun exits kExitUnhealthy for the node manager.
 void Agent::check_health_then_join() {
   health_check_.run(
-      health_check_env(), log_dir_->path() + "/health_check_" + std::to_string(attempt_),
+      health_check_env(base_env_, options_, attempt_), health_check_output(),
       [this](const Status& healthy) {
         if (phase_ != Phase::kJoining) return;
         if (healthy) return join_round();
@@ -195,7 +180,7 @@ void Agent::start_workers(const RoundAssignment& assignment) {
     finish(1);
     return;
   }
-  open_filtered_logs();
+  output_.begin_attempt(*log_dir_, attempt_);
   if (Status s = progress_watch_.begin_attempt(log_dir_->attempt_dir(attempt_) + "/progress",
                                                options_.nproc_per_node);
       !s) {
@@ -203,13 +188,13 @@ void Agent::start_workers(const RoundAssignment& assignment) {
     finish(1);
     return;
   }
-  hang_investigation_.cancel();
-  hang_ranks_.clear();
+  hang_.reset();
   if (!stragglers_.current().stragglers.empty()) {  // named in the last attempt: judged afresh
     stragglers_.reset();
     notify([&](AgentObserver& o) { o.on_stragglers(stragglers_.current()); });
   }
-  auto launches = make_launches(assignment);
+  auto launches = make_worker_launches(
+      {options_, assignment, base_env_, *log_dir_, attempt_, progress_watch_, channel_});
   spdlog::debug("starting {} workers: attempt {}, restart count {}, master {}:{}", launches.size(),
                 attempt_, assignment.restart_count, assignment.master_addr, assignment.master_port);
   WorkerGroupOptions group_options{options_.shutdown_timeout, options_.hostname};
@@ -221,8 +206,7 @@ void Agent::start_workers(const RoundAssignment& assignment) {
   group_->start(std::move(launches));
   if (phase_ == Phase::kSupervising) {
     progress_watch_.workers_running();
-    health_check_.watch(health_check_env(),
-                        log_dir_->path() + "/health_check_" + std::to_string(attempt_),
+    health_check_.watch(health_check_env(base_env_, options_, attempt_), health_check_output(),
                         [this](const Status& why) { on_unhealthy(why); });
     notify([&](AgentObserver& o) {
       o.on_workers_started(assignment, options_.nproc_per_node, failed_at_);
@@ -231,102 +215,10 @@ void Agent::start_workers(const RoundAssignment& assignment) {
   }
 }
 
-std::vector<WorkerLaunch> Agent::make_launches(const RoundAssignment& a) {
-  AttemptContext context;
-  context.role = options_.role;
-  context.master_addr = a.master_addr;
-  context.master_port = a.master_port;
-  context.restart_count = a.restart_count;
-  context.max_restarts = a.max_restarts;
-  context.run_id = options_.run_id;
-  context.use_agent_store = a.use_agent_store;
-  context.legacy_nccl_env = options_.legacy_nccl_env;
-  for (int signo : options_.signals_to_handle) {
-    if (!context.signals_to_handle.empty()) context.signals_to_handle += ",";
-    context.signals_to_handle += signal_name(signo);
-  }
-  context.virtual_local_rank = options_.virtual_local_rank;
-  EnvMap base = base_env_;
-  for (const auto& [key, value] : options_.extra_env) base[key] = value;
-
-  std::vector<WorkerLaunch> launches;
-  for (int local_rank = 0; local_rank < options_.nproc_per_node; ++local_rank) {
-    WorkerPlacement p;
-    p.local_rank = local_rank;
-    p.rank = a.rank_offset + local_rank;
-    p.group_rank = a.group_rank;
-    p.group_world_size = a.group_world_size;
-    p.local_world_size = options_.nproc_per_node;
-    p.world_size = a.world_size;
-    p.role_rank = p.rank;
-    p.role_world_size = a.world_size;
-    WorkerLaunch launch;
-    launch.local_rank = local_rank;
-    launch.rank = p.rank;
-    launch.error_file = log_dir_->error_file(attempt_, local_rank);
-    launch.request.executable = options_.command.executable;
-    launch.request.argv = options_.command.argv;
-    EnvMap env = build_worker_env(base, context, p, launch.error_file);
-    for (auto& [key, value] : progress_watch_.worker_env(local_rank)) env[key] = value;
-    for (auto& [key, value] : channel_.worker_env()) env[key] = value;
-    launch.request.envp = to_envp(env);
-    launch.request.stdout_target = stdio_target(plan_stream(options_.logs, local_rank, kStdout),
-                                                log_dir_->stdout_log(attempt_, local_rank));
-    launch.request.stderr_target = stdio_target(plan_stream(options_.logs, local_rank, kStderr),
-                                                log_dir_->stderr_log(attempt_, local_rank));
-    if (static_cast<std::size_t>(local_rank) < options_.cpu_binding.size()) {
-      launch.request.cpu_affinity = options_.cpu_binding[local_rank];
-    }
-    launches.push_back(std::move(launch));
-  }
-  return launches;
-}
-
-// attempt_<N>/filtered_{stdout,stderr}.log, shared by every rank's tee'd stream, when
-// --duplicate-*-filters asks for them.
-void Agent::open_filtered_logs() {
-  const StdStreams streams[2] = {kStdout, kStderr};
-  for (int i = 0; i < 2; ++i) {
-    const auto& filters =
-        i == 0 ? options_.logs.duplicate_stdout_filters : options_.logs.duplicate_stderr_filters;
-    filtered_logs_[i].reset();
-    if (filters.empty()) continue;
-    auto fd = log_files_.open_log(log_dir_->filtered_log(attempt_, streams[i]));
-    if (!fd) {
-      spdlog::warn("{}", fd.error_message());
-      continue;
-    }
-    filtered_logs_[i] = std::move(*fd);
-  }
-}
-
 void Agent::on_worker_started(const WorkerLaunch& launch, SpawnedProcess& process) {
-  const std::string prefix = line_prefix(options_.logs.line_prefix_template, options_.role,
-                                         launch.rank, launch.local_rank, options_.hostname);
-  auto route = [&](UniqueFd& pipe, StdStreams stream, int console_fd, const std::string& file) {
-    if (!pipe.valid()) return;
-    const StreamRoute plan = plan_stream(options_.logs, launch.local_rank, stream);
-    OutputRouter::Sinks sinks;
-    sinks.console_fd = plan.to_console ? console_fd : -1;
-    sinks.prefix = plan.teed() ? prefix : "";  // a captured-only stream passes through as is
-    sinks.file_path = plan.to_file ? file : "";
-    sinks.duplicate = {filtered_logs_[stream == kStdout ? 0 : 1],
-                       stream == kStdout ? options_.logs.duplicate_stdout_filters
-                                         : options_.logs.duplicate_stderr_filters};
-    if (plan.captured) {
-      sinks.tail = std::make_shared<LineTail>();
-      stderr_tails_[launch.local_rank] = sinks.tail;
-    }
-    if (Status s = output_.attach(std::move(pipe), std::move(sinks)); !s) {
-      spdlog::warn("worker {}: {}", launch.local_rank, s.message());
-    }
-  };
   progress_watch_.worker_started(launch.local_rank, process.pid);
   notify([&](AgentObserver& o) { o.on_worker_started(launch.local_rank, process.pid); });
-  route(process.stdout_pipe, kStdout, STDOUT_FILENO,
-        log_dir_->stdout_log(attempt_, launch.local_rank));
-  route(process.stderr_pipe, kStderr, STDERR_FILENO,
-        log_dir_->stderr_log(attempt_, launch.local_rank));
+  output_.attach(launch, process);
 }
 
 void Agent::on_worker_exited(const WorkerLaunch& launch, pid_t pid, const ExitStatus& status) {
@@ -383,7 +275,7 @@ void Agent::after_group(const GroupResult& result) {
 
 void Agent::handle_failure(const GroupResult& result) {
   FailureReport report = build_report(result);
-  if (!hang_ranks_.empty()) return settle_hang(std::move(report));
+  if (hang_.active()) return settle_hang(std::move(report));
   send_report(report);
 }
 
@@ -398,8 +290,11 @@ void Agent::send_report(const FailureReport& report) {
       notify([&](AgentObserver& o) { o.on_restart(decision.counted); });
       const auto& root = shown.root_cause();
       if (decision.counted) {
-        spdlog::warn("worker group failed (rank {} exitcode {}); restarting ({} restarts allowed)",
-                     root.rank, root.exit.torchrun_code(), assignment_->max_restarts);
+        // This restart is the job's restart_count + 1st of max_restarts (both job-wide).
+        const int nth = assignment_->restart_count + 1;
+        spdlog::warn("worker group failed (rank {} exitcode {}); restarting (restart {} of {}; {} left)",
+                     root.rank, root.exit.torchrun_code(), nth, assignment_->max_restarts,
+                     std::max(0, assignment_->max_restarts - nth));
       } else {
         spdlog::warn(
             "worker group failed (rank {} exitcode {}) as the round ended elsewhere; "
@@ -423,20 +318,9 @@ FailureReport Agent::build_report(const GroupResult& result) const {
   for (WorkerFailure& f : report.failures) {
     load_error_file(f);
     f.stderr_tail =
-        stderr_lines(f.local_rank, attempt, f.hung ? kHungStackLines : kStderrTailLines);
+        output_.stderr_lines(f.local_rank, attempt, f.hung ? kHungStackLines : kStderrTailLines);
   }
   return report;
-}
-
-// The last `count` lines the worker of `local_rank` wrote to stderr in `attempt`, when they were
-// captured (in memory, or in its log file); empty otherwise.
-std::vector<std::string> Agent::stderr_lines(int local_rank, int attempt, std::size_t count) const {
-  auto tail = stderr_tails_.find(local_rank);
-  if (tail != stderr_tails_.end()) return tail->second->last(count);
-  if (plan_stream(options_.logs, local_rank, kStderr).to_file) {
-    return log_files_.last_lines(log_dir_->stderr_log(attempt, local_rank), count);
-  }
-  return {};
 }
 
 void Agent::on_signal(int signo) {
@@ -486,13 +370,13 @@ std::vector<RankProgress> Agent::progress() const {
 
 // Not while a hang is investigated: that shares its own.
 void Agent::share(const std::vector<LocalRankProgress>& progress) {
-  if (!hang_ranks_.empty() || phase_ != Phase::kSupervising) return;
+  if (hang_.active() || phase_ != Phase::kSupervising) return;
   const uint32_t threshold = options_.progress.straggler_threshold_milli;
   if (!coordinator_.shares_progress() && threshold == 0) return;
   coordinator_.share_progress(global(progress), threshold,
                               [this](const rdzv::StragglerFinding& finding) {
                                 // An answer for an attempt that has ended says nothing now.
-                                if (phase_ != Phase::kSupervising || !hang_ranks_.empty()) return;
+                                if (phase_ != Phase::kSupervising || hang_.active()) return;
                                 stragglers_.update(finding);
                                 notify([&](AgentObserver& o) { o.on_stragglers(finding); });
                               });
@@ -519,99 +403,39 @@ std::vector<RankProgress> Agent::global(const std::vector<LocalRankProgress>& lo
 // Ranks stopped making progress. Which one stopped first shows in what each was doing, and
 // only their stacks say that: every worker of the job is stopped with SIGABRT (Python prints
 // every thread's stack, SDK programs theirs), and the culprits are named once the stacks are
-// read (settle_hang). In a multi-node job the nodes first wait for each other's verdicts, so
-// that no rank dies of a lost peer before its own node has seen the hang.
+// read (settle_hang). HangResponse (progress/hang_response.h) paces both steps across nodes.
 void Agent::on_hang(const HangVerdict& verdict) {
-  if (phase_ != Phase::kSupervising || !assignment_ || !hang_ranks_.empty()) return;
-  hang_ranks_ = global(progress_watch_.progress());
-  for (RankProgress& r : hang_ranks_) r.activity = RankActivity::kStopping;
+  if (phase_ != Phase::kSupervising || !assignment_ || hang_.active()) return;
   group_->stop_failures_with(SIGABRT);  // a rank dying of the hang leaves the others' stacks
-  // Silence alone does not say which rank stopped first (the ranks waiting for it fall silent
-  // too): the culprit is named once the stacks are read (report_hang), and not before.
   spdlog::warn(
       "hang detected: no progress on this node for {} s; stopping the workers with SIGABRT to "
       "see where each rank is, then naming the one that stopped first",
       format_hang_seconds(verdict.hung.front().silent_for));
-  if (!coordinator_.shares_progress() || assignment_->world_size <= options_.nproc_per_node) {
-    return stop_hung();
-  }
-  const int round = assignment_->round;
-  hang_investigation_.await_verdicts(
-      hang_ranks_, assignment_->world_size, kHangAgreementTimeout,
-      [this, round](const std::vector<RankProgress>&) {
-        if (phase_ == Phase::kSupervising && assignment_ && assignment_->round == round) {
-          stop_hung();
-        }
-      });
+  hang_.respond(
+      global(progress_watch_.progress()), hung_attempt(Phase::kSupervising),
+      [this](std::vector<WorkerFailure> failures) { group_->fail_running(failures, SIGABRT); });
 }
 
-void Agent::stop_hung() {
-  std::vector<WorkerFailure> failures;
-  for (const RankProgress& r : hang_ranks_) {
-    WorkerFailure f;
-    f.rank = r.rank;
-    f.local_rank = r.local_rank;
-    f.hostname = r.node;
-    f.hung = true;
-    failures.push_back(std::move(f));
-  }
-  group_->fail_running(failures, SIGABRT);
-}
-
-// The workers of a hung attempt have exited: read what each was doing from its stack, learn
-// the other nodes' (multi-node), then name the culprits.
+// The workers of a hung attempt have exited: the report names the culprits among their stacks
+// (and, multi-node, the other nodes').
 void Agent::settle_hang(FailureReport report) {
   const int attempt = attempt_ - 1;
-  std::vector<RankProgress> local = hang_ranks_;
-  for (RankProgress& r : local) {
-    const ActivityFinding finding =
-        read_activity(stderr_lines(r.local_rank, attempt, kHungStackLines));
-    r.activity = finding.activity;
-    r.where = finding.where;
-  }
-  if (!coordinator_.shares_progress() || !assignment_ ||
-      assignment_->world_size <= options_.nproc_per_node) {
-    return report_hang(std::move(report), local);
-  }
-  const int round = assignment_->round;
-  hang_investigation_.await_stacks(
-      local, assignment_->world_size, kHangStacksTimeout,
-      [this, round, report = std::move(report)](const std::vector<RankProgress>& job) {
-        if (phase_ == Phase::kReporting && assignment_ && assignment_->round == round) {
-          report_hang(report, job);
-        }
-      });
+  hang_.settle(
+      std::move(report), hung_attempt(Phase::kReporting),
+      [this, attempt](int local_rank) {
+        return output_.stderr_lines(local_rank, attempt, kHungStackLines);
+      },
+      [this](const FailureReport& named) { send_report(named); });
 }
 
-// Names the culprits among every rank of the job (`job`): this node's with their stacks, the
-// others' by node and rank, as the report's failures.
-void Agent::report_hang(FailureReport report, const std::vector<RankProgress>& job) {
-  const CulpritFinding finding = find_hang_culprits(job);
-  std::vector<WorkerFailure> failures;
-  for (const RankProgress& culprit : finding.culprits) {
-    WorkerFailure f;
-    auto local = std::find_if(report.failures.begin(), report.failures.end(),
-                              [&](const WorkerFailure& w) { return w.rank == culprit.rank; });
-    if (local != report.failures.end()) {
-      f = *local;
-    } else {
-      f.rank = culprit.rank;
-      f.local_rank = culprit.local_rank;
-      f.hostname = culprit.node;
-      f.exit = ExitStatus::killed(SIGABRT);
-      f.time = format_report_time(clock_.wall_now());
-    }
-    f.hung = true;
-    f.error_message = format_hang_root_cause(culprit, finding);
-    if (!f.error_file_written && !f.stderr_tail.empty()) {
-      f.traceback = "(the stack the worker printed when it was stopped: see its stderr below)";
-    }
-    spdlog::error("{}", f.error_message);
-    failures.push_back(std::move(f));
-  }
-  if (!failures.empty()) report.failures = std::move(failures);
-  hang_ranks_.clear();
-  send_report(report);
+// The attempt that hung, for HangResponse: it is current while the agent stays in `phase` of
+// the same round.
+HangResponse::Attempt Agent::hung_attempt(Phase phase) const {
+  const int round = assignment_ ? assignment_->round : -1;
+  return {assignment_ ? assignment_->world_size : options_.nproc_per_node, options_.nproc_per_node,
+          [this, phase, round] {
+            return phase_ == phase && assignment_ && assignment_->round == round;
+          }};
 }
 
 void Agent::interrupt(Interrupt what) {
@@ -636,7 +460,7 @@ void Agent::finish(int exit_code) {
   }
   phase_ = Phase::kDone;
   exit_code_ = exit_code;
-  hang_investigation_.cancel();
+  hang_.reset();
   health_check_.cancel();
   launcher_.workers_done();
   notify([&](AgentObserver& o) { o.on_job_finished(exit_code); });

@@ -16,14 +16,14 @@
 
 #include "agent/agent_observer.h"
 #include "agent/agent_parts.h"
-#include "agent/progress/hang_investigation.h"
 #include "agent/health/health_check.h"
 #include "agent/logs/log_layout.h"
+#include "agent/logs/worker_output.h"
 #include "agent/options.h"
-#include "agent/logs/output_router.h"
-#include "agent/progress/straggler_notices.h"
 #include "agent/process/worker_env.h"
 #include "agent/process/worker_group.h"
+#include "agent/progress/hang_response.h"
+#include "agent/progress/straggler_notices.h"
 #include "common/clock.h"
 
 namespace ddprun::agent {
@@ -93,13 +93,11 @@ class Agent final : private WorkerGroupObserver {
   void begin_round();
   void join_round();
   void check_health_then_join();
-  EnvMap health_check_env() const;
+  std::string health_check_output() const;
   void on_unhealthy(const Status& why);
   void start_workers(const RoundAssignment& assignment);
-  void open_filtered_logs();
   // Shares this node's ranks' progress (hang detection, stragglers) through the coordinator.
   void share(const std::vector<LocalRankProgress>& progress);
-  std::vector<WorkerLaunch> make_launches(const RoundAssignment& assignment);
   void on_worker_started(const WorkerLaunch& launch, SpawnedProcess& process) override;
   void on_worker_exited(const WorkerLaunch& launch, pid_t pid, const ExitStatus& status) override;
   template <class F>
@@ -115,10 +113,8 @@ class Agent final : private WorkerGroupObserver {
   void on_worker_notice(const WorkerNotice& notice);
   void on_coordinator_event(const CoordinatorEvent& event);
   void on_hang(const HangVerdict& verdict);
-  void stop_hung();
   void settle_hang(FailureReport report);
-  void report_hang(FailureReport report, const std::vector<RankProgress>& job);
-  std::vector<std::string> stderr_lines(int local_rank, int attempt, std::size_t count) const;
+  HangResponse::Attempt hung_attempt(Phase phase) const;
   std::vector<RankProgress> global(const std::vector<LocalRankProgress>& local) const;
   void interrupt(Interrupt what);
   void end_with_job_failure(const CoordinatorEvent& event);
@@ -136,13 +132,10 @@ class Agent final : private WorkerGroupObserver {
   DeadlineTimer& drain_timer_;
   SignalSource& signals_;
   WorkerChannel& channel_;
-  const EnvMap base_env_;
+  const EnvMap& base_env_;  // what every worker's environment starts from
 
-  OutputRouter output_;
+  WorkerOutput output_;  // the workers' output, to the console and the log files
   std::optional<RunLogDir> log_dir_;
-  std::shared_ptr<UniqueFd> filtered_logs_[2];  // this attempt's filtered_{stdout,stderr}.log
-  // The attempt's captured stderr lines by local rank (LogOptions::capture_stderr).
-  std::map<int, std::shared_ptr<LineTail>> stderr_tails_;
   std::unique_ptr<WorkerGroup> group_;
   std::optional<RoundAssignment> assignment_;  // of the current (or last) attempt
   int attempt_ = 0;                            // groups started so far; names attempt_<N> dirs
@@ -153,10 +146,8 @@ class Agent final : private WorkerGroupObserver {
   SteadyTime join_started_;
   // The first worker failure of the current attempt, until a restarted group runs.
   std::optional<SteadyTime> failed_at_;
-  // This attempt's ranks as they stood at its hang verdict (global ranks); empty when no
-  // verdict. The attempt's failure is then settled as a hang (settle_hang).
-  std::vector<RankProgress> hang_ranks_;
-  HangInvestigation hang_investigation_;
+  // This attempt's hang verdict, if any: its failure is then settled as a hang (settle_hang).
+  HangResponse hang_;
   HealthCheck health_check_;     // --health_check, before each round
   StragglerNotices stragglers_;  // the job's stragglers as last found (--straggler_threshold)
 };

@@ -1,18 +1,24 @@
 #include "agent/agent_parts.h"
 
+#include <utility>
+
 #include <spdlog/spdlog.h>
 
 namespace ddprun::agent {
 
 SystemAgentParts::SystemAgentParts(boost::asio::io_context& io, const AgentOptions& options,
-                                   const Clock& clock)
+                                   const Clock& clock, EnvMap worker_base_env)
     : clock_(clock),
       store_(io,
              StoreHostOptions{options.agent_store, options.master_addr, options.master_port, {}}),
       hang_watch_(io, options.progress, clock),
       shutdown_timer_(io),
       drain_timer_(io),
-      signals_(io, options.signals_to_handle) {
+      signals_(io, options.signals_to_handle),
+      hang_timer_(io),
+      health_check_timer_(io),
+      health_interval_timer_(io),
+      worker_base_env_(std::move(worker_base_env)) {
   // Only the bootstrap of Python workers speaks on the channel.
   if (options.command.python) {
     auto channel = UnixWorkerChannel::open(io);
@@ -26,8 +32,20 @@ SystemAgentParts::SystemAgentParts(boost::asio::io_context& io, const AgentOptio
 }
 
 AgentParts SystemAgentParts::with(ProcessLauncher& launcher, Coordinator& coordinator) {
-  return {launcher,   coordinator,     clock_,       store_,   hang_watch_,
-          log_files_, shutdown_timer_, drain_timer_, signals_, *channel_};
+  return {.launcher = launcher,
+          .coordinator = coordinator,
+          .clock = clock_,
+          .store = store_,
+          .progress = hang_watch_,
+          .log_files = log_files_,
+          .shutdown_timer = shutdown_timer_,
+          .drain_timer = drain_timer_,
+          .signals = signals_,
+          .channel = *channel_,
+          .hang_timer = hang_timer_,
+          .health_check_timer = health_check_timer_,
+          .health_interval_timer = health_interval_timer_,
+          .worker_base_env = worker_base_env_};
 }
 
 }  // namespace ddprun::agent

@@ -1,5 +1,6 @@
 // What the agent uses of the world outside its own logic: processes, the coordinator, the
-// clock, the job's store, progress watching, log files, timers and signals. The agent is
+// clock, the job's store, progress watching, log files, timers, signals and the environment
+// its workers start from. The agent is
 // handed them (as ninja's Builder is handed its CommandRunner): SystemAgentParts makes the real
 // ones; the lifecycle tests hand it fakes that open no port and write no file
 // (tests/agent/fake_agent_parts.h).
@@ -10,16 +11,17 @@
 #include <boost/asio/io_context.hpp>
 
 #include "agent/coordination/coordinator.h"
-#include "agent/process/deadline_timer.h"
-#include "agent/progress/hang_watch.h"
 #include "agent/coordination/job_store_host.h"
-#include "agent/options.h"
-#include "agent/process/process_launcher.h"
-#include "agent/progress/progress_watch.h"
-#include "agent/logs/run_log_files.h"
-#include "agent/process/signal_source.h"
 #include "agent/coordination/store_host.h"
+#include "agent/logs/run_log_files.h"
+#include "agent/options.h"
+#include "agent/process/deadline_timer.h"
+#include "agent/process/process_launcher.h"
+#include "agent/process/signal_source.h"
 #include "agent/process/worker_channel.h"
+#include "agent/process/worker_env.h"
+#include "agent/progress/hang_watch.h"
+#include "agent/progress/progress_watch.h"
 #include "common/clock.h"
 
 namespace ddprun::agent {
@@ -32,17 +34,25 @@ struct AgentParts {
   JobStoreHost& store;
   ProgressWatch& progress;
   RunLogFiles& log_files;
-  DeadlineTimer& shutdown_timer;  // SIGTERM → SIGKILL (--shutdown_timeout)
-  DeadlineTimer& drain_timer;     // bounds the wait for workers' output after they exit
-  SignalSource& signals;          // --signals_to_handle
-  WorkerChannel& channel;         // what workers tell before they exit (worker_channel.h)
+  DeadlineTimer& shutdown_timer;         // SIGTERM → SIGKILL (--shutdown_timeout)
+  DeadlineTimer& drain_timer;            // bounds the wait for workers' output after they exit
+  SignalSource& signals;                 // --signals_to_handle
+  WorkerChannel& channel;                // what workers tell before they exit (worker_channel.h)
+  DeadlineTimer& hang_timer;             // paces a hang investigation's wait for the other nodes
+  DeadlineTimer& health_check_timer;     // bounds one run of --health_check (its timeout)
+  DeadlineTimer& health_interval_timer;  // the wait between periodic checks (its interval)
+  // The environment every worker and the health check start from (the agent's own, read once
+  // at its start), before the job's variables are added.
+  const EnvMap& worker_base_env;
 };
 
 // The real parts on `io`, for an agent with `options`. Make it before the agent (and as early
-// as possible: handled signals are caught from its construction on).
+// as possible: handled signals are caught from its construction on). `worker_base_env` is the
+// process's environment as ddprun read it once at its start (current_environment()).
 class SystemAgentParts {
  public:
-  SystemAgentParts(boost::asio::io_context& io, const AgentOptions& options, const Clock& clock);
+  SystemAgentParts(boost::asio::io_context& io, const AgentOptions& options, const Clock& clock,
+                   EnvMap worker_base_env);
 
   AgentParts with(ProcessLauncher& launcher, Coordinator& coordinator);
 
@@ -55,6 +65,10 @@ class SystemAgentParts {
   AsioDeadlineTimer drain_timer_;
   AsioSignalSource signals_;
   std::unique_ptr<WorkerChannel> channel_;  // a UnixWorkerChannel for Python workers
+  AsioDeadlineTimer hang_timer_;
+  AsioDeadlineTimer health_check_timer_;
+  AsioDeadlineTimer health_interval_timer_;
+  const EnvMap worker_base_env_;
 };
 
 }  // namespace ddprun::agent

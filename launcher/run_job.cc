@@ -16,13 +16,14 @@
 
 #include "agent/agent.h"
 #include "agent/coordination/local_coordinator.h"
-#include "agent/process/process_launcher.h"
-#include "agent/python/python_bootstrap.h"
 #include "agent/coordination/rendezvous_coordinator.h"
+#include "agent/process/process_launcher.h"
 #include "agent/process/worker_env.h"
+#include "agent/python/python_bootstrap.h"
 #include "common/exit_codes.h"
 #include "launcher/agent_watchers.h"
 #include "launcher/entry_point_check.h"
+#include "launcher/address_check.h"
 #include "launcher/master_address.h"
 #include "launcher/metrics_service.h"
 #include "launcher/python_torch.h"
@@ -85,11 +86,12 @@ agent::AgentOptions agent_options(const LaunchConfig& config) {
   return options;
 }
 
-int run_static(const LaunchConfig& config) {
+int run_static(const LaunchConfig& config, const agent::EnvMap& environment) {
   boost::asio::io_context io(1);
   const agent::AgentOptions options = agent_options(config);
-  agent::SystemAgentParts parts(io, options, SystemClock::instance());  // catches signals now
-  WorkerLauncher workers(io, config);
+  // First: handled signals are caught from here on.
+  agent::SystemAgentParts parts(io, options, SystemClock::instance(), environment);
+  WorkerLauncher workers(io, config, environment);
   agent::ProcessLauncher& launcher = workers.get();
   AgentWatchers watchers(io, launcher, config);
   agent::LocalCoordinator coordinator(io, config.job, config.rendezvous.node_rank.value_or(0));
@@ -208,13 +210,14 @@ bool may_host(const RendezvousSettings& r) {
 
 // c10d backend and --standalone: this node joins rounds on a rendezvous server, and hosts it
 // in-process when it is the endpoint's host (see may_host) and can bind it.
-int run_with_rendezvous_server(const LaunchConfig& config) {
+int run_with_rendezvous_server(const LaunchConfig& config, const agent::EnvMap& environment) {
   const RendezvousSettings& r = config.rendezvous;
   boost::asio::io_context io(1);
   auto credentials = rdzv::load_client_credentials(r.conf);
   if (!credentials) {
     spdlog::error("{}", credentials.error_message());
-    return 2;
+    // The files --rdzv_conf names: whatever failed, the fix is in the command line.
+    return exit_code_for(credentials.status().with_kind(ErrorKind::kInvalidArgument));
   }
   const agent::AgentOptions options = agent_options(config);
   const std::string node_id = make_node_id(config.agent.hostname);
@@ -224,7 +227,7 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
     auto hosted = hosted_server_options(r, node_id);
     if (!hosted) {
       spdlog::error("{}", hosted.error_message());
-      return 2;
+      return exit_code_for(hosted.status().with_kind(ErrorKind::kInvalidArgument));
     }
     server.emplace(io, std::move(*hosted));
     Status listening = server->listen(r.endpoint_host, r.endpoint_port);
@@ -240,7 +243,7 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
   }
   std::optional<rdzv::RendezvousServer> standby;
   if (!server) start_standby(standby, io, r, options.master_addr, node_id);
-  WorkerLauncher workers(io, config);
+  WorkerLauncher workers(io, config, environment);
   agent::ProcessLauncher& launcher = workers.get();
   AgentWatchers watchers(io, launcher, config);
   rdzv::TcpRendezvousClient client(
@@ -250,7 +253,7 @@ int run_with_rendezvous_server(const LaunchConfig& config) {
       coordinator_options(config, port, node_id, standby ? standby->port() : 0), client);
   int exit_code = 0;
   {
-    agent::SystemAgentParts parts(io, options, SystemClock::instance());
+    agent::SystemAgentParts parts(io, options, SystemClock::instance(), environment);
     agent::Agent node_agent(options, io, parts.with(launcher, coordinator));
     auto metrics = MetricsService::start(io, config.metrics, node_agent, config.agent.run_id,
                                          server ? &*server : nullptr);
@@ -282,6 +285,9 @@ int run_job(const LaunchConfig& input) {
   for (const auto& warning : input.warnings) spdlog::warn("{}", warning);
   for (const auto& note : input.notes) spdlog::info("{}", note);
   LaunchConfig config = input;
+  // ddprun's environment, read once: the workers, the health check, the preload template and
+  // the torch version lookup all start from this one snapshot (AgentParts::worker_base_env).
+  const agent::EnvMap environment = agent::current_environment();
   std::error_code cwd_error;
   const std::string cwd = std::filesystem::current_path(cwd_error).string();
   if (Status entry = check_entry_point(config.agent.command, cwd); !entry) {
@@ -303,8 +309,7 @@ int run_job(const LaunchConfig& input) {
   // torch 1.x reads only the old name of the NCCL async error handling variable: which torch
   // the workers' Python imports is read from its files (python_torch.h), once, here.
   if (config.agent.command.python) {
-    const auto torch =
-        find_torch_version(config.agent.command.executable, agent::current_environment());
+    const auto torch = find_torch_version(config.agent.command.executable, environment);
     const auto major = torch ? torch_major_version(*torch) : std::nullopt;
     config.agent.legacy_nccl_env = major && *major < 2;
   }
@@ -312,12 +317,17 @@ int run_job(const LaunchConfig& input) {
     auto cpus = numa_cpu_binding(*config.numa_binding, config.agent.nproc_per_node);
     if (!cpus) {
       spdlog::error("{}", cpus.error_message());
-      return 2;
+      return exit_code_for(cpus.status());
     }
     config.agent.cpu_binding = std::move(cpus.value());
   }
-  if (config.rendezvous.backend == RendezvousBackend::kStatic) return run_static(config);
-  return run_with_rendezvous_server(config);
+  if (Status hosts = check_job_hosts(config); !hosts) {  // a typo fails now, not in 600 s
+    spdlog::error("{}", hosts.message());
+    return exit_code_for(hosts);
+  }
+  if (config.rendezvous.backend == RendezvousBackend::kStatic)
+    return run_static(config, environment);
+  return run_with_rendezvous_server(config, environment);
 }
 
 }  // namespace ddprun::launcher

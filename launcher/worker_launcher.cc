@@ -2,11 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include "agent/process/worker_env.h"
-
 namespace ddprun::launcher {
 
-WorkerLauncher::WorkerLauncher(boost::asio::io_context& io, const LaunchConfig& config)
+WorkerLauncher::WorkerLauncher(boost::asio::io_context& io, const LaunchConfig& config,
+                               const agent::EnvMap& worker_base_env)
     : posix_(io) {
   if (config.preload.empty() || !config.agent.command.python) return;
   agent::PreloadOptions options;
@@ -16,7 +15,7 @@ WorkerLauncher::WorkerLauncher(boost::asio::io_context& io, const LaunchConfig& 
   options.bootstrap_program = config.agent.command.bootstrap_program;
   // The workers' environment without what differs per rank: the agent's own and the job's
   // extra variables (OMP_NUM_THREADS among them), so that the import sees what a worker would.
-  agent::EnvMap env = agent::current_environment();
+  agent::EnvMap env = worker_base_env;
   for (const auto& [key, value] : config.agent.extra_env) env[key] = value;
   // Hang detection gives every worker PYTHONFAULTHANDLER; the template gets it too, so that the
   // interpreter's signal handlers are set up as a worker's would be at its start.

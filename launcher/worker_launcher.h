@@ -8,6 +8,7 @@
 
 #include "agent/preload/preload_launcher.h"
 #include "agent/process/process_launcher.h"
+#include "agent/process/worker_env.h"
 #include "launcher/launch_config.h"
 
 namespace ddprun::launcher {
@@ -15,8 +16,10 @@ namespace ddprun::launcher {
 class WorkerLauncher {
  public:
   // Starts the template at once (it imports while the node joins its round); when it cannot
-  // start, says why and every worker is a fresh process.
-  WorkerLauncher(boost::asio::io_context& io, const LaunchConfig& config);
+  // start, says why and every worker is a fresh process. `worker_base_env` is what the
+  // workers' environment starts from (the agent's, as its parts hold it).
+  WorkerLauncher(boost::asio::io_context& io, const LaunchConfig& config,
+                 const agent::EnvMap& worker_base_env);
 
   agent::ProcessLauncher& get() {
     return preload_ ? static_cast<agent::ProcessLauncher&>(*preload_) : posix_;

@@ -23,9 +23,11 @@ void append_tail(std::string& out, const char* name, const std::string& path) {
 
 }  // namespace
 
-HealthCheck::HealthCheck(boost::asio::io_context& io, ProcessLauncher& launcher,
-                         HealthCheckOptions options)
-    : launcher_(launcher), options_(std::move(options)), timer_(io), interval_timer_(io) {}
+HealthCheck::HealthCheck(HealthCheckParts parts, HealthCheckOptions options)
+    : launcher_(parts.launcher),
+      options_(std::move(options)),
+      timer_(parts.timeout_timer),
+      interval_timer_(parts.interval_timer) {}
 
 HealthCheck::~HealthCheck() { cancel(); }
 
@@ -50,9 +52,8 @@ void HealthCheck::run(const EnvMap& env, const std::string& output_base,
   pid_ = spawned->pid;
   timed_out_ = false;
   done_ = std::move(done);
-  timer_.expires_after(options_.timeout);
-  timer_.async_wait([this, pid = *pid_](boost::system::error_code ec) {
-    if (ec || pid_ != pid) return;
+  timer_.arm(options_.timeout, [this, pid = *pid_] {
+    if (pid_ != pid) return;
     timed_out_ = true;
     launcher_.signal_group(pid, SIGKILL);  // its exit finishes it
   });
@@ -92,9 +93,8 @@ void HealthCheck::watch(EnvMap env, std::string output_base,
 }
 
 void HealthCheck::schedule_next() {
-  interval_timer_.expires_after(options_.interval);
-  interval_timer_.async_wait([this](boost::system::error_code ec) {
-    if (ec || !on_failure_) return;
+  interval_timer_.arm(options_.interval, [this] {
+    if (!on_failure_) return;
     run(watch_env_, watch_base_, [this](const Status& healthy) {
       if (!on_failure_) return;
       if (healthy) return schedule_next();

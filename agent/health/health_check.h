@@ -7,7 +7,9 @@
 //
 // The check is a child of the agent like its workers (ProcessLauncher: its own process group,
 // reaped on the agent's loop), its stdout and stderr go to files beside the run's logs, and
-// the last lines of those are in the failure's message.
+// the last lines of those are in the failure's message. What it uses of the OS is handed in
+// (HealthCheckParts, from the agent's AgentParts), so that the agent's lifecycle tests fail a
+// check, or let one time out, on a fake launcher and a fake clock.
 //
 // Not thread-safe: the agent's event loop. One check at a time.
 #pragma once
@@ -18,11 +20,9 @@
 #include <optional>
 #include <string>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
-
-#include "agent/process/exit_status.h"
 #include "agent/options.h"
+#include "agent/process/deadline_timer.h"
+#include "agent/process/exit_status.h"
 #include "agent/process/process_launcher.h"
 #include "agent/process/worker_env.h"
 #include "common/clock.h"
@@ -30,10 +30,18 @@
 
 namespace ddprun::agent {
 
+// What a check runs on; each must outlive the HealthCheck, which owns both timers (arms and
+// cancels them) while it exists.
+struct HealthCheckParts {
+  ProcessLauncher& launcher;      // starts the command; its exit comes to on_child_exit()
+  DeadlineTimer& timeout_timer;   // bounds one run (HealthCheckOptions::timeout)
+  DeadlineTimer& interval_timer;  // the wait between periodic runs (HealthCheckOptions::interval)
+};
+
 class HealthCheck {
  public:
-  HealthCheck(boost::asio::io_context& io, ProcessLauncher& launcher, HealthCheckOptions options);
-  ~HealthCheck();
+  HealthCheck(HealthCheckParts parts, HealthCheckOptions options);
+  ~HealthCheck();  // cancels (kills a running check): the timers outlive it
 
   bool enabled() const { return !options_.command.empty(); }
   // Runs the check with `env`, its stdout and stderr to `output_base`.stdout / .stderr. `done`
@@ -55,13 +63,13 @@ class HealthCheck {
 
   ProcessLauncher& launcher_;
   const HealthCheckOptions options_;
-  boost::asio::steady_timer timer_;
+  DeadlineTimer& timer_;      // the running check's timeout
   std::optional<pid_t> pid_;  // the running check
   bool timed_out_ = false;
   std::string output_base_;
   std::function<void(Status)> done_;
   // watch(): what each periodic run uses, and the wait between runs.
-  boost::asio::steady_timer interval_timer_;
+  DeadlineTimer& interval_timer_;
   EnvMap watch_env_;
   std::string watch_base_;
   std::function<void(Status)> on_failure_;  // set while watching

@@ -12,9 +12,11 @@ bool stopping_or_read(RankActivity a) { return a == RankActivity::kStopping || a
 
 }  // namespace
 
-HangInvestigation::HangInvestigation(boost::asio::io_context& io, Coordinator& coordinator,
-                                     HangInvestigationOptions options)
-    : io_(io), coordinator_(coordinator), options_(options), timer_(io) {}
+HangInvestigation::HangInvestigation(Coordinator& coordinator, DeadlineTimer& timer,
+                                     const Clock& clock, HangInvestigationOptions options)
+    : coordinator_(coordinator), timer_(timer), clock_(clock), options_(options) {}
+
+HangInvestigation::~HangInvestigation() { cancel(); }
 
 void HangInvestigation::await_verdicts(std::vector<RankProgress> local, int world_size,
                                        Millis timeout, Done done) {
@@ -38,7 +40,7 @@ void HangInvestigation::await(std::vector<RankProgress> local, int world_size, M
   coordinator_.share_progress(local, 0, nullptr);
   local_ = std::move(local);
   world_size_ = world_size;
-  deadline_ = std::chrono::steady_clock::now() + timeout;
+  deadline_ = clock_.steady_now() + timeout;
   ready_ = ready;
   done_ = std::move(done);
   poll();
@@ -59,7 +61,7 @@ void HangInvestigation::poll() {
     }
     int ready = 0;
     for (const RankProgress& r : all) ready += ready_(r.activity) ? 1 : 0;
-    const bool expired = std::chrono::steady_clock::now() >= deadline_;
+    const bool expired = clock_.steady_now() >= deadline_;
     if (ready >= world_size_ || expired || !job) {
       if (!job) {
         spdlog::warn("hang detection: the other nodes' ranks are not known: {}",
@@ -73,9 +75,8 @@ void HangInvestigation::poll() {
       done(std::move(all));
       return;
     }
-    timer_.expires_after(options_.poll_interval);
-    timer_.async_wait([this, generation](boost::system::error_code ec) {
-      if (!ec && generation == generation_) poll();
+    timer_.arm(options_.poll_interval, [this, generation] {
+      if (generation == generation_) poll();
     });
   });
 }

@@ -12,7 +12,9 @@
 //      and waits (bounded) until every rank of the job has been read; then every node holds the
 //      same picture and names the same culprit (find_hang_culprits).
 // Waiting means asking the rendezvous for the job's progress every `poll_interval`: the server
-// does not push progress, and the wait is short and bounded.
+// does not push progress, and the wait is short and bounded. The pause between two asks is
+// `timer` and the deadline is read from `clock` (both AgentParts), so that the lifecycle tests
+// run an investigation on a fake clock.
 //
 // Not thread-safe: the agent's event loop. One investigation at a time; cancel() (or the next
 // await) drops a pending one without calling it.
@@ -21,10 +23,8 @@
 #include <functional>
 #include <vector>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
-
 #include "agent/coordination/coordinator.h"
+#include "agent/process/deadline_timer.h"
 #include "agent/progress/hang_culprits.h"
 #include "agent/progress/rank_progress.h"
 #include "common/clock.h"
@@ -40,8 +40,11 @@ class HangInvestigation {
  public:
   using Done = std::function<void(std::vector<RankProgress>)>;
 
-  HangInvestigation(boost::asio::io_context& io, Coordinator& coordinator,
+  // `coordinator`, `timer` and `clock` must outlive the investigation; it owns `timer` (arms
+  // and cancels it) while it exists.
+  HangInvestigation(Coordinator& coordinator, DeadlineTimer& timer, const Clock& clock,
                     HangInvestigationOptions options = {});
+  ~HangInvestigation();  // cancels: the timer outlives it
 
   // Stage 1. Shares `local` (this node's ranks, marked kStopping) and calls `done` with every
   // rank known (this node's as given, the others' as last shared) once all `world_size` ranks
@@ -58,15 +61,15 @@ class HangInvestigation {
              Done done);
   void poll();
 
-  boost::asio::io_context& io_;
   Coordinator& coordinator_;
+  DeadlineTimer& timer_;  // the pause between two reads of the job's progress
+  const Clock& clock_;
   const HangInvestigationOptions options_;
-  boost::asio::steady_timer timer_;
   // The pending wait; generation_ tells a stale answer from the current one.
   unsigned generation_ = 0;
   std::vector<RankProgress> local_;
   int world_size_ = 0;
-  std::chrono::steady_clock::time_point deadline_;
+  SteadyTime deadline_;
   Ready ready_ = nullptr;
   Done done_;
 };

@@ -52,7 +52,7 @@ class AgentMetricsTest : public ::testing::Test {
     o.run_id = "j1";
     o.logs.log_dir = log_dir_;
     // The real parts: the metrics count a real store's connections.
-    parts_.emplace(io_, o, clock_);
+    parts_.emplace(io_, o, clock_, EnvMap{{"PATH", "/usr/bin:/bin"}});
     agent_.emplace(std::move(o), io_, parts_->with(launcher_, coordinator));
     metrics_.emplace(registry_,
                      AgentMetricsOptions{"j1", [this] { return agent_->store_host().server(); }},

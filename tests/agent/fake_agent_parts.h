@@ -31,7 +31,8 @@ class FakeJobStoreHost final : public JobStoreHost {
   int rounds_ended = 0;
 };
 
-// Records the attempts; hangs are reported when the test calls hang().
+// Records the attempts; a hang is reported when the test calls events.on_hang, with the
+// ranks' progress the test puts in `ranks`.
 class FakeProgressWatch final : public ProgressWatch {
  public:
   void set_events(Events e) override { events = std::move(e); }
@@ -47,9 +48,10 @@ class FakeProgressWatch final : public ProgressWatch {
   void workers_running() override {}
   void worker_exited(int local_rank, pid_t) override { started.erase(local_rank); }
   void end_attempt() override { ++attempts_ended; }
-  std::vector<LocalRankProgress> progress() const override { return {}; }
+  std::vector<LocalRankProgress> progress() const override { return ranks; }
 
   Events events;
+  std::vector<LocalRankProgress> ranks;  // what progress() says
   std::vector<std::string> attempt_dirs;
   std::map<int, pid_t> started;
   int attempts_ended = 0;
@@ -131,7 +133,8 @@ class FakeClockTimer final : public DeadlineTimer {
   std::function<void()> callback_;
 };
 
-// Every fake, and the clock their timers run on.
+// Every fake, and the clock their timers run on. The workers' base environment is a fixed map,
+// not the test's own.
 struct FakeAgentParts {
   FakeClock clock;
   FakeProcessLauncher launcher;
@@ -142,16 +145,34 @@ struct FakeAgentParts {
   FakeClockTimer drain_timer{clock};
   FakeSignalSource signals;
   FakeWorkerChannel channel;
+  FakeClockTimer hang_timer{clock};
+  FakeClockTimer health_check_timer{clock};
+  FakeClockTimer health_interval_timer{clock};
+  EnvMap worker_base_env{{"HOME", "/home/trainer"}, {"PATH", "/usr/bin:/bin"}};
 
   AgentParts with(Coordinator& coordinator) {
-    return {launcher,  coordinator,    clock,       store,   progress,
-            log_files, shutdown_timer, drain_timer, signals, channel};
+    return {.launcher = launcher,
+            .coordinator = coordinator,
+            .clock = clock,
+            .store = store,
+            .progress = progress,
+            .log_files = log_files,
+            .shutdown_timer = shutdown_timer,
+            .drain_timer = drain_timer,
+            .signals = signals,
+            .channel = channel,
+            .hang_timer = hang_timer,
+            .health_check_timer = health_check_timer,
+            .health_interval_timer = health_interval_timer,
+            .worker_base_env = worker_base_env};
   }
   // Moves the clock on and fires the timers that became due.
   void advance(Millis by) {
     clock.advance(by);
-    shutdown_timer.fire_if_due();
-    drain_timer.fire_if_due();
+    for (FakeClockTimer* timer : {&shutdown_timer, &drain_timer, &hang_timer, &health_check_timer,
+                                  &health_interval_timer}) {
+      timer->fire_if_due();
+    }
   }
 };
 

@@ -1,11 +1,13 @@
 // The cross-node wait of a hang's investigation against a scripted coordinator: it shares this
 // node's ranks, reads the job's progress until every rank is ready or the time is up, and hands
-// over every rank it knows.
+// over every rank it knows. The pause between reads and the deadline run on a fake clock.
 #include "agent/progress/hang_investigation.h"
 
 #include <gtest/gtest.h>
 
 #include <deque>
+
+#include "tests/agent/fake_agent_parts.h"
 
 namespace ddprun::agent {
 namespace {
@@ -67,13 +69,19 @@ class HangInvestigationTest : public ::testing::Test {
     } else {
       investigation.await_verdicts(std::move(local), 4, timeout, done);
     }
-    io.run_for(10s);  // bounded; returns as soon as nothing is pending
+    // Each pause between two reads passes on the fake clock; bounded by the steps allowed.
+    for (int step = 0; step < 10'000 && !got && timer.armed(); ++step) {
+      clock.advance(kPoll);
+      timer.fire_if_due();
+    }
     return got;
   }
 
-  boost::asio::io_context io;
+  static constexpr Millis kPoll{50};
+  FakeClock clock;
+  testing::FakeClockTimer timer{clock};
   ScriptedCoordinator coordinator;
-  HangInvestigation investigation{io, coordinator, HangInvestigationOptions{Millis(1)}};
+  HangInvestigation investigation{coordinator, timer, clock, HangInvestigationOptions{kPoll}};
 };
 
 TEST_F(HangInvestigationTest, WaitsUntilEveryOtherNodeHasItsVerdict) {
@@ -90,10 +98,11 @@ TEST_F(HangInvestigationTest, WaitsUntilEveryOtherNodeHasItsVerdict) {
 
 TEST_F(HangInvestigationTest, GivesUpAtItsDeadlineWithWhatItKnows) {
   coordinator.answers = {ranks({{0, kStop}, {1, kStop}, {2, kRun}})};  // rank 3 never shared
-  const auto started = std::chrono::steady_clock::now();
+  const SteadyTime started = clock.steady_now();
   auto all = run(false, ranks({{0, kStop}, {1, kStop}}), 100ms);
   ASSERT_TRUE(all);
-  EXPECT_GE(std::chrono::steady_clock::now() - started, 100ms);
+  EXPECT_EQ(clock.steady_now() - started, 100ms);  // two pauses of 50 ms: read at 0, 50, 100
+  EXPECT_EQ(coordinator.queries, 3);
   EXPECT_EQ(all->size(), 3u);
 }
 
@@ -128,8 +137,11 @@ TEST_F(HangInvestigationTest, ACancelledWaitNeverCallsBack) {
   bool called = false;
   investigation.await_verdicts(ranks({{0, kStop}, {1, kStop}}), 4, 10s,
                                [&](std::vector<RankProgress>) { called = true; });
+  EXPECT_TRUE(timer.armed());  // rank 2 and 3 are still awaited
   investigation.cancel();
-  io.run_for(50ms);
+  EXPECT_FALSE(timer.armed());
+  clock.advance(1s);
+  timer.fire_if_due();
   EXPECT_FALSE(called);
 }
 
