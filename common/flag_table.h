@@ -6,10 +6,12 @@
 //   const FlagTable<MyFlags>& table = ...;  // {FlagInfo{...}, &MyFlags::member} entries
 //   CLI::App app;
 //   MyFlags flags;
-//   table.declare(app, flags);                        // options, defaults, PET_* names
-//   table.apply_config_file(path, app);               // the file's values become defaults
-//   app.parse(...);
-//   table.check_parsed(app);                          // every check, whatever gave the value
+//   auto parsed = table.parse(app, flags, args, {});  // the whole parse, below
+//
+// FlagTable::parse is: declare (options, defaults, PET_* names), abbreviations expanded (an
+// unambiguous prefix of a long flag, as torchrun's argparse accepts; an unknown flag gets a
+// "did you mean"), the --config file applied (its values become defaults), the command line
+// parsed, and every check run whatever gave the value.
 //
 // Precedence, as torchrun's: command line > environment (FlagSpelling::env_prefix) > config
 // file > fallback variable (FlagInfo::fallback_env) > FlagInfo::default_text.
@@ -41,11 +43,13 @@ enum class FlagScope {
   kEverywhere,       // command line, environment and config file
   kCommandLineOnly,  // a repeatable flag with no single YAML value (ddp-rendezvous --job-token)
   kFileOnly,         // a config-file key with no flag (training_script, env); handed back
+  kConfigPath,       // --config: the file whose values become the other settings' defaults
 };
 
-// A check of a value's text, from any source. Its message names the value, not the flag (the
-// table adds "--name=value: " or "file:line:column: key 'name': "), unless it begins with
-// "--" because the parser it wraps names the flag itself ("--nnodes=3:2 ...").
+// A check of a value's text, from any source. Its message names the value, not the flag: the
+// table adds "--name=value: " or "file:line:column: key 'name': " in front, unless the entry
+// says (FlagInfo::check_names_flag) that the parser it wraps names the flag itself
+// ("--nnodes=3:2 is invalid: ...").
 using FlagCheck = std::function<Status(const std::string& text)>;
 
 // Everything about one setting except where its value goes.
@@ -53,11 +57,12 @@ struct FlagInfo {
   std::string name{};  // with underscores: the YAML key; the flags replace '_' by '-' too
   ConfigType type = ConfigType::kString;  // kBool: a flag without a value
   std::string help{};
-  std::string default_text{};   // empty: the value's own empty state (empty, false, unset)
-  FlagCheck check{};            // optional
-  std::string short_name{};     // "-m"
-  std::string fallback_env{};   // a variable giving the default below the file (torchrun's own)
-  bool commas_doubled = false;  // a kList whose items may hold commas, written ",," on the line
+  std::string default_text{};     // empty: the value's own empty state (empty, false, unset)
+  FlagCheck check{};              // optional
+  bool check_names_flag = false;  // check's messages begin with the flag: nothing is added
+  std::string short_name{};       // "-m"
+  std::string fallback_env{};     // a variable giving the default below the file (torchrun's own)
+  bool commas_doubled = false;    // a kList whose items may hold commas, written ",," on the line
   FlagScope scope = FlagScope::kEverywhere;
 };
 
@@ -107,6 +112,21 @@ struct ConfigFileSettings {
   std::set<std::string> keys;          // every key the file set
 };
 
+// What FlagTable::parse gave besides the values it wrote.
+struct ParsedFlags {
+  // Set when --help or --version was asked for: the text to print; the program exits 0.
+  std::optional<std::string> output;
+  std::string config_path;             // the FlagScope::kConfigPath flag's value; empty: none
+  ConfigFileSettings from_file;        // what that file gave besides defaults
+  std::vector<std::string> remaining;  // ParseOptions::prefix_command: the program's command
+};
+
+struct ParseOptions {
+  // Everything from the first positional argument on belongs to the program run (ddprun's
+  // script and its arguments): never expanded, checked or parsed. Default: no positionals.
+  bool prefix_command = false;
+};
+
 // The part of a table that does not depend on where values go.
 class FlagCatalog {
  public:
@@ -132,6 +152,15 @@ class FlagCatalog {
   Result<ConfigFileSettings> apply_config_file(const std::string& path, CLI::App& app) const;
   // After `app` parsed: every flag given (command line or environment) passes its check.
   Status check_parsed(const CLI::App& app) const;
+  // `args` with each abbreviated long flag ("--nproc_per_nod") replaced by the flag's name, as
+  // argparse accepts an unambiguous prefix ('-' and '_' alike; both spellings of one setting
+  // are one candidate). An ambiguous prefix is an error listing the candidates; an unknown
+  // long flag, an error with a "did you mean". Values of flags are skipped, not expanded.
+  Result<std::vector<std::string>> expand_abbreviations(const std::vector<std::string>& args,
+                                                        bool prefix_command) const;
+  // The whole parse on `app`, whose options FlagTable::declare made (see FlagTable::parse).
+  Result<ParsedFlags> parse(CLI::App& app, const std::vector<std::string>& args,
+                            ParseOptions options) const;
 
  private:
   FlagSpelling spelling_;
@@ -146,6 +175,16 @@ class FlagTable {
       : catalog_(spelling, infos(flags)), flags_(std::move(flags)) {}
 
   const FlagCatalog& catalog() const { return catalog_; }
+
+  // The whole parse of `args` (argv without argv[0]) on `app`, writing into `values`: declare,
+  // expand abbreviations, apply the --config file, parse, check. Every error is
+  // Status::invalid_argument naming the flag (or file:line:column and key) and the value.
+  // Never throws; `app` may carry the program's own settings (name, footer, --version).
+  Result<ParsedFlags> parse(CLI::App& app, Flags& values, const std::vector<std::string>& args,
+                            ParseOptions options) const {
+    if (Status s = declare(app, values); !s) return s;
+    return catalog_.parse(app, args, options);
+  }
 
   // Declares every flag on `app`, writing into `values`: each option gets its spellings,
   // help, environment variable and default (the fallback variable's, when set). An error

@@ -68,6 +68,12 @@ class [[nodiscard]] Status {
   Status with_context(const std::string& context) const {
     return ok() ? *this : Status(kind_, context + ": " + message_);
   }
+  // The same failure seen as another kind, by a caller that knows what it means to its own
+  // caller (a file that a flag names and that cannot be read: the user's input). ok() stays ok.
+  Status with_kind(ErrorKind kind) const {
+    assert(kind != ErrorKind::kOk && "an error needs a failure kind");
+    return ok() ? *this : Status(kind, message_);
+  }
 
  private:
   Status(ErrorKind kind, std::string message) : kind_(kind), message_(std::move(message)) {}

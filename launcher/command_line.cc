@@ -12,13 +12,15 @@
 
 #include "agent/process/process_launcher.h"
 #include "agent/process/worker_env.h"
+#include "common/exit_codes.h"
+#include "common/host_port.h"
 #include "launcher/job_config.h"
 #include "launcher/launcher_flags.h"
 #include "launcher/python_interpreter.h"
 #include "launcher/slurm_env.h"
 #include "launcher/value_parsers.h"
-#include "rendezvous/conf/rdzv_conf.h"
 #include "progress/stragglers.h"
+#include "rendezvous/conf/rdzv_conf.h"
 
 namespace ddprun::launcher {
 namespace {
@@ -61,63 +63,48 @@ const char kAbout[] =
 
 ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
   ParsedCommandLine parsed;
-  auto usage_error = [&parsed](const std::string& message) {
-    parsed.exit_code = 2;
-    parsed.output = "ddprun: error: " + message;
+  // Whatever part of a command line fails, the fix is in what the user gave: the usage kind.
+  auto usage_error = [&parsed](const Status& why) {
+    const Status usage = why.with_kind(ErrorKind::kInvalidArgument);
+    parsed.exit_code = exit_code_for(usage);
+    parsed.output = "ddprun: error: " + usage.message();
     return parsed;
   };
-  const FlagTable<LauncherFlags>& table = launcher_flag_table();
   LauncherFlags flags;
   CLI::App app{kAbout, "ddprun"};
   app.footer("usage: ddprun [--config job.yaml] [options] <script|module|executable> [args...]");
   // Installed copies (pip, the Debian package) say which release they are.
   app.set_version_flag("--version", std::string("ddprun ") + DDPRUN_VERSION);
-  if (Status declared = table.declare(app, flags); !declared) {
-    return usage_error(declared.message());
+  // Everything from the script on belongs to the script.
+  auto table_parse = launcher_flag_table().parse(app, flags, args, {.prefix_command = true});
+  if (!table_parse) return usage_error(table_parse.status());
+  if (table_parse->output) {  // --help, --version
+    parsed.output = *table_parse->output;
+    return parsed;
   }
-  std::string config_path;
-  app.add_option("--config", config_path,
-                 "YAML file of settings (flag names as keys); the command line and PET_* "
-                 "variables override it");
-  app.prefix_command();  // everything from the script on belongs to the script
   JobConfigExtras from_file;
-  if (std::string path = table.catalog().find_config_path(args, /*prefix_command=*/true);
-      !path.empty()) {
-    auto loaded = apply_job_config(path, app);  // its values become the flags' defaults
-    if (!loaded) return usage_error(loaded.status().message());
-    from_file = std::move(loaded.value());
-  }
-  try {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    parsed.output = app.help();
-    return parsed;
-  } catch (const CLI::CallForVersion& version) {
-    parsed.output = version.what();
-    return parsed;
-  } catch (const CLI::ParseError& e) {
-    return usage_error(e.what());
-  }
-  if (Status checked = table.catalog().check_parsed(app); !checked) {
-    return usage_error(checked.message());
+  if (!table_parse->config_path.empty()) {
+    auto extras = job_config_extras(table_parse->config_path, table_parse->from_file);
+    if (!extras) return usage_error(extras.status());
+    from_file = std::move(*extras);
   }
   LaunchConfig config;
   // Settings no layer above gave, from srun's environment (below the file, above defaults).
   auto slurm = apply_slurm_layer(app, from_file.keys, agent::current_environment());
-  if (!slurm) return usage_error(slurm.status().message());
+  if (!slurm) return usage_error(slurm.status());
   if (*slurm) config.notes.push_back(**slurm);
   for (const auto& [key, value] : from_file.env) config.agent.extra_env[key] = value;
-  std::vector<std::string> entry = app.remaining();
+  std::vector<std::string> entry = table_parse->remaining;
   if (entry.empty()) entry = from_file.entry_point;  // the command line's script wins
   Status status = validate_values(flags, config);
   if (status) status = build_command(flags, entry, config);
   if (!status) {
-    if (entry.empty() && !config_path.empty()) {
-      return usage_error("the entry point is missing: give training_script in " + config_path +
-                         " or a script on the command line");
+    if (entry.empty() && !flags.config.empty()) {
+      return usage_error(
+          Status::invalid_argument("the entry point is missing: give training_script in " +
+                                   flags.config + " or a script on the command line"));
     }
-    return usage_error(status.message());
+    return usage_error(status);
   }
   parsed.config = std::move(config);
   return parsed;
@@ -148,13 +135,15 @@ Status validate_rendezvous(const LauncherFlags& f, LaunchConfig& config) {
     if (f.rdzv_endpoint.empty()) {
       return Status::invalid_argument("--rdzv_backend c10d needs --rdzv_endpoint host[:port]");
     }
-    // "h1:p,h2:p": replicas of one rendezvous (docs/rendezvous.md, "High availability").
-    auto endpoints = parse_endpoints(f.rdzv_endpoint, kDefaultC10dPort);
-    if (!endpoints) return endpoints.status();
+    // "h1:p,h2:p": replicas of one rendezvous (docs/rendezvous.md, "High availability");
+    // port 0: a free one, picked by the hosting agent (torchrun's meaning).
+    auto endpoints =
+        parse_host_port_list(f.rdzv_endpoint, kDefaultC10dPort, {.allow_port_zero = true});
+    if (!endpoints) return endpoints.status().with_context("--rdzv_endpoint");
     r.endpoint_host = endpoints->front().host;
     r.endpoint_port = endpoints->front().port;
     for (size_t i = 1; i < endpoints->size(); ++i) {
-      r.more_endpoints.push_back({(*endpoints)[i].host, (*endpoints)[i].port});
+      r.more_endpoints.push_back((*endpoints)[i]);
     }
     if (!r.more_endpoints.empty() && conf->is_host.value_or(false)) {
       return Status::invalid_argument(
@@ -248,7 +237,8 @@ Status validate_values(const LauncherFlags& f, LaunchConfig& config) {
   a.logs.duplicate_stderr_filters = comma_separated_list(f.duplicate_stderr_filters);
   a.virtual_local_rank = f.virtual_local_rank;
   a.progress.hang_timeout = Millis(static_cast<long long>(f.hang_timeout * 1000));
-  a.progress.first_heartbeat_timeout = Millis(static_cast<long long>(f.first_heartbeat_timeout * 1000));
+  a.progress.first_heartbeat_timeout =
+      Millis(static_cast<long long>(f.first_heartbeat_timeout * 1000));
   if (a.progress.hang_timeout > Millis(0) && a.progress.first_heartbeat_timeout > Millis(0) &&
       a.progress.first_heartbeat_timeout < a.progress.hang_timeout) {
     // A rank's first step is never held to less than any later one (hang_detector.h).
@@ -323,19 +313,20 @@ Status build_command(const LauncherFlags& f, std::vector<std::string> rest, Laun
   if (!rest.empty() && rest.front() == "--") {
     rest.erase(rest.begin());
   } else if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {
-    return Status::error(
+    return Status::invalid_argument(
         "unrecognized argument: " + rest.front() +
         " (run ddprun --help for the flags; put it after the script to pass it on)");
   }
   if (rest.empty()) {
-    return Status::error("the entry point is missing: ddprun [options] <script> [args...]");
+    return Status::invalid_argument(
+        "the entry point is missing: ddprun [options] <script> [args...]");
   }
   if (f.no_python && f.module) {
-    return Status::error(
+    return Status::invalid_argument(
         "don't use both the '--no_python' flag and the '--module' flag at the same time");
   }
   if (f.no_python && f.run_path) {
-    return Status::error(
+    return Status::invalid_argument(
         "don't use both the '--run_path' flag and the '--no_python' flag at the same time");
   }
   const char* path_env = std::getenv("PATH");

@@ -12,10 +12,15 @@ const std::vector<ConfigKey>& job_config_schema() {
 Result<JobConfigExtras> apply_job_config(const std::string& path, CLI::App& app) {
   auto settings = launcher_flag_table().catalog().apply_config_file(path, app);
   if (!settings) return settings.status();
+  return job_config_extras(path, *settings);
+}
+
+Result<JobConfigExtras> job_config_extras(const std::string& path,
+                                          const ConfigFileSettings& settings) {
   JobConfigExtras extras;
-  extras.keys = std::move(settings->keys);
+  extras.keys = settings.keys;
   bool has_script = false;
-  for (const ConfigValue& v : settings->file_only) {
+  for (const ConfigValue& v : settings.file_only) {
     if (v.key == "training_script") {
       extras.entry_point.insert(extras.entry_point.begin(), v.text);
       has_script = true;

@@ -18,6 +18,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/config_file.h"
+#include "common/flag_table.h"
 #include "common/result.h"
 
 namespace ddprun::launcher {
@@ -31,6 +32,11 @@ struct JobConfigExtras {
 
 // The keys a job file may hold (from launcher_flags.h's table).
 const std::vector<ConfigKey>& job_config_schema();
+
+// What the file at `path` gave besides flag defaults (FlagTable::parse read it), as the job's
+// entry point, environment and keys. An error names the file.
+Result<JobConfigExtras> job_config_extras(const std::string& path,
+                                          const ConfigFileSettings& settings);
 
 // Loads `path` and makes its settings the defaults of `app`'s options (declared by the table
 // in launcher_flags.h). Errors name file:line:column and the key.

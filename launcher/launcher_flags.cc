@@ -3,13 +3,14 @@
 #include "agent/process/numa_binding.h"
 #include "launcher/value_parsers.h"
 #include "metrics/endpoint_flags.h"
-#include "rendezvous/conf/rdzv_conf.h"
 #include "progress/stragglers.h"
+#include "rendezvous/conf/rdzv_conf.h"
 
 namespace ddprun::launcher {
 namespace {
 
-// A value parser as a check: its own message (the parsers name the flag).
+// A value parser as a check: its own message (the parsers name the flag: the entries using it
+// say so with check_names_flag).
 template <class Parse>
 FlagCheck parses(Parse parse) {
   return [parse](const std::string& text) -> Status { return parse(text).status(); };
@@ -26,17 +27,24 @@ const FlagTable<LauncherFlags>& launcher_flag_table() {
   static const FlagTable<LauncherFlags> table(
       {.underscores = true, .env_prefix = "PET_"},
       {
+          {{.name = "config",
+            .help = "YAML file of settings (flag names as keys); the command line and PET_* "
+                    "variables override it",
+            .scope = FlagScope::kConfigPath},
+           &F::config},
           {{.name = "nnodes",
             .type = T::kScalar,
             .help = "Number of nodes, N or MIN:MAX",
             .default_text = "1:1",
-            .check = parses(parse_nnodes)},
+            .check = parses(parse_nnodes),
+            .check_names_flag = true},
            &F::nnodes},
           {{.name = "nproc_per_node",
             .type = T::kScalar,
             .help = "Workers per node: N, cpu, gpu or auto",
             .default_text = "1",
-            .check = parses(parse_nproc_per_node)},
+            .check = parses(parse_nproc_per_node),
+            .check_names_flag = true},
            &F::nproc_per_node},
           {{.name = "node_rank",
             .type = T::kInteger,
@@ -60,7 +68,8 @@ const FlagTable<LauncherFlags>& launcher_flag_table() {
           {{.name = "rdzv_conf",
             .type = T::kMap,
             .help = "Rendezvous settings key=value,...",
-            .check = parses(rdzv::parse_rdzv_conf)},
+            .check = parses(rdzv::parse_rdzv_conf),
+            .check_names_flag = true},
            &F::rdzv_conf},
           {{.name = "standalone",
             .type = T::kBool,
@@ -105,6 +114,7 @@ const FlagTable<LauncherFlags>& launcher_flag_table() {
             .default_text = "0",
             .check =
                 [](const std::string& t) { return parse_std_streams("--redirects", t).status(); },
+            .check_names_flag = true,
             .short_name = "-r"},
            &F::redirects},
           {{.name = "tee",
@@ -112,6 +122,7 @@ const FlagTable<LauncherFlags>& launcher_flag_table() {
             .help = "Streams to log files and the console: 0-3 or 0:1,1:2",
             .default_text = "0",
             .check = [](const std::string& t) { return parse_std_streams("--tee", t).status(); },
+            .check_names_flag = true,
             .short_name = "-t"},
            &F::tee},
           {{.name = "local_ranks_filter",
@@ -120,7 +131,8 @@ const FlagTable<LauncherFlags>& launcher_flag_table() {
             .check =
                 [](const std::string& t) {
                   return parse_rank_list("--local_ranks_filter", t).status();
-                }},
+                },
+            .check_names_flag = true},
            &F::local_ranks_filter},
           {{.name = "master_addr",
             .help = "MASTER_ADDR for workers (static rendezvous)",
@@ -143,7 +155,8 @@ const FlagTable<LauncherFlags>& launcher_flag_table() {
             .type = T::kList,
             .help = "Signals forwarded to workers",
             .default_text = "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
-            .check = [](const std::string& t) { return parse_signal_list(t).status(); }},
+            .check = [](const std::string& t) { return parse_signal_list(t).status(); },
+            .check_names_flag = true},
            &F::signals_to_handle},
           {{.name = "signals_to_forward",
             .type = T::kList,
@@ -152,7 +165,8 @@ const FlagTable<LauncherFlags>& launcher_flag_table() {
             .check =
                 [](const std::string& t) {
                   return parse_signal_list(t, "--signals_to_forward").status();
-                }},
+                },
+            .check_names_flag = true},
            &F::signals_to_forward},
           {{.name = "virtual_local_rank",
             .type = T::kBool,
@@ -172,7 +186,8 @@ const FlagTable<LauncherFlags>& launcher_flag_table() {
           {{.name = "numa_binding",
             .help = "Bind workers to CPUs near their device: node, socket, exclusive, "
                     "core-complex",
-            .check = parses(agent::parse_numa_mode)},
+            .check = parses(agent::parse_numa_mode),
+            .check_names_flag = true},
            &F::numa_binding},
           {{.name = "logs_specs",
             .help = "Accepted for compatibility: ddprun writes torchrun's default log layout"},
@@ -212,7 +227,8 @@ const FlagTable<LauncherFlags>& launcher_flag_table() {
             .type = T::kList,
             .help = "Python modules imported once per node by a template interpreter that then "
                     "forks every worker, e.g. torch (docs/preload.md)",
-            .check = parses(parse_module_list)},
+            .check = parses(parse_module_list),
+            .check_names_flag = true},
            &F::preload},
           {{.name = "straggler_threshold",
             .type = T::kNumber,

@@ -13,6 +13,7 @@ namespace ddprun::launcher {
 
 // Every flag as given, before validation; its default is the one in the table.
 struct LauncherFlags {
+  std::string config;  // --config job.yaml: the file whose settings are the defaults
   std::string nnodes;
   std::string nproc_per_node;
   std::optional<int> node_rank;  // static: 0 when unset; c10d: no hint

@@ -46,8 +46,8 @@ Result<NodeRange> parse_nnodes(const std::string& text) {
   auto min = parts.empty() ? std::nullopt : to_int(parts[0]);
   auto max = parts.size() == 2 ? to_int(parts[1]) : min;
   if (parts.empty() || parts.size() > 2 || !min || !max || *min <= 0 || *max < *min) {
-    return Status::error("--nnodes=" + text +
-                         " is invalid: expected N or MIN:MAX with 0 < MIN <= MAX");
+    return Status::invalid_argument("--nnodes=" + text +
+                                    " is invalid: expected N or MIN:MAX with 0 < MIN <= MAX");
   }
   range.min = *min;
   range.max = *max;
@@ -58,7 +58,8 @@ Result<int> parse_nproc_per_node(const std::string& text) {
   if (text == "cpu") return online_cpus();
   if (text == "gpu") {
     int gpus = count_cuda_devices();
-    if (gpus == 0) return Status::error("--nproc_per_node=gpu, but no CUDA device is visible");
+    if (gpus == 0)
+      return Status::invalid_argument("--nproc_per_node=gpu, but no CUDA device is visible");
     return gpus;
   }
   if (text == "auto") {
@@ -67,17 +68,18 @@ Result<int> parse_nproc_per_node(const std::string& text) {
   }
   auto n = to_int(text);
   if (!n || *n <= 0) {
-    return Status::error("--nproc_per_node=" + text +
-                         " is invalid: expected a positive integer, cpu, gpu or auto");
+    return Status::invalid_argument("--nproc_per_node=" + text +
+                                    " is invalid: expected a positive integer, cpu, gpu or auto");
   }
   return *n;
 }
 
 Result<agent::PerRankStreams> parse_std_streams(const std::string& flag, const std::string& text) {
   auto bad = [&] {
-    return Status::error(flag + "=" + text +
-                         " is invalid: expected 0-3 (0 none, 1 stdout, 2 stderr, 3 both) or a "
-                         "per-rank map such as 0:1,1:2");
+    return Status::invalid_argument(
+        flag + "=" + text +
+        " is invalid: expected 0-3 (0 none, 1 stdout, 2 stderr, 3 both) or a "
+        "per-rank map such as 0:1,1:2");
   };
   agent::PerRankStreams streams;
   if (text.find(':') == std::string::npos) {
@@ -102,7 +104,7 @@ Result<std::vector<int>> parse_rank_list(const std::string& flag, const std::str
   for (const auto& item : split(text, ',')) {
     auto rank = to_int(item);
     if (!rank || *rank < 0) {
-      return Status::error(
+      return Status::invalid_argument(
           fmt::format("{}={} is invalid: expected local ranks such as 0,1,2", flag, text));
     }
     ranks.push_back(*rank);
@@ -115,57 +117,12 @@ Result<std::vector<int>> parse_signal_list(const std::string& text, const std::s
   for (const auto& name : split(text, ',')) {
     int signo = agent::signal_from_name(name);
     if (signo == 0 || signo == SIGKILL || signo == SIGSTOP || signo == SIGCHLD) {
-      return Status::error(fmt::format("{}: '{}' is not a signal ddprun can handle", flag, name));
+      return Status::invalid_argument(
+          fmt::format("{}: '{}' is not a signal ddprun can handle", flag, name));
     }
     signals.push_back(signo);
   }
   return signals;
-}
-
-Result<std::vector<Endpoint>> parse_endpoints(const std::string& text, uint16_t default_port) {
-  std::vector<Endpoint> endpoints;
-  size_t start = 0;
-  for (;;) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    if (comma == start) {
-      return Status::error("--rdzv_endpoint=" + text +
-                           " is invalid: an empty address (expected host[:port],host[:port],...)");
-    }
-    auto endpoint = parse_endpoint(text.substr(start, comma - start), default_port);
-    if (!endpoint) return endpoint.status();
-    endpoints.push_back(std::move(*endpoint));
-    if (comma == text.size()) return endpoints;
-    start = comma + 1;
-  }
-}
-
-Result<Endpoint> parse_endpoint(const std::string& text, uint16_t default_port) {
-  auto bad = [&] {
-    return Status::error("--rdzv_endpoint=" + text + " is invalid: expected host[:port]");
-  };
-  Endpoint e;
-  e.port = default_port;
-  std::string port_text;
-  if (!text.empty() && text.front() == '[') {  // [v6]:port
-    const auto close = text.find(']');
-    if (close == std::string::npos) return bad();
-    e.host = text.substr(1, close - 1);
-    if (close + 1 < text.size()) {
-      if (text[close + 1] != ':') return bad();
-      port_text = text.substr(close + 2);
-    }
-  } else {
-    const auto colon = text.rfind(':');
-    e.host = text.substr(0, colon);
-    if (colon != std::string::npos) port_text = text.substr(colon + 1);
-  }
-  if (e.host.empty()) return bad();
-  if (!port_text.empty()) {
-    auto port = to_int(port_text);
-    if (!port || *port < 0 || *port > 65535) return bad();
-    e.port = static_cast<uint16_t>(*port);
-  }
-  return e;
 }
 
 int count_cuda_devices() {

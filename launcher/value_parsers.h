@@ -1,4 +1,5 @@
-// Parsers for the values of ddprun's flags. Each returns a clear error naming what is wrong.
+// Parsers for the values of ddprun's flags. Each returns a clear error naming what is wrong, of
+// the invalid-argument kind (common/exit_codes.h: exit 2). Addresses: common/host_port.h.
 #pragma once
 
 #include <map>
@@ -28,16 +29,6 @@ Result<std::vector<std::string>> parse_module_list(const std::string& text);
 // "SIGTERM,SIGINT" (names with or without SIG, or numbers); errors name `flag`.
 Result<std::vector<int>> parse_signal_list(const std::string& text,
                                            const std::string& flag = "--signals_to_handle");
-struct Endpoint {
-  std::string host;
-  uint16_t port = 0;
-};
-// "host", "host:port" or "[v6addr]:port"; `default_port` when none is given.
-Result<Endpoint> parse_endpoint(const std::string& text, uint16_t default_port);
-// "h1:p,h2:p,...": one or more endpoints as above, in order (ddp-rendezvous replicas); an empty
-// item is an error naming the whole value.
-Result<std::vector<Endpoint>> parse_endpoints(const std::string& text, uint16_t default_port);
-
 // CUDA devices visible to workers: CUDA_VISIBLE_DEVICES when set, else the NVIDIA driver's
 // device list. 0 on a machine without one.
 int count_cuda_devices();

@@ -55,7 +55,13 @@ asio::awaitable<Result<Stream>> attempt(asio::any_io_executor ex, const ConnectO
   boost::system::error_code ec;
   auto endpoints = co_await resolver.async_resolve(server.host, std::to_string(server.port),
                                                    asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return fail("resolve", ec);
+  if (ec == asio::error::host_not_found_try_again && !timed_out) {
+    // EAI_AGAIN: the resolver did not answer; the next attempt asks again.
+    timer.cancel();
+    co_return Status::unavailable(
+        fmt::format("resolving {}: the resolver did not answer (retrying)", server.host));
+  }
+  if (ec) co_return fail(fmt::format("resolving {}", server.host), ec);
   std::optional<asio::ip::address> local;
   if (!o.local_address.empty()) {
     local = asio::ip::make_address(o.local_address, ec);

@@ -12,6 +12,11 @@ std::vector<Flag<DaemonFlags>> daemon_flags() {
   using F = DaemonFlags;
   using T = ConfigType;
   std::vector<Flag<DaemonFlags>> flags = {
+      {{.name = "config",
+        .help = "YAML file of settings (flag names as keys, with underscores); the command "
+                "line overrides it",
+        .scope = FlagScope::kConfigPath},
+       &F::config},
       {{.name = "host", .help = "Address to listen on", .default_text = "0.0.0.0"}, &F::host},
       {{.name = "port",
         .type = T::kInteger,

@@ -13,6 +13,7 @@ namespace ddprun::rdzv {
 
 // Every setting as given; defaults are the table's.
 struct DaemonFlags {
+  std::string config;  // --config daemon.yaml: the file whose settings are the defaults
   std::string host;
   int port = 0;
   std::string log_level;  // empty: $DDPRUN_LOG_LEVEL, else info

@@ -11,9 +11,11 @@
 // committed to DIR/rendezvous.db before a client hears of it, and a daemon started again on the
 // same directory carries on the jobs it finds there. --state etcd://h1:2379,... makes it one of
 // several replicas sharing the jobs in etcd (replica.h): one leads and serves, the others
-// redirect clients to it and take over when its lease expires. Exit codes: 0 after a
-// shutdown, 1 when it cannot listen, 2 for bad flags or a state it refuses to use, 3 when a
-// save failed (or, for a replica, the state could not be loaded at a takeover).
+// redirect clients to it and take over when its lease expires. Exit codes (decided by the
+// error's kind, common/exit_codes.h): 0 after a shutdown, 2 for bad flags or files they name
+// or a state it refuses to use, 1 when it cannot listen or cannot reach its state (a directory
+// it cannot create), 3 when a save failed (or, for a replica, the state could not be loaded at
+// a takeover).
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,16 +34,16 @@
 #include "common/periodic_status.h"
 #include "common/service_watchdog.h"
 #include "common/systemd_notifier.h"
+#include "rendezvous/conf/rdzv_conf.h"
 #include "rendezvous/daemon/daemon_flags.h"
 #include "rendezvous/daemon/daemon_security.h"
-#include "rendezvous/conf/rdzv_conf.h"
 #include "rendezvous/daemon/replica.h"
+#include "rendezvous/daemon/status_command.h"
 #include "rendezvous/server/server.h"
-#include "rendezvous/wire/server_address.h"
 #include "rendezvous/server/server_metrics.h"
 #include "rendezvous/state/etcd/etcd_client.h"
 #include "rendezvous/state/open_state_store.h"
-#include "rendezvous/daemon/status_command.h"
+#include "rendezvous/wire/server_address.h"
 
 namespace {
 
@@ -59,6 +61,15 @@ std::string status_line(const std::string& host, const ddprun::rdzv::RendezvousS
                      stats.connections == 1 ? "" : "s", stats.totals.accepted);
 }
 
+// The exit code when the state cannot be used. A state the daemon refuses (not its database,
+// corrupt, written by a newer daemon, held by another daemon) waits for the operator to choose
+// another --state-dir, as a bad flag does: 2. One it cannot reach (a directory it cannot
+// create, an I/O error) is the machine's: 1, and a restart may find it fixed.
+int state_exit_code(const ddprun::Status& why) {
+  const bool refused = why.is_refused() || why.is_malformed() || why.is_invalid_argument();
+  return ddprun::exit_code_for(refused ? why.with_kind(ddprun::ErrorKind::kInvalidArgument) : why);
+}
+
 // The state spec the flags name; nullopt: memory only.
 ddprun::Result<std::optional<ddprun::rdzv::state::StateSpec>> state_spec(const DaemonFlags& flags) {
   std::string spec = flags.state;
@@ -72,11 +83,8 @@ ddprun::Result<std::optional<ddprun::rdzv::state::StateSpec>> state_spec(const D
 // --advertise, or host:port from --host (the host name for a wildcard) and the bound port.
 ddprun::Result<std::string> advertised_address(const DaemonFlags& flags, uint16_t port) {
   if (!flags.advertise.empty()) {
-    auto where = ddprun::rdzv::state::split_host_port(flags.advertise, 0);
-    if (!where || where->second == 0) {
-      return ddprun::Status::invalid_argument("--advertise " + flags.advertise +
-                                              ": expected host:port");
-    }
+    auto where = ddprun::parse_host_port(flags.advertise, 0, {.port_optional = false});
+    if (!where) return where.status().with_context("--advertise");
     return flags.advertise;
   }
   std::string host = flags.host;
@@ -88,11 +96,10 @@ ddprun::Result<std::string> advertised_address(const DaemonFlags& flags, uint16_
     }
     host = name;
   }
-  return ddprun::rdzv::to_string(ddprun::rdzv::ServerAddress{host, port});
+  return ddprun::to_string(ddprun::HostPort{host, port});
 }
 
-// With an etcd spec: the replica that drives `server`, which listens on `port`. Errors are
-// printed; the exit code is 2.
+// With an etcd spec: the replica that drives `server`, which listens on `port`.
 ddprun::Result<std::unique_ptr<ddprun::rdzv::Replica>> make_replica(
     boost::asio::io_context& io, ddprun::rdzv::RendezvousServer& server, const DaemonFlags& flags,
     uint16_t port, ddprun::rdzv::state::StateSpec spec,
@@ -116,14 +123,17 @@ int run(const DaemonFlags& flags) {
   auto idle = rdzv::parse_duration(flags.idle_timeout);
   auto grace = rdzv::parse_duration(flags.shutdown_grace);
   if (!idle || !grace) {
-    spdlog::error("{}", !idle ? idle.error_message() : grace.error_message());
-    return kExitUsage;
+    const Status bad = !idle ? idle.status().with_context("--idle-timeout")
+                             : grace.status().with_context("--shutdown-grace");
+    spdlog::error("{}", bad.message());
+    return exit_code_for(bad);
   }
   options.idle_timeout = *idle;
   options.shutdown_grace = *grace;
   if (Status s = rdzv::apply_security(flags.security, flags.host, options); !s) {
     spdlog::error("{}", s.message());
-    return kExitUsage;
+    // The files and settings its flags name: whatever failed, the fix is in the command line.
+    return exit_code_for(s.with_kind(ErrorKind::kInvalidArgument));
   }
 
   boost::asio::io_context io;
@@ -133,7 +143,7 @@ int run(const DaemonFlags& flags) {
   auto spec = state_spec(flags);
   if (!spec) {
     spdlog::error("{}", spec.error_message());
-    return kExitUsage;
+    return exit_code_for(spec.status());
   }
   const bool replicated = *spec && (*spec)->kind == rdzv::state::StateSpec::Kind::kEtcd;
   std::unique_ptr<rdzv::state::StateStore> store;  // before the server: it must outlive it
@@ -141,7 +151,7 @@ int run(const DaemonFlags& flags) {
     auto opened = rdzv::state::open_state_store(io, **spec);
     if (!opened) {
       spdlog::error("{}", opened.error_message());
-      return kExitUsage;
+      return state_exit_code(opened.status());
     }
     store = std::move(*opened);
   }
@@ -155,7 +165,7 @@ int run(const DaemonFlags& flags) {
     Status restored = server.restore_state(*store, on_save_failure);
     if (!restored) {
       spdlog::error("{}", restored.message());
-      return kExitUsage;
+      return state_exit_code(restored);
     }
     spdlog::info("state: {}", store->describe());
   }
@@ -173,7 +183,7 @@ int run(const DaemonFlags& flags) {
     });
     if (!made) {
       spdlog::error("{}", made.error_message());
-      return kExitUsage;
+      return exit_code_for(made.status());
     }
     replica = std::move(*made);
     replica->start();
@@ -230,60 +240,34 @@ int run(const DaemonFlags& flags) {
   return exit_code;
 }
 
-// Loads `path` and makes its settings the defaults of `app`'s options (the command line wins);
-// the `tokens` map, which no single flag takes, goes to `flags`.
-ddprun::Status apply_daemon_config(const std::string& path, CLI::App& app, DaemonFlags& flags) {
-  auto settings = ddprun::rdzv::daemon_flag_table().catalog().apply_config_file(path, app);
-  if (!settings) return settings.status();
-  for (const ddprun::ConfigValue& v : settings->file_only) {
-    if (v.key == "tokens") flags.security.file_job_tokens = v.map;
-  }
-  return {};
-}
-
-int usage_error(const std::string& message) {
-  (void)std::fprintf(stderr, "ddp-rendezvous: error: %s\n", message.c_str());
-  return ddprun::kExitUsage;
+int usage_error(const ddprun::Status& why) {
+  (void)std::fprintf(stderr, "ddp-rendezvous: error: %s\n", why.message().c_str());
+  return ddprun::exit_code_for(why);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"ddp-rendezvous: rendezvous server for ddprun jobs (many jobs, one daemon)"};
-  app.set_version_flag("--version", std::string("ddp-rendezvous ") + DDPRUN_VERSION);
-  const auto& table = ddprun::rdzv::daemon_flag_table();
-  DaemonFlags flags;
-  if (ddprun::Status s = table.declare(app, flags); !s) return usage_error(s.message());
-  std::string config_path;
-  app.add_option("--config", config_path,
-                 "YAML file of settings (flag names as keys, with underscores); the command "
-                 "line overrides it");
   const std::vector<std::string> args(argv + 1, argv + argc);
-  if (const std::string path = table.catalog().find_config_path(args, /*prefix_command=*/false);
-      !path.empty()) {
-    if (ddprun::Status s = apply_daemon_config(path, app, flags); !s) {
-      return usage_error(s.message());
-    }
+  if (!args.empty() && args.front() == "status") {
+    return ddprun::rdzv::status_main({args.begin() + 1, args.end()}, stdout, stderr);
   }
-  ddprun::rdzv::StatusCommandOptions status;
-  CLI::App* status_command = app.add_subcommand(
-      "status", "Show a running daemon's jobs, rounds, nodes and restarts (read-only)");
-  status_command->add_option("--endpoint", status.endpoint, "The daemon's host:port")
-      ->capture_default_str();
-  status_command->add_flag("--json", status.json, "Print JSON instead of a table");
-  status_command->add_option("--token-file", status.token_file,
-                             "The daemon's token (its --token-file), when it requires one");
-  status_command->add_option("--tls-ca", status.tls_ca,
-                             "CA bundle that signed the daemon's TLS certificate (TLS daemons)");
-  status_command->add_option("--tls-cert", status.tls_cert,
-                             "This client's certificate, for a daemon that requires one");
-  status_command->add_option("--tls-key", status.tls_key, "The key of --tls-cert");
-  status_command->add_option("--tls-server-name", status.tls_server_name,
-                             "The name the daemon's certificate carries (default: the "
-                             "endpoint's host)");
-  CLI11_PARSE(app, argc, argv);
-  if (status_command->parsed()) return ddprun::rdzv::run_status_command(status, stdout, stderr);
-  if (ddprun::Status s = table.catalog().check_parsed(app); !s) return usage_error(s.message());
+  CLI::App app{"ddp-rendezvous: rendezvous server for ddprun jobs (many jobs, one daemon)",
+               "ddp-rendezvous"};
+  app.footer(
+      "ddp-rendezvous status [--endpoint host:port] [--json]: show a running daemon's jobs, "
+      "rounds, nodes and restarts (ddp-rendezvous status --help)");
+  app.set_version_flag("--version", std::string("ddp-rendezvous ") + DDPRUN_VERSION);
+  DaemonFlags flags;
+  auto parsed = ddprun::rdzv::daemon_flag_table().parse(app, flags, args, {});
+  if (!parsed) return usage_error(parsed.status());
+  if (parsed->output) {  // --help, --version
+    (void)std::printf("%s\n", parsed->output->c_str());
+    return 0;
+  }
+  for (const ddprun::ConfigValue& v : parsed->from_file.file_only) {
+    if (v.key == "tokens") flags.security.file_job_tokens = v.map;  // no single flag takes it
+  }
 
   ddprun::init_logging("ddp-rendezvous");
   if (!flags.log_level.empty()) spdlog::set_level(spdlog::level::from_str(flags.log_level));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/host_port.h"
 #include "rendezvous/server/server.h"
 
 namespace ddprun::rdzv {
@@ -13,15 +14,15 @@ namespace {
 // not expired yet): a redirect to itself would only send clients round in a circle.
 Redirect redirect_to(const std::optional<std::string>& leader, const std::string& self) {
   if (!leader || *leader == self) return Redirect{};
-  auto where = state::split_host_port(*leader, 0);
-  if (!where || where->second == 0) {
+  auto where = parse_host_port(*leader, 0, {.port_optional = false});
+  if (!where) {
     spdlog::warn(
         "replica: the leader key holds '{}', which is not host:port; clients are told "
         "that no replica leads",
         *leader);
     return Redirect{};
   }
-  return Redirect{where->first, where->second};
+  return Redirect{where->host, where->port};
 }
 
 }  // namespace

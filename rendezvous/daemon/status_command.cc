@@ -1,14 +1,14 @@
 #include "rendezvous/daemon/status_command.h"
 
-#include <charconv>
-
 #include <fmt/format.h>
 
+#include "common/exit_codes.h"
+#include "common/host_port.h"
+#include "progress/stragglers.h"
+#include "rendezvous/daemon/status_client.h"
 #include "rendezvous/security/tls_context.h"
 #include "rendezvous/security/token_file.h"
 #include "rendezvous/wire/server_address.h"
-#include "rendezvous/daemon/status_client.h"
-#include "progress/stragglers.h"
 
 namespace ddprun::rdzv {
 namespace {
@@ -30,34 +30,6 @@ std::string node_range(const JobStatus& j) {
 
 }  // namespace
 
-Result<HostPort> parse_host_port(const std::string& text, uint16_t default_port) {
-  HostPort hp{text, default_port};
-  std::string port_text;
-  if (!text.empty() && text.front() == '[') {
-    const auto close = text.find(']');
-    if (close == std::string::npos) return Status::invalid_argument("'" + text + "': no ']'");
-    hp.host = text.substr(1, close - 1);
-    if (close + 1 < text.size()) {
-      if (text[close + 1] != ':') return Status::invalid_argument("'" + text + "': junk after ]");
-      port_text = text.substr(close + 2);
-    }
-  } else if (const auto colon = text.rfind(':'); colon != std::string::npos) {
-    hp.host = text.substr(0, colon);
-    port_text = text.substr(colon + 1);
-  }
-  if (hp.host.empty()) return Status::invalid_argument("'" + text + "': no host");
-  if (!port_text.empty() || text.back() == ':') {
-    unsigned port = 0;
-    auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-    if (ec != std::errc() || end != port_text.data() + port_text.size() || port == 0 ||
-        port > 65535) {
-      return Status::invalid_argument("'" + text + "': '" + port_text + "' is not a TCP port");
-    }
-    hp.port = static_cast<uint16_t>(port);
-  }
-  return hp;
-}
-
 std::string render_status_table(const StatusReport& report) {
   if (report.jobs.empty()) return "no jobs\n";
   std::string out = fmt::format("{:<24} {:<10} {:>6} {:>9} {:>6} {:>6} {:>11}\n", "JOB", "STATE",
@@ -69,10 +41,11 @@ std::string render_status_table(const StatusReport& report) {
                     node_range(j), j.connections);
     const StragglerFinding& f = j.stragglers;
     if (f.threshold_milli > 0) {
-      out += fmt::format("  stragglers (busy over {:g}x the median of {} ranks, {}): {}\n",
-                         f.threshold_milli / 1000.0, f.ranks_measured,
-                         f.ranks_measured == 0 ? "none measured" : progress::format_busy(f.median_us),
-                         f.stragglers.empty() ? "none" : std::to_string(f.stragglers.size()));
+      out +=
+          fmt::format("  stragglers (busy over {:g}x the median of {} ranks, {}): {}\n",
+                      f.threshold_milli / 1000.0, f.ranks_measured,
+                      f.ranks_measured == 0 ? "none measured" : progress::format_busy(f.median_us),
+                      f.stragglers.empty() ? "none" : std::to_string(f.stragglers.size()));
       for (const StragglerEntry& s : f.stragglers) {
         out += "    " + progress::format_straggler(s, f) + "\n";
       }
@@ -140,7 +113,9 @@ Result<ClientCredentials> load_credentials(const StatusCommandOptions& options) 
   ClientCredentials credentials;
   if (!options.token_file.empty()) {
     auto token = load_token_file(options.token_file);
-    if (!token) return token.status().with_context("--token-file");
+    // A file a flag names that cannot be used: the fix is in the command line.
+    if (!token)
+      return token.status().with_context("--token-file").with_kind(ErrorKind::kInvalidArgument);
     credentials.token = std::move(*token);
   }
   if (options.tls_ca.empty()) {
@@ -153,25 +128,80 @@ Result<ClientCredentials> load_credentials(const StatusCommandOptions& options) 
   }
   auto tls = make_client_tls(
       TlsClientFiles{options.tls_ca, options.tls_cert, options.tls_key, options.tls_server_name});
-  if (!tls) return tls.status().with_context("--tls-ca/--tls-cert/--tls-key");
+  if (!tls) {
+    return tls.status()
+        .with_context("--tls-ca/--tls-cert/--tls-key")
+        .with_kind(ErrorKind::kInvalidArgument);
+  }
   credentials.tls = std::move(*tls);
   credentials.tls_server_name = options.tls_server_name;
   return credentials;
 }
 
+// The parser's message names the text: the flag goes in front of it once.
+Status is_endpoint(const std::string& text) {
+  return parse_host_port(text, kDefaultPort).status().with_context("--endpoint");
+}
+
 }  // namespace
+
+const FlagTable<StatusCommandOptions>& status_flag_table() {
+  using F = StatusCommandOptions;
+  static const FlagTable<StatusCommandOptions> table(
+      {.underscores = false, .env_prefix = ""},
+      {
+          {{.name = "endpoint",
+            .help = "The daemon's host:port ([v6]:port; a bare host: port 29400)",
+            .default_text = "127.0.0.1:29400",
+            .check = is_endpoint,
+            .check_names_flag = true},
+           &F::endpoint},
+          {{.name = "json", .type = ConfigType::kBool, .help = "Print JSON instead of a table"},
+           &F::json},
+          {{.name = "token_file",
+            .help = "The daemon's token (its --token-file), when it requires one"},
+           &F::token_file},
+          {{.name = "tls_ca",
+            .help = "CA bundle that signed the daemon's TLS certificate (TLS daemons)"},
+           &F::tls_ca},
+          {{.name = "tls_cert",
+            .help = "This client's certificate, for a daemon that requires one"},
+           &F::tls_cert},
+          {{.name = "tls_key", .help = "The key of --tls-cert"}, &F::tls_key},
+          {{.name = "tls_server_name",
+            .help = "The name the daemon's certificate carries (default: the endpoint's host)"},
+           &F::tls_server_name},
+      });
+  return table;
+}
+
+int status_main(const std::vector<std::string>& args, std::FILE* out, std::FILE* err) {
+  StatusCommandOptions options;
+  CLI::App app{"Show a running daemon's jobs, rounds, nodes and restarts (read-only)",
+               "ddp-rendezvous status"};
+  auto parsed = status_flag_table().parse(app, options, args, {});
+  if (!parsed) {
+    (void)std::fprintf(err, "ddp-rendezvous status: error: %s\n", parsed.error_message().c_str());
+    return exit_code_for(parsed.status());
+  }
+  if (parsed->output) {
+    (void)std::fprintf(out, "%s\n", parsed->output->c_str());
+    return 0;
+  }
+  return run_status_command(options, out, err);
+}
 
 int run_status_command(const StatusCommandOptions& options, std::FILE* out, std::FILE* err) {
   auto endpoint = parse_host_port(options.endpoint, kDefaultPort);
   if (!endpoint) {
     (void)std::fprintf(err, "ddp-rendezvous status: --endpoint %s\n",
                        endpoint.error_message().c_str());
-    return 2;
+    return exit_code_for(endpoint.status());
   }
   auto credentials = load_credentials(options);
   if (!credentials) {
     (void)std::fprintf(err, "ddp-rendezvous status: %s\n", credentials.error_message().c_str());
-    return 2;
+    return exit_code_for(credentials.status());
   }
   StatusQueryOptions query;
   query.host = endpoint->host;
@@ -181,7 +211,7 @@ int run_status_command(const StatusCommandOptions& options, std::FILE* out, std:
   auto answer = query_status(query);
   if (!answer) {
     (void)std::fprintf(err, "ddp-rendezvous status: %s\n", answer.error_message().c_str());
-    return 1;
+    return exit_code_for(answer.status());
   }
   const std::string asked = to_string(ServerAddress{query.host, query.port});
   std::string text;

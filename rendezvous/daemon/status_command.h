@@ -8,10 +8,12 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
+#include "common/flag_table.h"
 #include "common/result.h"
 #include "rendezvous/wire/messages.h"
 
@@ -32,21 +34,21 @@ struct StatusCommandOptions {
   std::string tls_server_name;
 };
 
+// The subcommand's flags (common/flag_table.h), spelled --with-dashes, no environment or file.
+const FlagTable<StatusCommandOptions>& status_flag_table();
+
 // Queries and prints to `out`; errors go to `err` as one line naming the endpoint. Returns the
-// exit code: 0, or 1 when the daemon cannot be reached or refuses (authentication included),
-// 2 for a bad --endpoint or a token or TLS file that cannot be used.
+// exit code (common/exit_codes.h): 0, or 1 when the daemon cannot be reached or refuses
+// (authentication included), 2 for a bad --endpoint or a token or TLS file that cannot be used.
 int run_status_command(const StatusCommandOptions& options, std::FILE* out, std::FILE* err);
+
+// `ddp-rendezvous status ARGS...`: parses `args` (after "status") with status_flag_table() and
+// runs the query; --help prints to `out`. Returns the exit code as above.
+int status_main(const std::vector<std::string>& args, std::FILE* out, std::FILE* err);
 
 // The report as a table a person reads (one line per job, then its nodes indented), and as
 // JSON for tools. Pure.
 std::string render_status_table(const StatusReport& report);
 nlohmann::json status_to_json(const StatusReport& report);
-
-// "host:port" → host and port; "[::1]:port"; a bare host gets `default_port`.
-struct HostPort {
-  std::string host;
-  uint16_t port = 0;
-};
-Result<HostPort> parse_host_port(const std::string& text, uint16_t default_port);
 
 }  // namespace ddprun::rdzv

@@ -39,11 +39,9 @@ Result<StateSpec> parse_etcd(const std::string& spec, std::string_view rest) {
       return Status::invalid_argument(
           fmt::format("state spec '{}': empty etcd endpoint (expected host:port,host:port)", spec));
     }
-    auto where = split_host_port(endpoint);
+    auto where = parse_host_port(endpoint, kEtcdDefaultPort);
     if (!where) return where.status().with_context(fmt::format("state spec '{}'", spec));
-    const bool v6 = where->first.find(':') != std::string::npos;
-    out.endpoints.push_back(v6 ? fmt::format("[{}]:{}", where->first, where->second)
-                               : fmt::format("{}:{}", where->first, where->second));
+    out.endpoints.push_back(to_string(*where));
     start = comma + 1;
   }
   return out;

@@ -13,6 +13,7 @@ namespace ddprun {
 namespace {
 
 struct ToolFlags {
+  std::string config;
   std::string mode;
   int workers = 0;
   std::optional<int> port;
@@ -21,6 +22,7 @@ struct ToolFlags {
   std::vector<std::string> tags;
   std::string filters;
   std::string options;
+  int level = 0;
 };
 
 const FlagTable<ToolFlags>& tool_table() {
@@ -29,6 +31,7 @@ const FlagTable<ToolFlags>& tool_table() {
   static const FlagTable<ToolFlags> table(
       {.underscores = true, .env_prefix = "FTT_"},
       {
+          {{.name = "config", .scope = FlagScope::kConfigPath}, &F::config},
           {{.name = "run_mode",
             .help = "How to run",
             .default_text = "fast",
@@ -49,6 +52,7 @@ const FlagTable<ToolFlags>& tool_table() {
             .fallback_env = "FTT_LEGACY_GRACE"},
            &F::grace},
           {{.name = "verbose", .type = T::kBool}, &F::verbose},
+          {{.name = "verbosity_level", .type = T::kInteger}, &F::level},
           {{.name = "tag", .scope = FlagScope::kCommandLineOnly}, &F::tags},
           {{.name = "filters", .type = T::kList, .commas_doubled = true}, &F::filters},
           {{.name = "options",
@@ -192,6 +196,98 @@ TEST_F(FlagTableTest, FindsTheConfigPathPastFlagsThatTakeValues) {
   // After the program's name everything is the program's.
   EXPECT_EQ(catalog.find_config_path({"script.py", "--config", "c.yaml"}, true), "");
   EXPECT_EQ(catalog.find_config_path({"--bogus", "--config", "d.yaml"}, false), "d.yaml");
+}
+
+// The whole parse (FlagTable::parse) with the program's command after the flags.
+class FlagTableParseTest : public FlagTableTest {
+ protected:
+  Result<ParsedFlags> parse_all(const std::vector<std::string>& args) {
+    app_ = std::make_unique<CLI::App>();
+    flags_ = ToolFlags{};
+    return tool_table().parse(*app_, flags_, args, {.prefix_command = true});
+  }
+};
+
+// argparse (torchrun) accepts an unambiguous prefix of a long flag: so does the table.
+TEST_F(FlagTableParseTest, AnUnambiguousPrefixIsTheFlag) {
+  auto parsed = parse_all({"--run_mo", "slow", "--work=5", "--verbose", "x.py", "--run_m", "y"});
+  ASSERT_TRUE(parsed.ok()) << parsed.error_message();
+  EXPECT_EQ(flags_.mode, "slow");
+  EXPECT_EQ(flags_.workers, 5);
+  EXPECT_TRUE(flags_.verbose);  // exact, though also a prefix of --verbosity_level
+  // The program's arguments are never touched.
+  EXPECT_EQ(parsed->remaining, (std::vector<std::string>{"x.py", "--run_m", "y"}));
+  // Both spellings of one setting are one candidate; '-' and '_' alike.
+  ASSERT_TRUE(parse_all({"--run-mo", "slow", "x.py"}).ok());
+  EXPECT_EQ(flags_.mode, "slow");
+  // A value that looks like a flag is a value.
+  ASSERT_TRUE(parse_all({"--options", "--po", "x.py"}).ok());
+  EXPECT_EQ(flags_.options, "--po");
+}
+
+TEST_F(FlagTableParseTest, AnAmbiguousPrefixListsTheCandidates) {
+  auto parsed = parse_all({"--verb", "x.py"});
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_TRUE(parsed.status().is_invalid_argument());
+  EXPECT_EQ(parsed.error_message(),
+            "ambiguous option: --verb could match --verbose, --verbosity_level");
+}
+
+TEST_F(FlagTableParseTest, AnUnknownFlagGetsADidYouMean) {
+  auto parsed = parse_all({"--workres", "3", "x.py"});
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_TRUE(parsed.status().is_invalid_argument());
+  EXPECT_NE(parsed.error_message().find("unrecognized argument: --workres (did you mean "
+                                        "'--workers'?)"),
+            std::string::npos)
+      << parsed.error_message();
+  // After the program's name nothing is checked.
+  EXPECT_TRUE(parse_all({"x.py", "--workres", "3"}).ok());
+  EXPECT_TRUE(parse_all({"--", "--workres", "3"}).ok());
+}
+
+TEST_F(FlagTableParseTest, TheConfigFlagIsAnEntry) {
+  const std::string path = dir_ / "tool.yaml";
+  std::ofstream(path) << "workers: 7\nrun_mode: slow\n";
+  auto parsed = parse_all({"--conf", path, "--run_mode", "fast", "x.py"});
+  ASSERT_TRUE(parsed.ok()) << parsed.error_message();
+  EXPECT_EQ(parsed->config_path, path);
+  EXPECT_EQ(flags_.workers, 7);
+  EXPECT_EQ(flags_.mode, "fast");  // the command line wins
+  EXPECT_TRUE(parsed->from_file.keys.count("workers"));
+}
+
+TEST_F(FlagTableParseTest, HelpIsOutputNotAnError) {
+  auto parsed = parse_all({"--hel"});
+  ASSERT_TRUE(parsed.ok()) << parsed.error_message();
+  ASSERT_TRUE(parsed->output);
+  EXPECT_NE(parsed->output->find("--run-mode"), std::string::npos);
+}
+
+// A check wrapping a parser that names the flag itself: nothing is added in front (decided by
+// the entry, not by reading the message).
+TEST(FlagCheckTest, ACheckThatNamesItsFlagIsNotPrefixedAgain) {
+  struct Two {
+    std::string a;
+    std::string b;
+  };
+  auto fails = [](std::string message) {
+    return [message](const std::string&) { return Status::invalid_argument(message); };
+  };
+  const FlagTable<Two> table(
+      {.underscores = false},
+      {{{.name = "alpha", .check = fails("--alpha is wrong here"), .check_names_flag = true},
+        &Two::a},
+       {{.name = "beta", .check = fails("--looks like a flag")}, &Two::b}});
+  Two values;
+  CLI::App app;
+  auto alpha = table.parse(app, values, {"--alpha", "x"}, {});
+  ASSERT_FALSE(alpha.ok());
+  EXPECT_EQ(alpha.error_message(), "--alpha is wrong here");
+  CLI::App app2;
+  auto beta = table.parse(app2, values, {"--beta", "y"}, {});
+  ASSERT_FALSE(beta.ok());
+  EXPECT_EQ(beta.error_message(), "--beta=y: --looks like a flag");
 }
 
 }  // namespace

@@ -95,5 +95,56 @@ TEST_F(CliErrorTest, HelpExitsZero) {
   EXPECT_NE(run.out.find("--nproc_per_node"), std::string::npos) << run.out;
 }
 
+// A rendezvous host the resolver says does not exist is a typo: exit 2 at once, naming the flag
+// (it was retried for join_timeout, 600 s). Names under .invalid never resolve (RFC 6761) and
+// ddprun answers them itself, so no network is involved; the 30 s bound is far below any retry.
+TEST_F(CliErrorTest, NoSuchRendezvousHostExitsTwoAtOnce) {
+  const auto started = std::chrono::steady_clock::now();
+  const RunResult run = run_ddprun({"--rdzv_backend", "c10d", "--rdzv_endpoint",
+                                    "no-such-host.invalid:29400", "--no_python", "/bin/true"},
+                                   std::chrono::seconds(30));
+  EXPECT_TRUE(ExitedWith(run, 2)) << run.describe();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
+  EXPECT_NE(run.err.find("--rdzv_endpoint no-such-host.invalid:29400: no such host "
+                         "'no-such-host.invalid'"),
+            std::string::npos)
+      << run.err;
+}
+
+TEST_F(CliErrorTest, NoSuchStaticMasterAddrExitsTwo) {
+  const RunResult run =
+      run_ddprun({"--master_addr", "no-such-host.invalid", "--no_python", "/bin/true"},
+                 std::chrono::seconds(30));
+  EXPECT_TRUE(ExitedWith(run, 2)) << run.describe();
+  EXPECT_NE(run.err.find("--master_addr no-such-host.invalid: no such host"), std::string::npos)
+      << run.err;
+}
+
+TEST_F(CliErrorTest, AnOutOfRangeEndpointPortSaysSo) {
+  expect_usage_error({"--rdzv_backend", "c10d", "--rdzv_endpoint", "head:70000"},
+                     "--rdzv_endpoint: 'head:70000': port 70000 is out of range (0-65535)");
+}
+
+// argparse's rule, which torchrun users rely on: an unambiguous prefix is the flag.
+TEST_F(CliErrorTest, AnUnambiguousPrefixOfAFlagIsAccepted) {
+  const RunResult run = run_ddprun(
+      {"--nproc_per_nod", "2", "--max-rest=0", worker("echo_args.py"), "--nproc_per_nod"});
+  EXPECT_TRUE(ExitedWith(run, 0)) << run.describe();
+  // Two workers ran, and the script's argument after its name reached it untouched.
+  EXPECT_EQ(read_text_file(out("args_0.json")), R"(["--nproc_per_nod"])");
+  EXPECT_EQ(read_text_file(out("args_1.json")), R"(["--nproc_per_nod"])");
+}
+
+TEST_F(CliErrorTest, AnAmbiguousPrefixListsTheCandidates) {
+  expect_usage_error({"--rdzv", "c10d"},
+                     "ambiguous option: --rdzv could match --rdzv_backend, "
+                     "--rdzv_endpoint, --rdzv_id, --rdzv_conf");
+}
+
+TEST_F(CliErrorTest, AnUnknownFlagGetsADidYouMean) {
+  expect_usage_error({"--nproc_per_nodes", "2"},
+                     "unrecognized argument: --nproc_per_nodes (did you mean '--nproc_per_node'?)");
+}
+
 }  // namespace
 }  // namespace ddprun::testing

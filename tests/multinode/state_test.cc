@@ -179,7 +179,7 @@ TEST_F(StateDaemonTest, DaemonKilledDuringARestartCarriesTheRestartOn) {
   // Either node hearing of the restart: the failure is recorded, the restart under way.
   const Deadline heard = deadline_after(40s);
   auto restart_heard = [&](ChildProcess& n) {  // reads what the node wrote, for 20 ms at most
-    return n.wait_for_stderr("restarting (2 restarts allowed)", deadline_after(20ms)) ||
+    return n.wait_for_stderr("restarting (restart 1 of 2; 1 left)", deadline_after(20ms)) ||
            n.stderr_text().find("rendezvous: worker_failure") != std::string::npos;
   };
   while (!restart_heard(*nodes[0]) && !restart_heard(*nodes[1])) {

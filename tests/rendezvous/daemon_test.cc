@@ -336,6 +336,35 @@ TEST(DaemonConfigTest, ABadFileIsRefusedNamingThePlaceAndKey) {
       << daemon.text();
 }
 
+// A state directory it cannot create is the machine's state, not a bad flag: exit 1 (it was 2,
+// the usage code, which tells a supervisor to stop retrying a command line that is fine).
+TEST(DaemonStateTest, AStateDirItCannotCreateIsNotAUsageError) {
+  const ddprun::testing::TempDir dir;
+  const std::string file = dir / "not-a-directory";
+  {
+    FILE* f = std::fopen(file.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fclose(f);
+  }
+  Daemon daemon({"--state-dir", file + "/state"}, /*merge_stderr=*/true);
+  EXPECT_EQ(daemon.wait_exit(10s), 1) << daemon.text();
+  EXPECT_NE(daemon.text().find("cannot create the state directory " + file + "/state"),
+            std::string::npos)
+      << daemon.text();
+}
+
+TEST(DaemonFlagsTest, AnAbbreviatedFlagIsAcceptedAndABadOneIsNamed) {
+  Daemon ok({"--idle-time", "5"});
+  EXPECT_GT(ok.port(), 0);
+  EXPECT_EQ(ok.terminate(5s), 0);
+  Daemon bad({"--idle-timeout", "5", "--idle-timout", "5"}, /*merge_stderr=*/true);
+  EXPECT_EQ(bad.wait_exit(10s), 2) << bad.text();
+  EXPECT_NE(
+      bad.text().find("unrecognized argument: --idle-timout (did you mean '--idle-timeout'?)"),
+      std::string::npos)
+      << bad.text();
+}
+
 // `ddp-rendezvous status ARGS` as a user runs it: its exit code and what it printed (stdout
 // and stderr). The command bounds itself (5 s query timeout).
 std::pair<int, std::string> run_status(const std::vector<std::string>& args) {
@@ -348,6 +377,17 @@ std::pair<int, std::string> run_status(const std::vector<std::string>& args) {
   while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
   const int status = ::pclose(p);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST(DaemonStatusTest, ABadEndpointIsAUsageErrorThatSaysWhy) {
+  const auto [code, out] = run_status({"--endpoint", "127.0.0.1:70000"});
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("--endpoint: '127.0.0.1:70000': port 70000 is out of range (1-65535)"),
+            std::string::npos)
+      << out;
+  const auto [help_code, help] = run_status({"--hel"});
+  EXPECT_EQ(help_code, 0) << help;
+  EXPECT_NE(help.find("--tls-server-name"), std::string::npos) << help;
 }
 
 TEST(DaemonStatusTest, ADaemonWithATokenAnswersOnlyAStatusQueryThatHasIt) {

@@ -5,9 +5,9 @@
 #include <boost/asio/write.hpp>
 
 #include "metrics/registry.h"
-#include "rendezvous/server/server_metrics.h"
 #include "rendezvous/daemon/status_client.h"
 #include "rendezvous/daemon/status_command.h"
+#include "rendezvous/server/server_metrics.h"
 #include "rendezvous/server/status_report.h"
 #include "tests/rendezvous/rdzv_test_util.h"
 
@@ -327,23 +327,6 @@ TEST(StatusCommandTest, JsonHasEveryField) {
   EXPECT_TRUE(job["nodes"][1]["address"].is_null());
   EXPECT_TRUE(job["nodes"][1]["last_heartbeat_age_seconds"].is_null());
   EXPECT_EQ(json["truncated"], false);
-}
-
-TEST(StatusCommandTest, ParsesEndpoints) {
-  auto plain = parse_host_port("10.1.2.3:29401", 29400);
-  ASSERT_TRUE(plain.ok());
-  EXPECT_EQ(plain->host, "10.1.2.3");
-  EXPECT_EQ(plain->port, 29401);
-  auto bare = parse_host_port("head", 29400);
-  ASSERT_TRUE(bare.ok());
-  EXPECT_EQ(bare->port, 29400);
-  auto v6 = parse_host_port("[::1]:7", 29400);
-  ASSERT_TRUE(v6.ok());
-  EXPECT_EQ(v6->host, "::1");
-  EXPECT_EQ(v6->port, 7);
-  for (const char* bad : {"host:", "host:0", "host:70000", "host:12x", ":5", "[::1"}) {
-    EXPECT_FALSE(parse_host_port(bad, 29400).ok()) << bad;
-  }
 }
 
 TEST_F(StatusTest, DaemonMetricsRenderTheServersView) {

@@ -1,6 +1,5 @@
 #include "rendezvous/state/etcd/etcd_client.h"
 
-#include <charconv>
 #include <exception>
 
 #include <fmt/format.h>
@@ -40,37 +39,6 @@ struct EtcdClient::Answer {
   unsigned status = 0;
   std::string body;
 };
-
-Result<std::pair<std::string, uint16_t>> split_host_port(const std::string& endpoint,
-                                                         uint16_t default_port) {
-  std::string host = endpoint;
-  std::string port;
-  if (!endpoint.empty() && endpoint.front() == '[') {
-    const auto close = endpoint.find(']');
-    if (close == std::string::npos) {
-      return Status::invalid_argument(
-          fmt::format("'{}': missing ']' after an IPv6 address", endpoint));
-    }
-    host = endpoint.substr(1, close - 1);
-    if (close + 1 < endpoint.size()) {
-      if (endpoint[close + 1] != ':') {
-        return Status::invalid_argument(fmt::format("'{}': expected ':' after ']'", endpoint));
-      }
-      port = endpoint.substr(close + 2);
-    }
-  } else if (const auto colon = endpoint.rfind(':'); colon != std::string::npos) {
-    host = endpoint.substr(0, colon);
-    port = endpoint.substr(colon + 1);
-  }
-  if (host.empty()) return Status::invalid_argument(fmt::format("'{}': no host", endpoint));
-  if (port.empty()) return std::make_pair(host, default_port);
-  unsigned value = 0;
-  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-  if (ec != std::errc() || end != port.data() + port.size() || value == 0 || value > 65535) {
-    return Status::invalid_argument(fmt::format("'{}': bad port '{}'", endpoint, port));
-  }
-  return std::make_pair(host, static_cast<uint16_t>(value));
-}
 
 EtcdClient::EtcdClient(asio::io_context& io, EtcdClientOptions options)
     : io_(io), options_(std::move(options)) {
@@ -126,9 +94,10 @@ asio::awaitable<Result<json>> EtcdClient::call_members(std::string path, std::st
 // cancels the resolver) when the time is up, which aborts whatever is pending.
 asio::awaitable<EtcdClient::Answer> EtcdClient::attempt(size_t member, const std::string& path,
                                                         const std::string& body) {
-  auto where = split_host_port(options_.endpoints[member]);
+  auto where = parse_host_port(options_.endpoints[member], kEtcdDefaultPort);
   if (!where) co_return Answer{where.status(), 0, {}};
-  const auto& [host, port] = *where;
+  const std::string& host = where->host;
+  const uint16_t port = where->port;
   // The timer's handler may already be queued when the attempt ends, so what it touches is
   // shared with it rather than living on this coroutine's frame.
   struct Io {

@@ -24,10 +24,14 @@
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
+#include "common/host_port.h"
 #include "common/result.h"
 #include "rendezvous/state/etcd/etcd_json.h"
 
 namespace ddprun::rdzv::state {
+
+// etcd's client port, for an endpoint written without one.
+inline constexpr uint16_t kEtcdDefaultPort = 2379;
 
 struct EtcdClientOptions {
   // Client URLs of the members as "host:port" ("[::1]:2379" for IPv6). At least one. Required.
@@ -85,9 +89,5 @@ class EtcdClient : public std::enable_shared_from_this<EtcdClient> {
   const EtcdClientOptions options_;
   size_t preferred_ = 0;  // index into options_.endpoints: the member that answered last
 };
-
-// Splits "host:port" / "[v6]:port"; the port defaults to `default_port` when absent.
-Result<std::pair<std::string, uint16_t>> split_host_port(const std::string& endpoint,
-                                                         uint16_t default_port = 2379);
 
 }  // namespace ddprun::rdzv::state
