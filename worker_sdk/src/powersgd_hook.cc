@@ -10,6 +10,7 @@
 // - the error-feedback memory is the whole bucket's (input + error) - result.
 // Communication order (identical on every rank): start() all-reduces the uncompressed
 // tensors and the Ps of its bucket; the pending result all-reduces the Qs.
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <random>
@@ -53,6 +54,28 @@ class PowerSgd final : public PowerSgdHook {
   }
 
  private:
+  // A bucket's gradients as PowerSGD sees them: the matrices worth compressing, grouped by
+  // shape [n, m] in order of first appearance (as views [1, n, m]), the rest as they are, and
+  // the sizes of the P [n, r] and Q [m, r] memories for all of them.
+  struct Layout {
+    std::vector<std::pair<std::vector<int64_t>, std::vector<at::Tensor>>> by_shape;
+    std::vector<at::Tensor> uncompressed;
+    int64_t p_size = 0, q_size = 0;
+  };
+  // Each compressed matrix with its P and Q, views into the bucket's P and Q memories.
+  struct Factors {
+    std::vector<at::Tensor> matrices, ps, qs;
+  };
+
+  PendingBucket all_reduce_whole(ProcessGroup& group, GradBucket& bucket);
+  Layout layout_of(const GradBucket& bucket);  // also counts the numels in stats_
+  Factors factors_of(const Layout& layout, int b);
+  // Q orthogonalised (drawn afresh when `randomize`), then P = M Q, for every matrix.
+  void compute_ps(Factors& f, bool randomize, const at::TensorOptions& options);
+  int64_t rank_for(int64_t n, int64_t m) const {
+    return std::min({n, m, static_cast<int64_t>(o_.matrix_approximation_rank)});
+  }
+
   // numpy's RandomState.randint(1_000_000_000): 30-bit masked draws until one is in range.
   std::int64_t next_seed() {
     std::uint32_t v;
@@ -72,19 +95,81 @@ class PowerSgd final : public PowerSgdHook {
   PowerSgdStats stats_;
 };
 
+// Before start_powersgd_iter: the whole (pre-divided) bucket, all-reduced as it is.
+PendingBucket PowerSgd::all_reduce_whole(ProcessGroup& group, GradBucket& bucket) {
+  count_iteration(bucket);
+  at::Tensor input = bucket.buffer;
+  input.div_(group.size());
+  Request request = group.all_reduce_async(input);
+  return [request, input]() mutable {
+    request.wait();
+    return input;
+  };
+}
+
+PowerSgd::Layout PowerSgd::layout_of(const GradBucket& bucket) {
+  Layout layout;
+  for (const at::Tensor& g : bucket.gradients) {
+    const int64_t n = g.dim() > 0 ? g.size(0) : 1;
+    const int64_t m = n > 0 ? g.numel() / n : 0;
+    const int64_t r = rank_for(n, m);
+    stats_.numel_before_compression += n * m;
+    if (g.dim() > 0 &&
+        static_cast<double>((n + m) * r) * o_.min_compression_rate < static_cast<double>(n * m)) {
+      std::vector<int64_t> shape{n, m};
+      auto it = std::find_if(layout.by_shape.begin(), layout.by_shape.end(),
+                             [&](const auto& e) { return e.first == shape; });
+      if (it == layout.by_shape.end())
+        it = layout.by_shape.insert(layout.by_shape.end(), {shape, {}});
+      it->second.push_back(g.view({1, n, m}));
+      layout.p_size += n * r;
+      layout.q_size += m * r;
+      stats_.numel_after_compression += (n + m) * r;
+    } else {
+      layout.uncompressed.push_back(g);
+      stats_.numel_after_compression += n * m;
+    }
+  }
+  return layout;
+}
+
+PowerSgd::Factors PowerSgd::factors_of(const Layout& layout, int b) {
+  Factors f;
+  int64_t p_at = 0, q_at = 0;
+  for (const auto& [shape, list] : layout.by_shape) {
+    const int64_t n = shape[0], m = shape[1];
+    const int64_t r = rank_for(n, m);
+    for (const auto& matrix : list) {
+      f.matrices.push_back(matrix);
+      f.ps.push_back(p_memory_[b].narrow(0, p_at, n * r).view({1, n, r}));
+      f.qs.push_back(q_memory_[b].narrow(0, q_at, m * r).view({1, m, r}));
+      p_at += n * r;
+      q_at += m * r;
+    }
+  }
+  return f;
+}
+
+void PowerSgd::compute_ps(Factors& f, bool randomize, const at::TensorOptions& options) {
+  torch::NoGradGuard no_grad;
+  if (!randomize) {
+    for (auto& q : f.qs) orthogonalize(q, o_.orthogonalization_epsilon);
+  } else {
+    auto generator = at::detail::createCPUGenerator(static_cast<uint64_t>(next_seed()));
+    for (auto& q : f.qs) {
+      q.copy_(torch::randn(q.sizes(), generator, options.device(at::kCPU)));
+      orthogonalize(q, o_.orthogonalization_epsilon);
+    }
+  }
+  for (std::size_t i = 0; i < f.matrices.size(); ++i)
+    torch::bmm_out(f.ps[i], f.matrices[i], f.qs[i]);
+}
+
 PendingBucket PowerSgd::start(ProcessGroup& group, GradBucket& bucket) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (stats_.iterations < o_.start_powersgd_iter) return all_reduce_whole(group, bucket);
   const int world = group.size();
   at::Tensor input = bucket.buffer;
-  if (stats_.iterations < o_.start_powersgd_iter) {
-    count_iteration(bucket);
-    input.div_(world);
-    Request request = group.all_reduce_async(input);
-    return [request, input]() mutable {
-      request.wait();
-      return input;
-    };
-  }
   const int b = bucket.index;
   at::Tensor input_copy;
   if (o_.use_error_feedback) {
@@ -96,66 +181,20 @@ PendingBucket PowerSgd::start(ProcessGroup& group, GradBucket& bucket) {
     }
     input_copy = input.clone();
   }
-  // Which tensors are worth compressing, as matrices [1, n, m]; the rest go as they are.
-  std::vector<std::pair<std::vector<int64_t>, std::vector<at::Tensor>>> by_shape;
-  std::vector<at::Tensor> uncompressed;
-  int64_t p_size = 0, q_size = 0;
-  for (const at::Tensor& g : bucket.gradients) {
-    const int64_t n = g.dim() > 0 ? g.size(0) : 1;
-    const int64_t m = n > 0 ? g.numel() / n : 0;
-    const int64_t r = std::min({n, m, static_cast<int64_t>(o_.matrix_approximation_rank)});
-    stats_.numel_before_compression += n * m;
-    if (g.dim() > 0 &&
-        static_cast<double>((n + m) * r) * o_.min_compression_rate < static_cast<double>(n * m)) {
-      std::vector<int64_t> shape{n, m};
-      auto it = std::find_if(by_shape.begin(), by_shape.end(),
-                             [&](const auto& e) { return e.first == shape; });
-      if (it == by_shape.end()) it = by_shape.insert(by_shape.end(), {shape, {}});
-      it->second.push_back(g.view({1, n, m}));
-      p_size += n * r;
-      q_size += m * r;
-      stats_.numel_after_compression += (n + m) * r;
-    } else {
-      uncompressed.push_back(g);
-      stats_.numel_after_compression += n * m;
-    }
-  }
+  Layout layout = layout_of(bucket);
   std::vector<at::Tensor> flat;
-  for (auto& t : uncompressed) flat.push_back(t.reshape(-1));
+  for (auto& t : layout.uncompressed) flat.push_back(t.reshape(-1));
   at::Tensor uncompressed_memory =
       flat.empty() ? torch::empty({0}, input.options()) : torch::cat(flat).contiguous();
-  const bool randomize = !o_.warm_start || !p_memory_.count(b) || p_memory_[b].numel() != p_size ||
-                         q_memory_[b].numel() != q_size;
+  const bool randomize = !o_.warm_start || !p_memory_.count(b) ||
+                         p_memory_[b].numel() != layout.p_size ||
+                         q_memory_[b].numel() != layout.q_size;
   if (randomize) {
-    p_memory_[b] = torch::empty({p_size}, input.options());
-    q_memory_[b] = torch::empty({q_size}, input.options());
+    p_memory_[b] = torch::empty({layout.p_size}, input.options());
+    q_memory_[b] = torch::empty({layout.q_size}, input.options());
   }
-  std::vector<at::Tensor> matrices, ps, qs;
-  int64_t p_at = 0, q_at = 0;
-  for (auto& [shape, list] : by_shape) {
-    const int64_t n = shape[0], m = shape[1];
-    const int64_t r = std::min({n, m, static_cast<int64_t>(o_.matrix_approximation_rank)});
-    for (auto& matrix : list) {
-      matrices.push_back(matrix);
-      ps.push_back(p_memory_[b].narrow(0, p_at, n * r).view({1, n, r}));
-      qs.push_back(q_memory_[b].narrow(0, q_at, m * r).view({1, m, r}));
-      p_at += n * r;
-      q_at += m * r;
-    }
-  }
-  {
-    torch::NoGradGuard no_grad;
-    if (!randomize) {
-      for (auto& q : qs) orthogonalize(q, o_.orthogonalization_epsilon);
-    } else {
-      auto generator = at::detail::createCPUGenerator(static_cast<uint64_t>(next_seed()));
-      for (auto& q : qs) {
-        q.copy_(torch::randn(q.sizes(), generator, input.options().device(at::kCPU)));
-        orthogonalize(q, o_.orthogonalization_epsilon);
-      }
-    }
-    for (std::size_t i = 0; i < matrices.size(); ++i) torch::bmm_out(ps[i], matrices[i], qs[i]);
-  }
+  Factors f = factors_of(layout, b);
+  compute_ps(f, randomize, input.options());
   Request uncompressed_request, p_request;
   if (uncompressed_memory.numel() > 0) {
     uncompressed_request = group.all_reduce_async(uncompressed_memory);
@@ -164,6 +203,7 @@ PendingBucket PowerSgd::start(ProcessGroup& group, GradBucket& bucket) {
   if (p_memory.numel() > 0) p_request = group.all_reduce_async(p_memory);
   ProcessGroup* g = &group;
   GradBucket meta = bucket;
+  std::vector<at::Tensor> uncompressed = std::move(layout.uncompressed);
   return [=, this]() mutable {
     torch::NoGradGuard no_grad;
     uncompressed_request.wait();
@@ -174,16 +214,16 @@ PendingBucket PowerSgd::start(ProcessGroup& group, GradBucket& bucket) {
       at += t.numel();
     }
     p_request.wait();
-    for (auto& p : ps) orthogonalize(p, o_.orthogonalization_epsilon);
-    for (std::size_t i = 0; i < matrices.size(); ++i) {
-      torch::bmm_out(qs[i], matrices[i].transpose(1, 2), ps[i]);
+    for (auto& p : f.ps) orthogonalize(p, o_.orthogonalization_epsilon);
+    for (std::size_t i = 0; i < f.matrices.size(); ++i) {
+      torch::bmm_out(f.qs[i], f.matrices[i].transpose(1, 2), f.ps[i]);
     }
     std::lock_guard<std::mutex> lock(mutex_);
     at::Tensor q_memory = q_memory_[b];
     if (q_memory.numel() > 0) g->all_reduce(q_memory);
     q_memory.div_(world);
-    for (std::size_t i = 0; i < matrices.size(); ++i) {
-      torch::bmm_out(matrices[i], ps[i], qs[i].transpose(1, 2));
+    for (std::size_t i = 0; i < f.matrices.size(); ++i) {
+      torch::bmm_out(f.matrices[i], f.ps[i], f.qs[i].transpose(1, 2));
     }
     if (o_.use_error_feedback) error_[b] = input_copy - input;
     if (!o_.warm_start) {
