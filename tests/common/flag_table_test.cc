@@ -31,7 +31,6 @@ const FlagTable<ToolFlags>& tool_table() {
   static const FlagTable<ToolFlags> table(
       {.underscores = true, .env_prefix = "FTT_"},
       {
-          {{.name = "config", .scope = FlagScope::kConfigPath}, &F::config},
           {{.name = "run_mode",
             .help = "How to run",
             .default_text = "fast",
@@ -64,6 +63,7 @@ const FlagTable<ToolFlags>& tool_table() {
                              : Status::invalid_argument("'" + text + "' holds bad");
                 }},
            &F::options},
+          {{.name = "config", .scope = FlagScope::kConfigPath}, &F::config},
           {{.name = "script", .scope = FlagScope::kFileOnly}},
       });
   return table;
@@ -176,7 +176,7 @@ TEST_F(FlagTableTest, SchemaEnvironmentNamesAndHelp) {
   std::vector<std::string> keys;
   for (const ConfigKey& key : catalog.config_schema()) keys.push_back(key.name);
   EXPECT_EQ(keys, (std::vector<std::string>{"run_mode", "workers", "port", "grace", "verbose",
-                                            "filters", "options", "script"}));
+                                            "verbosity_level", "filters", "options", "script"}));
   EXPECT_EQ(catalog.option_names(catalog.flags()[1]), "-w,--workers");
   EXPECT_EQ(catalog.option_names(catalog.flags()[0]), "--run_mode,--run-mode");
   EXPECT_EQ(catalog.env_name(catalog.flags()[0]), "FTT_RUN_MODE");
