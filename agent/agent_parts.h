@@ -41,8 +41,8 @@ struct AgentParts {
   DeadlineTimer& hang_timer;             // paces a hang investigation's wait for the other nodes
   DeadlineTimer& health_check_timer;     // bounds one run of --health_check (its timeout)
   DeadlineTimer& health_interval_timer;  // the wait between periodic checks (its interval)
-  // The environment every worker and the health check start from (the agent's own, read once
-  // at its start), before the job's variables are added.
+  // The environment every worker and the health check start from, before the job's variables
+  // are added: ddprun's own, read once when it starts (current_environment()).
   const EnvMap& worker_base_env;
 };
 

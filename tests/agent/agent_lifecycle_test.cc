@@ -8,8 +8,6 @@
 
 #include <csignal>
 
-#include <boost/asio/executor_work_guard.hpp>
-
 #include "agent/coordination/local_coordinator.h"
 #include "tests/agent/agent_lifecycle_fixture.h"
 
