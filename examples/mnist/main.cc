@@ -77,6 +77,64 @@ void print_summary(const std::filesystem::path& out_dir, const std::filesystem::
             << std::flush;
 }
 
+// The example's flags.
+struct Flags {
+  long epochs = 3, batch = 64, seed = 0, train_limit = 0, test_limit = 0;
+  double lr = 0.05, progress_interval = 10;
+  std::string out_dir = "mnist_out", snapshot_dir, data = examples::kDebianFashionMnistDir;
+  std::string cache_dir;
+};
+
+void add_flags(CLI::App& app, Flags& f) {
+  app.add_option("--epochs", f.epochs, "Epochs to train")->capture_default_str();
+  app.add_option("--batch_size", f.batch, "Batch size per rank")->capture_default_str();
+  app.add_option("--lr", f.lr, "SGD learning rate (momentum 0.9)")->capture_default_str();
+  app.add_option("--out_dir", f.out_dir, "Model, accuracy history and snapshots")
+      ->capture_default_str();
+  app.add_option("--snapshot_dir", f.snapshot_dir, "Snapshots (default <out_dir>/snapshots)");
+  app.add_option("--seed", f.seed, "Random seed")->capture_default_str();
+  app.add_option("--data", f.data, "Directory of the Fashion-MNIST IDX files (.gz)")
+      ->capture_default_str();
+  app.add_option("--cache_dir", f.cache_dir,
+                 "Where the decompressed files go (default <out_dir>/data)");
+  app.add_option("--train_limit", f.train_limit, "Use only the first N training images (0: all)");
+  app.add_option("--test_limit", f.test_limit, "Use only the first N test images (0: all)");
+  app.add_option("--progress_interval", f.progress_interval,
+                 "Seconds between progress lines when stdout is not a terminal")
+      ->capture_default_str();
+}
+
+// One epoch's training from `step` on (a resumed epoch starts where its snapshot was taken);
+// returns the mean loss over every rank's steps.
+double train_epoch(ddp::DistributedDataParallel<examples::MnistCnn>& model,
+                   torch::optim::SGD& optimizer, ddp::DistributedRandomSampler& sampler,
+                   const examples::MnistSplit& train, ddp::ProcessGroup& group, const Flags& f,
+                   int64_t epoch, int64_t step, int64_t& global_step) {
+  ddp::seek(sampler, epoch, step, f.batch);
+  auto loss_sum = torch::zeros({}, torch::kDouble);
+  int64_t local_steps = 0;
+  // Samples per rank: the sampler drops the remainder (allow_duplicates = false).
+  const int64_t per_rank = train.images.size(0) / group.size();
+  const int64_t steps_per_epoch = (per_rank + f.batch - 1) / f.batch;
+  examples::EpochProgress bar(group.is_primary(), epoch, f.epochs, step, steps_per_epoch,
+                              f.batch * group.size(), f.progress_interval);
+  while (auto indices = sampler.next(f.batch)) {
+    auto idx = torch::tensor(std::vector<int64_t>(indices->begin(), indices->end()));
+    auto loss = torch::nn::functional::cross_entropy(model(train.images.index_select(0, idx)),
+                                                     train.labels.index_select(0, idx));
+    optimizer.zero_grad();
+    loss.backward();
+    optimizer.step();
+    loss_sum += loss.detach().to(torch::kDouble);
+    ++step, ++global_step, ++local_steps;
+    bar.step(loss.item<double>());
+  }
+  bar.finish();
+  auto mean_loss = loss_sum / std::max<int64_t>(local_steps, 1);
+  group.all_reduce(mean_loss, ddp::ReduceOp::kAvg);
+  return mean_loss.item<double>();
+}
+
 }  // namespace
 
 int run(int argc, char** argv);
@@ -86,41 +144,23 @@ int main(int argc, char** argv) {
 }
 
 int run(int argc, char** argv) {
-  long epochs = 3, batch = 64, seed = 0, train_limit = 0, test_limit = 0;
-  double lr = 0.05, progress_interval = 10;
-  std::string out_dir_flag = "mnist_out", snapshot_flag, data = examples::kDebianFashionMnistDir;
-  std::string cache_flag;
+  Flags f;
   CLI::App app{"Fashion-MNIST CNN trained data-parallel with the ddprun worker SDK"};
-  app.add_option("--epochs", epochs, "Epochs to train")->capture_default_str();
-  app.add_option("--batch_size", batch, "Batch size per rank")->capture_default_str();
-  app.add_option("--lr", lr, "SGD learning rate (momentum 0.9)")->capture_default_str();
-  app.add_option("--out_dir", out_dir_flag, "Model, accuracy history and snapshots")
-      ->capture_default_str();
-  app.add_option("--snapshot_dir", snapshot_flag, "Snapshots (default <out_dir>/snapshots)");
-  app.add_option("--seed", seed, "Random seed")->capture_default_str();
-  app.add_option("--data", data, "Directory of the Fashion-MNIST IDX files (.gz)")
-      ->capture_default_str();
-  app.add_option("--cache_dir", cache_flag,
-                 "Where the decompressed files go (default <out_dir>/data)");
-  app.add_option("--train_limit", train_limit, "Use only the first N training images (0: all)");
-  app.add_option("--test_limit", test_limit, "Use only the first N test images (0: all)");
-  app.add_option("--progress_interval", progress_interval,
-                 "Seconds between progress lines when stdout is not a terminal")
-      ->capture_default_str();
+  add_flags(app, f);
   CLI11_PARSE(app, argc, argv);
-  const std::filesystem::path out_dir = out_dir_flag;
+  const std::filesystem::path out_dir = f.out_dir;
   const std::filesystem::path snapshot_dir =
-      snapshot_flag.empty() ? (out_dir / "snapshots").string() : snapshot_flag;
+      f.snapshot_dir.empty() ? (out_dir / "snapshots").string() : f.snapshot_dir;
 
   auto group = ddp::init_process_group();
-  torch::manual_seed(seed + group->rank());
+  torch::manual_seed(f.seed + group->rank());
   const auto data_dir = examples::prepare_fashion_mnist(
-      data, cache_flag.empty() ? (out_dir / "data").string() : cache_flag);
-  const auto train = examples::load_fashion_mnist(data_dir, true, train_limit);
-  const auto test = examples::load_fashion_mnist(data_dir, false, test_limit);
+      f.data, f.cache_dir.empty() ? (out_dir / "data").string() : f.cache_dir);
+  const auto train = examples::load_fashion_mnist(data_dir, true, f.train_limit);
+  const auto test = examples::load_fashion_mnist(data_dir, false, f.test_limit);
 
   examples::MnistCnn net;
-  torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(lr).momentum(0.9));
+  torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(f.lr).momentum(0.9));
   ddp::Snapshotter snapshots(group, {snapshot_dir, 2});
   auto progress = snapshots.load_latest(*net, &optimizer).value_or(ddp::TrainingProgress{});
   nlohmann::json history = progress.user.count("history")
@@ -134,43 +174,23 @@ int run(int argc, char** argv) {
   ddp::DistributedRandomSampler sampler(train.images.size(0), group->size(), group->rank(), false);
   int64_t global_step = progress.global_step;
 
-  for (int64_t epoch = progress.epoch; epoch < epochs; ++epoch) {
+  for (int64_t epoch = progress.epoch; epoch < f.epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
-    int64_t step = epoch == progress.epoch ? progress.step_in_epoch : 0;
-    ddp::seek(sampler, epoch, step, batch);
-    auto loss_sum = torch::zeros({}, torch::kDouble);
-    int64_t local_steps = 0;
-    // Samples per rank: the sampler drops the remainder (allow_duplicates = false).
-    const int64_t per_rank = train.images.size(0) / group->size();
-    const int64_t steps_per_epoch = (per_rank + batch - 1) / batch;
-    examples::EpochProgress bar(group->is_primary(), epoch, epochs, step, steps_per_epoch,
-                                batch * group->size(), progress_interval);
-    while (auto indices = sampler.next(batch)) {
-      auto idx = torch::tensor(std::vector<int64_t>(indices->begin(), indices->end()));
-      auto loss = torch::nn::functional::cross_entropy(model(train.images.index_select(0, idx)),
-                                                       train.labels.index_select(0, idx));
-      optimizer.zero_grad();
-      loss.backward();
-      optimizer.step();
-      loss_sum += loss.detach().to(torch::kDouble);
-      ++step, ++global_step, ++local_steps;
-      bar.step(loss.item<double>());
-    }
-    bar.finish();
-    auto mean_loss = loss_sum / std::max<int64_t>(local_steps, 1);
-    group->all_reduce(mean_loss, ddp::ReduceOp::kAvg);
+    const int64_t step = epoch == progress.epoch ? progress.step_in_epoch : 0;
+    const double train_loss =
+        train_epoch(model, optimizer, sampler, train, *group, f, epoch, step, global_step);
     const Accuracy acc = evaluate(net, test, *group);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     history.push_back({{"epoch", epoch},
-                       {"train_loss", mean_loss.item<double>()},
+                       {"train_loss", train_loss},
                        {"test_loss", acc.loss},
                        {"top1", acc.top1},
                        {"top5", acc.top5},
                        {"seconds", seconds}});
-    group->print_primary("epoch ", epoch + 1, "/", epochs, "  train loss ",
-                         mean_loss.item<double>(), "  test top-1 ", acc.top1 * 100, "%  top-5 ",
-                         acc.top5 * 100, "%  (", seconds, " s)");
+    group->print_primary("epoch ", epoch + 1, "/", f.epochs, "  train loss ", train_loss,
+                         "  test top-1 ", acc.top1 * 100, "%  top-5 ", acc.top5 * 100, "%  (",
+                         seconds, " s)");
     snapshots.save(*net, &optimizer, {epoch + 1, 0, global_step, {{"history", history.dump()}}});
   }
 
@@ -180,7 +200,7 @@ int run(int argc, char** argv) {
     std::ofstream(out_dir / "accuracy.json") << history.dump(2) << "\n";
     const auto saved = snapshots.list();
     print_summary(out_dir, snapshot_dir, saved.empty() ? "none" : saved.front().filename().string(),
-                  group->size(), argc, argv, epochs);
+                  group->size(), argc, argv, f.epochs);
   }
   ddp::destroy_process_group();  // every rank done: rank 0 may take the store down
   return 0;
