@@ -44,8 +44,9 @@ TEST(StateSpecTest, RefusesBadSpecsNamingTheProblem) {
   for (const Case& c :
        {Case{"", "empty state spec"}, Case{"sqlite:", "no directory"},
         Case{"etcd://", "empty etcd endpoint"}, Case{"etcd://h1:2379,,h2", "empty etcd endpoint"},
-        Case{"etcd://h1:99999", "bad port"}, Case{"etcd://h1:x", "bad port"},
-        Case{"etcd://[::1:2379", "missing ']'"},
+        Case{"etcd://h1:99999", "port 99999 is out of range (1-65535)"},
+        Case{"etcd://h1:x", "port 'x' is not a number"},
+        Case{"etcd://[::1:2379", "no ']' after the IPv6 address"},
         Case{"etcd://h1/a/b", "one non-empty path segment"},
         Case{"etcd://http://h1:2379", "host:port"}, Case{"etcds://h1:2379", "TLS"},
         Case{"redis://h1", "unknown kind"}, Case{"memory:x", "unknown kind"}}) {
