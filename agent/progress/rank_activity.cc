@@ -1,8 +1,10 @@
 #include "agent/progress/rank_activity.h"
 
+#include <algorithm>
 #include <cctype>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace ddprun::agent {
 namespace {
@@ -88,11 +90,32 @@ ActivityFinding from_frame(const std::optional<Frame>& innermost) {
           describe(*innermost)};
 }
 
+// The bootstrap's functions that run the rank's script: what they call is the rank's own code.
+bool runs_the_script(const Frame& f) {
+  return f.path.ends_with("/_ddprun_bootstrap.py") &&
+         (f.function == "_run_script" || f.function == "_run_module_as_main");
+}
+
+// The frame that shows what the rank itself was doing, from one thread's frames (innermost
+// first): the innermost that is not ddprun's own. Except when the innermost of ddprun's is the
+// bootstrap outside the script (handling the exception that ended it, exiting) or the preload
+// template: what that called (the standard library) is not the rank's, and nothing of the
+// rank's is left on the stack. A progress hook's callees are the rank's: its collective
+// wrappers call the collective the script called.
+std::optional<Frame> rank_frame(const std::vector<Frame>& frames) {
+  auto own = std::find_if(frames.begin(), frames.end(), is_ddprun_frame);
+  const bool outside_the_script =
+      own != frames.end() && !runs_the_script(*own) && !own->path.ends_with("/_ddprun_progress.py");
+  auto rank =
+      std::find_if_not(outside_the_script ? own : frames.begin(), frames.end(), is_ddprun_frame);
+  if (rank == frames.end()) return std::nullopt;
+  return *rank;
+}
+
 // faulthandler lists each thread's frames innermost first, newest thread first: the main
 // thread's block comes last.
 ActivityFinding read_faulthandler(const std::vector<std::string>& lines, std::size_t from) {
-  std::optional<Frame> block_top;
-  std::optional<Frame> last_block_top;
+  std::vector<Frame> block;
   bool in_block = false;
   for (std::size_t i = from + 1; i < lines.size(); ++i) {
     const std::string_view line = lines[i];
@@ -101,21 +124,17 @@ ActivityFinding read_faulthandler(const std::vector<std::string>& lines, std::si
     if ((line.starts_with("Thread 0x") || line.starts_with("Current thread 0x")) &&
         line.find("(most recent call first):") != std::string_view::npos) {
       in_block = true;
-      block_top.reset();
-      last_block_top.reset();  // the last block (the main thread) decides, even when empty
+      block.clear();  // the last block (the main thread) decides, even when empty
       continue;
     }
     if (!in_block) continue;
     if (auto frame = parse_frame(line)) {
-      if (!block_top && !is_ddprun_frame(*frame)) {
-        block_top = frame;
-        last_block_top = frame;
-      }
+      block.push_back(std::move(*frame));
     } else if (!line.starts_with("  ")) {
       in_block = false;  // a blank line ends the block
     }
   }
-  return from_frame(last_block_top);
+  return from_frame(rank_frame(block));
 }
 
 // "RuntimeError: ...", "torch.distributed.DistBackendError", "KeyboardInterrupt": the line that

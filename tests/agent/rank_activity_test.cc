@@ -167,6 +167,43 @@ TEST(RankActivity, FramesOfDdprunsBootstrapAreNotTheRanksOwn) {
   EXPECT_EQ(hooked.where, "wrapper at optimizer.py:500");
 }
 
+// Regression (a full run named rank 0 beside the hung rank 3, "in __getitem__ at <frozen
+// os>:676"): rank 0's barrier had failed when its peer was stopped, and SIGABRT found the
+// bootstrap telling the agent so, inside os.environ.
+TEST(RankActivity, WhatDdprunsOwnCodeCalledIsNotTheRanksOwn) {
+  const auto telling =
+      read_activity(lines("Fatal Python error: Aborted\n\n"
+                          "Current thread 0x1 (most recent call first):\n"
+                          "  File \"<frozen os>\", line 676 in __getitem__\n"
+                          "  File \"<frozen _collections_abc>\", line 774 in get\n"
+                          "  File \"/tmp/d/_ddprun_bootstrap.py\", line 279 in _tell_agent\n"
+                          "  File \"/tmp/d/_ddprun_bootstrap.py\", line 63 in run\n"
+                          "  File \"/tmp/d/_ddprun_bootstrap.py\", line 429 in _main\n"
+                          "  File \"/tmp/d/_ddprun_bootstrap.py\", line 436 in <module>\n"));
+  EXPECT_EQ(telling.activity, RankActivity::kUnreadable) << telling.where;
+  // A collective the script called, timed by the progress module's wrapper: a collective.
+  const auto wrapped = read_activity(
+      lines("Fatal Python error: Aborted\n\n"
+            "Current thread 0x1 (most recent call first):\n"
+            "  File \"/p/torch/distributed/distributed_c10d.py\", line 3152 in barrier\n"
+            "  File \"/tmp/d/_ddprun_progress.py\", line 394 in wrapper\n"
+            "  File \"/w/torch_hang.py\", line 55 in main\n"
+            "  File \"/tmp/d/_ddprun_bootstrap.py\", line 115 in _run_script\n"
+            "  File \"/tmp/d/_ddprun_bootstrap.py\", line 50 in run\n"));
+  EXPECT_EQ(wrapped.activity, RankActivity::kInCollective) << wrapped.where;
+  EXPECT_EQ(wrapped.where, "barrier at distributed_c10d.py:3152");
+  // What the script runs (the standard library among it) is the rank's own.
+  const auto sleeping =
+      read_activity(lines("Fatal Python error: Aborted\n\n"
+                          "Current thread 0x1 (most recent call first):\n"
+                          "  File \"/usr/lib/python3.11/selectors.py\", line 415 in select\n"
+                          "  File \"/w/train.py\", line 12 in load\n"
+                          "  File \"/tmp/d/_ddprun_bootstrap.py\", line 115 in _run_script\n"
+                          "  File \"/tmp/d/_ddprun_bootstrap.py\", line 50 in run\n"));
+  EXPECT_EQ(sleeping.activity, RankActivity::kElsewhere);
+  EXPECT_EQ(sleeping.where, "select at selectors.py:415");
+}
+
 TEST(RankActivity, TheLatestReadableDumpWins) {
   const auto finding =
       read_activity(lines("Traceback (most recent call last):\n"
