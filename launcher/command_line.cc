@@ -185,25 +185,9 @@ Status validate_rendezvous(const LauncherFlags& f, LaunchConfig& config) {
   return {};
 }
 
-Status validate_values(const LauncherFlags& f, LaunchConfig& config) {
-  if (Status s = validate_rendezvous(f, config); !s) return s;
-  agent::AgentOptions& a = config.agent;
-  auto nproc = parse_nproc_per_node(f.nproc_per_node);
-  if (!nproc) return nproc.status();
-  auto redirects = parse_std_streams("--redirects", f.redirects);
-  if (!redirects) return redirects.status();
-  auto tee = parse_std_streams("--tee", f.tee);
-  if (!tee) return tee.status();
-  auto filter = parse_rank_list("--local_ranks_filter", f.local_ranks_filter);
-  if (!filter) return filter.status();
-  for (int rank : *filter) {
-    if (rank >= *nproc) {
-      return Status::invalid_argument(fmt::format(
-          "--local_ranks_filter {}: there is no local rank {} with --nproc_per_node {} (local "
-          "ranks are 0 to {})",
-          f.local_ranks_filter, rank, *nproc, *nproc - 1));
-    }
-  }
+// --signals_to_handle (they end the job) and --signals_to_forward (they reach the workers
+// only): no signal may be both.
+Status validate_signals(const LauncherFlags& f, LaunchConfig& config) {
   auto signals = parse_signal_list(f.signals_to_handle);
   if (!signals) return signals.status();
   auto forwarded = parse_signal_list(f.signals_to_forward, "--signals_to_forward");
@@ -216,26 +200,14 @@ Status validate_values(const LauncherFlags& f, LaunchConfig& config) {
     }
   }
   config.signals_to_forward = *forwarded;
-  a.nproc_per_node = *nproc;
-  a.role = f.role;
-  a.shutdown_timeout = Millis(static_cast<long long>(f.shutdown_timeout * 1000));
-  a.signals_to_handle = *signals;
-  const RendezvousSettings& rdzv = config.rendezvous;
-  if (f.master_port.value_or(0) > 0) a.master_port = *f.master_port;  // 0/unset: a free one
-  if (rdzv.backend == RendezvousBackend::kStatic && config.job.max_nodes > 1 && !a.master_port) {
-    // Every node must name the same port without talking to the others: torchrun's default.
-    a.master_port = kStaticMultiNodeMasterPort;
-  }
-  a.run_id = config.rendezvous.job_id;
-  a.hostname = f.local_addr.empty() ? local_host_name() : f.local_addr;
-  a.logs.log_dir = f.log_dir;
-  a.logs.redirects = *redirects;
-  a.logs.tee = *tee;
-  a.logs.console_ranks = *filter;
-  a.logs.line_prefix_template = f.log_line_prefix_template;
-  a.logs.duplicate_stdout_filters = comma_separated_list(f.duplicate_stdout_filters);
-  a.logs.duplicate_stderr_filters = comma_separated_list(f.duplicate_stderr_filters);
-  a.virtual_local_rank = f.virtual_local_rank;
+  config.agent.signals_to_handle = *signals;
+  return {};
+}
+
+// What is watched of the workers' progress and health: hangs, stragglers, the health check,
+// torch's file timer.
+Status validate_progress(const LauncherFlags& f, LaunchConfig& config) {
+  agent::AgentOptions& a = config.agent;
   a.progress.hang_timeout = Millis(static_cast<long long>(f.hang_timeout * 1000));
   a.progress.first_heartbeat_timeout =
       Millis(static_cast<long long>(f.first_heartbeat_timeout * 1000));
@@ -259,15 +231,13 @@ Status validate_values(const LauncherFlags& f, LaunchConfig& config) {
   // torchrun's switch for torch's FileTimerClient (torch.distributed.elastic.timer).
   const char* file_timer = std::getenv("TORCHELASTIC_ENABLE_FILE_TIMER");
   a.progress.file_timer = file_timer && std::string(file_timer) == "1";
-  // Stacks of hung workers reach the report even when their stderr goes to the console.
-  a.logs.capture_stderr = a.progress.hang_timeout > Millis(0);
-  if (f.metrics_port) config.metrics.port = static_cast<uint16_t>(*f.metrics_port);
-  config.metrics.address = f.metrics_addr;
-  if (!f.numa_binding.empty()) {
-    auto mode = agent::parse_numa_mode(f.numa_binding);
-    if (!mode) return mode.status();
-    config.numa_binding = *mode;
-  }
+  return {};
+}
+
+// Flags torchrun has and ddprun gives no meaning, and torchrun's OMP_NUM_THREADS default: said
+// once at start, as warnings.
+void add_warnings(const LauncherFlags& f, LaunchConfig& config) {
+  agent::AgentOptions& a = config.agent;
   if (!f.logs_specs.empty()) {
     config.warnings.push_back("--logs-specs " + f.logs_specs +
                               " has no effect: ddprun has no log plugins; it writes torchrun's "
@@ -286,6 +256,58 @@ Status validate_values(const LauncherFlags& f, LaunchConfig& config) {
         "avoid your system being overloaded, please further tune the variable for optimal "
         "performance in your application as needed.");
   }
+}
+
+Status validate_values(const LauncherFlags& f, LaunchConfig& config) {
+  if (Status s = validate_rendezvous(f, config); !s) return s;
+  agent::AgentOptions& a = config.agent;
+  auto nproc = parse_nproc_per_node(f.nproc_per_node);
+  if (!nproc) return nproc.status();
+  auto redirects = parse_std_streams("--redirects", f.redirects);
+  if (!redirects) return redirects.status();
+  auto tee = parse_std_streams("--tee", f.tee);
+  if (!tee) return tee.status();
+  auto filter = parse_rank_list("--local_ranks_filter", f.local_ranks_filter);
+  if (!filter) return filter.status();
+  for (int rank : *filter) {
+    if (rank >= *nproc) {
+      return Status::invalid_argument(fmt::format(
+          "--local_ranks_filter {}: there is no local rank {} with --nproc_per_node {} (local "
+          "ranks are 0 to {})",
+          f.local_ranks_filter, rank, *nproc, *nproc - 1));
+    }
+  }
+  if (Status s = validate_signals(f, config); !s) return s;
+  a.nproc_per_node = *nproc;
+  a.role = f.role;
+  a.shutdown_timeout = Millis(static_cast<long long>(f.shutdown_timeout * 1000));
+  const RendezvousSettings& rdzv = config.rendezvous;
+  if (f.master_port.value_or(0) > 0) a.master_port = *f.master_port;  // 0/unset: a free one
+  if (rdzv.backend == RendezvousBackend::kStatic && config.job.max_nodes > 1 && !a.master_port) {
+    // Every node must name the same port without talking to the others: torchrun's default.
+    a.master_port = kStaticMultiNodeMasterPort;
+  }
+  a.run_id = config.rendezvous.job_id;
+  a.hostname = f.local_addr.empty() ? local_host_name() : f.local_addr;
+  a.logs.log_dir = f.log_dir;
+  a.logs.redirects = *redirects;
+  a.logs.tee = *tee;
+  a.logs.console_ranks = *filter;
+  a.logs.line_prefix_template = f.log_line_prefix_template;
+  a.logs.duplicate_stdout_filters = comma_separated_list(f.duplicate_stdout_filters);
+  a.logs.duplicate_stderr_filters = comma_separated_list(f.duplicate_stderr_filters);
+  a.virtual_local_rank = f.virtual_local_rank;
+  if (Status s = validate_progress(f, config); !s) return s;
+  // Stacks of hung workers reach the report even when their stderr goes to the console.
+  a.logs.capture_stderr = a.progress.hang_timeout > Millis(0);
+  if (f.metrics_port) config.metrics.port = static_cast<uint16_t>(*f.metrics_port);
+  config.metrics.address = f.metrics_addr;
+  if (!f.numa_binding.empty()) {
+    auto mode = agent::parse_numa_mode(f.numa_binding);
+    if (!mode) return mode.status();
+    config.numa_binding = *mode;
+  }
+  add_warnings(f, config);
   return {};
 }
 

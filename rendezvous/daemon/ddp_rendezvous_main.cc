@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -117,23 +118,80 @@ ddprun::Result<std::unique_ptr<ddprun::rdzv::Replica>> make_replica(
                                                  std::move(on_failure));
 }
 
-int run(const DaemonFlags& flags) {
+// The server's options from the daemon's flags: its timeouts and who may talk to it.
+ddprun::Result<ddprun::rdzv::ServerOptions> server_options(const DaemonFlags& flags) {
   using namespace ddprun;
   rdzv::ServerOptions options;
   auto idle = rdzv::parse_duration(flags.idle_timeout);
+  if (!idle) return idle.status().with_context("--idle-timeout");
   auto grace = rdzv::parse_duration(flags.shutdown_grace);
-  if (!idle || !grace) {
-    const Status bad = !idle ? idle.status().with_context("--idle-timeout")
-                             : grace.status().with_context("--shutdown-grace");
-    spdlog::error("{}", bad.message());
-    return exit_code_for(bad);
-  }
+  if (!grace) return grace.status().with_context("--shutdown-grace");
   options.idle_timeout = *idle;
   options.shutdown_grace = *grace;
   if (Status s = rdzv::apply_security(flags.security, flags.host, options); !s) {
-    spdlog::error("{}", s.message());
     // The files and settings its flags name: whatever failed, the fix is in the command line.
-    return exit_code_for(s.with_kind(ErrorKind::kInvalidArgument));
+    return s.with_kind(ErrorKind::kInvalidArgument);
+  }
+  return options;
+}
+
+// The first SIGTERM or SIGINT shuts down in two stages: the server closes its connections and
+// a replica gives up its lease (the next leader takes over at its next poll), both before the
+// loop stops; a second signal stops the loop at once.
+struct ShutdownOnSignals {
+  boost::asio::io_context& io;
+  boost::asio::signal_set& signals;
+  ddprun::rdzv::RendezvousServer& server;
+  ddprun::rdzv::Replica* replica;
+  std::function<void()> stop_reporting;  // the status line, the watchdog, STOPPING
+  int signals_seen = 0;
+
+  void arm() {
+    signals.async_wait([this](const boost::system::error_code& ec, int signo) {
+      if (!ec) on_signal(signo);
+    });
+  }
+  void on_signal(int signo) {
+    if (++signals_seen > 1) {
+      spdlog::warn("second signal ({}): stopping now", signo);
+      io.stop();
+      return;
+    }
+    spdlog::info("signal {}: shutting down", signo);
+    stop_reporting();
+    auto pending = std::make_shared<int>(replica ? 2 : 1);
+    auto one_done = [this, pending] {
+      if (--*pending > 0) return;
+      signals.cancel();
+      io.stop();
+    };
+    server.shutdown(one_done);
+    if (replica) replica->resign(one_done);
+    arm();
+  }
+};
+
+// --metrics-port: the daemon's /metrics and /healthz (nothing without the flag).
+ddprun::Result<std::unique_ptr<ddprun::rdzv::ServerMetricsEndpoint>> serve_metrics(
+    boost::asio::io_context& io, ddprun::rdzv::RendezvousServer& server, const DaemonFlags& flags) {
+  using ddprun::rdzv::ServerMetricsEndpoint;
+  if (!flags.metrics_port) return std::unique_ptr<ServerMetricsEndpoint>();
+  auto metrics = std::make_unique<ServerMetricsEndpoint>(
+      io, server,
+      ddprun::metrics::HttpEndpointOptions{flags.metrics_addr,
+                                           static_cast<uint16_t>(*flags.metrics_port)});
+  if (ddprun::Status s = metrics->listen(); !s) return s.with_context("--metrics-port");
+  spdlog::info("serving metrics on http://{}:{}/metrics (health: /healthz)", flags.metrics_addr,
+               metrics->port());
+  return metrics;
+}
+
+int run(const DaemonFlags& flags) {
+  using namespace ddprun;
+  auto options = server_options(flags);
+  if (!options) {
+    spdlog::error("{}", options.error_message());
+    return exit_code_for(options.status());
   }
 
   boost::asio::io_context io;
@@ -155,7 +213,7 @@ int run(const DaemonFlags& flags) {
     }
     store = std::move(*opened);
   }
-  rdzv::RendezvousServer server(io, options);
+  rdzv::RendezvousServer server(io, *options);
   int exit_code = 0;
   auto on_save_failure = [&](const Status&) {
     exit_code = kExitStateLost;  // agents reconnect to the daemon started in our place
@@ -189,17 +247,10 @@ int run(const DaemonFlags& flags) {
     replica->start();
     spdlog::info("state: {}", replica->describe());
   }
-  std::optional<rdzv::ServerMetricsEndpoint> metrics;
-  if (flags.metrics_port) {
-    metrics.emplace(io, server,
-                    ddprun::metrics::HttpEndpointOptions{
-                        flags.metrics_addr, static_cast<uint16_t>(*flags.metrics_port)});
-    if (Status s = metrics->listen(); !s) {
-      spdlog::error("--metrics-port: {}", s.message());
-      return exit_code_for(s);
-    }
-    spdlog::info("serving metrics on http://{}:{}/metrics (health: /healthz)", flags.metrics_addr,
-                 metrics->port());
+  auto metrics = serve_metrics(io, server, flags);
+  if (!metrics) {
+    spdlog::error("{}", metrics.error_message());
+    return exit_code_for(metrics.status());
   }
   std::printf("listening on %s:%u\n", flags.host.c_str(), static_cast<unsigned>(server.port()));
   (void)std::fflush(stdout);
@@ -210,32 +261,12 @@ int run(const DaemonFlags& flags) {
   status.start(/*with_ready=*/true);
   watchdog.start();
 
-  int signals_seen = 0;
-  std::function<void(const boost::system::error_code&, int)> on_signal =
-      [&](const boost::system::error_code& ec, int signo) {
-        if (ec) return;
-        if (++signals_seen > 1) {
-          spdlog::warn("second signal ({}): stopping now", signo);
-          io.stop();
-          return;
-        }
-        spdlog::info("signal {}: shutting down", signo);
-        status.stop();
-        watchdog.stop();
-        notifier->stopping();
-        // A replica gives up its lease at once (the next leader takes over at its next poll)
-        // while the server closes its connections; both finish before the loop stops.
-        auto pending = std::make_shared<int>(replica ? 2 : 1);
-        auto one_done = [&, pending] {
-          if (--*pending > 0) return;
-          signals.cancel();
-          io.stop();
-        };
-        server.shutdown(one_done);
-        if (replica) replica->resign(one_done);
-        signals.async_wait(on_signal);
-      };
-  signals.async_wait(on_signal);
+  ShutdownOnSignals shutdown{io, signals, server, replica.get(), [&] {
+                               status.stop();
+                               watchdog.stop();
+                               notifier->stopping();
+                             }};
+  shutdown.arm();
   io.run();
   return exit_code;
 }
