@@ -36,7 +36,7 @@ fi
 if [ -n "${TIDY_FILES:-}" ]; then
   read -r -a tidy_files <<<"$TIDY_FILES"
 else
-  mapfile -t tidy_files < <(git ls-files 'common/*.cc' 'metrics/*.cc' 'store/*.cc' \
+  mapfile -t tidy_files < <(git ls-files 'common/*.cc' 'progress/*.cc' 'metrics/*.cc' 'store/*.cc' \
     'rendezvous/*.cc' 'agent/*.cc' 'launcher/*.cc')
 fi
 log=$(mktemp)

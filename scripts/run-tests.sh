@@ -36,7 +36,7 @@ if [ "${DDPRUN_SKIP_SANITIZERS:-0}" != 1 ]; then
   # Unoptimised: quicker to compile, and the sanitizers see every access.
   BUILD_DIR=build-asan BUILD_TYPE=Debug \
     DDPRUN_CMAKE_ARGS="-DDDPRUN_WITH_TORCH=OFF -DDDPRUN_BUILD_BENCH=OFF -DDDPRUN_SANITIZE=ON -DDDPRUN_UNITY_BUILD=ON" \
-    BUILD_TARGETS="agent_unit_tests agent_hang_tests launcher_unit_tests rendezvous_unit_test rendezvous_server_test ddp-rendezvous store_unit_test store_server_test metrics_unit_test metrics_endpoint_test" \
+    BUILD_TARGETS="common_unit_tests progress_unit_test agent_unit_tests agent_hang_tests launcher_unit_tests rendezvous_unit_test rendezvous_server_test rendezvous_state_test ddp-rendezvous store_unit_test store_server_test metrics_unit_test metrics_endpoint_test" \
     scripts/setup.sh
   # Everything that runs in-process (units, in-process servers); tests that start real
   # processes with torch are left to the first pass.
