@@ -292,9 +292,10 @@ void Agent::send_report(const FailureReport& report) {
       if (decision.counted) {
         // This restart is the job's restart_count + 1st of max_restarts (both job-wide).
         const int nth = assignment_->restart_count + 1;
-        spdlog::warn("worker group failed (rank {} exitcode {}); restarting (restart {} of {}; {} left)",
-                     root.rank, root.exit.torchrun_code(), nth, assignment_->max_restarts,
-                     std::max(0, assignment_->max_restarts - nth));
+        spdlog::warn(
+            "worker group failed (rank {} exitcode {}); restarting (restart {} of {}; {} left)",
+            root.rank, root.exit.torchrun_code(), nth, assignment_->max_restarts,
+            std::max(0, assignment_->max_restarts - nth));
       } else {
         spdlog::warn(
             "worker group failed (rank {} exitcode {}) as the round ended elsewhere; "

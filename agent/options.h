@@ -94,8 +94,8 @@ struct AgentOptions {
   bool agent_store = true;
   std::string run_id = "none";  // TORCHELASTIC_RUN_ID
   std::string hostname;         // reported in failure summaries
-  // How hang reports and straggler notices name this node (rendezvous/wire/node_name.h: host name and
-  // agent pid, "gpu-07:41234"); empty: `hostname`.
+  // How hang reports and straggler notices name this node (rendezvous/wire/node_name.h: host name
+  // and agent pid, "gpu-07:41234"); empty: `hostname`.
   std::string node_name;
   LogOptions logs;
   // Extra environment for workers, applied over the agent's own (tests, OMP_NUM_THREADS).

@@ -14,8 +14,8 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
-#include "agent/failure_report.h"
 #include "agent/coordination/rendezvous_coordinator.h"
+#include "agent/failure_report.h"
 #include "fuzz/fuzz_check.h"
 #include "tests/agent/scripted_rendezvous_client.h"
 

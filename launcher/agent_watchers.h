@@ -1,10 +1,10 @@
 // The agent's observers that run_job owns, built from the launch config: the service manager's
 // view of the node (systemd notify and watchdog: agent/service_status.h) and the signals
-// forwarded to workers without ending the job (agent/process/signal_forwarder.h). With hang detection
-// on, or Python workers reporting their own progress, the status line also shows the running
-// ranks' progress (Agent::progress()). Build it before
-// the agent, on the agent's loop, so that forwarded signals are caught from the start; attach it
-// once the agent exists. It must outlive the agent.
+// forwarded to workers without ending the job (agent/process/signal_forwarder.h). With hang
+// detection on, or Python workers reporting their own progress, the status line also shows the
+// running ranks' progress (Agent::progress()). Build it before the agent, on the agent's loop, so
+// that forwarded signals are caught from the start; attach it once the agent exists. It must
+// outlive the agent.
 #pragma once
 
 #include <memory>
@@ -12,8 +12,8 @@
 #include <boost/asio/io_context.hpp>
 
 #include "agent/agent.h"
-#include "agent/service_status.h"
 #include "agent/process/signal_forwarder.h"
+#include "agent/service_status.h"
 #include "common/systemd_notifier.h"
 #include "launcher/launch_config.h"
 

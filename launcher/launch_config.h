@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "agent/process/numa_binding.h"
 #include "agent/options.h"
-#include "rendezvous/wire/job_options.h"
+#include "agent/process/numa_binding.h"
 #include "rendezvous/conf/rdzv_conf.h"
+#include "rendezvous/wire/job_options.h"
 #include "rendezvous/wire/server_address.h"
 
 namespace ddprun::launcher {

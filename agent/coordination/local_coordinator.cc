@@ -34,11 +34,11 @@ void LocalCoordinator::share_progress(const std::vector<RankProgress>& ranks,
   entries.reserve(ranks.size());
   for (const RankProgress& r : ranks) entries.push_back(to_progress_entry(r));
   const progress::NodeRanks node{ranks.front().node, entries};
-  boost::asio::post(io_,
-                    [this, finding = progress::find_stragglers({&node, 1}, straggler_threshold_milli),
-                     on_stragglers = std::move(on_stragglers)] {
-                      if (!closed_) on_stragglers(finding);
-                    });
+  boost::asio::post(
+      io_, [this, finding = progress::find_stragglers({&node, 1}, straggler_threshold_milli),
+            on_stragglers = std::move(on_stragglers)] {
+        if (!closed_) on_stragglers(finding);
+      });
 }
 
 void LocalCoordinator::report_failure(const FailureReport& report,

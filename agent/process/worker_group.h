@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
+#include "agent/failure_report.h"
 #include "agent/process/deadline_timer.h"
 #include "agent/process/exit_status.h"
-#include "agent/failure_report.h"
 #include "agent/process/process_launcher.h"
 #include "common/clock.h"
 

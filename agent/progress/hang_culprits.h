@@ -1,10 +1,10 @@
 // Naming a hang's culprit (pure): find_hang_culprits() looks across ALL nodes for the rank(s)
-// that stopped first. Ranks waiting in a collective for a hung rank stop heartbeating too, so "silent" alone would name everyone,
-// and in a synchronous job every rank reports the same step within microseconds, so heartbeat
-// ages cannot tell them apart either. What each rank was doing when it was stopped can
-// (rank_activity.h: its stack): a rank waiting in a collective is a victim, one that is not
-// is the culprit. A rank at a lower step than the rest is behind whatever it was doing.
-// When nothing tells the ranks apart, the finding says so instead of guessing. Then
+// that stopped first. Ranks waiting in a collective for a hung rank stop heartbeating too, so
+// "silent" alone would name everyone, and in a synchronous job every rank reports the same step
+// within microseconds, so heartbeat ages cannot tell them apart either. What each rank was doing
+// when it was stopped can (rank_activity.h: its stack): a rank waiting in a collective is a victim,
+// one that is not is the culprit. A rank at a lower step than the rest is behind whatever it was
+// doing. When nothing tells the ranks apart, the finding says so instead of guessing. Then
 // format_hang_root_cause() writes the report's root-cause line:
 //   rank 3 (node b, local_rank 1) hung: no progress for 300 s after step 1234, in load at
 //   data.py:88

@@ -32,8 +32,8 @@
 #include "agent/file_timer/file_timer_server.h"
 #include "agent/progress/hang_detector.h"
 #include "agent/progress/heartbeat_watcher.h"
-#include "agent/progress/progress_watch.h"
 #include "agent/progress/progress_options.h"
+#include "agent/progress/progress_watch.h"
 #include "common/clock.h"
 #include "common/result.h"
 

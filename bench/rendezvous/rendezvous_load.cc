@@ -36,10 +36,10 @@
 #include <boost/asio/io_context.hpp>
 
 #include "bench/rendezvous/daemon_process.h"
+#include "progress/stragglers.h"
 #include "rendezvous/client/client.h"
 #include "rendezvous/conf/rdzv_conf.h"
 #include "rendezvous/security/credentials.h"
-#include "progress/stragglers.h"
 #include "tests/rendezvous/test_pki.h"
 
 namespace {
@@ -107,12 +107,12 @@ double finding_microseconds(int nodes, uint32_t slow) {
     all.push_back(node_ranks(n, 1, slow));
     hosts.push_back("127.0.0." + std::to_string(1 + n % 250));
   }
-  std::vector<NodeRanks> view;
+  std::vector<progress::NodeRanks> view;
   for (int n = 0; n < nodes; ++n) view.push_back({hosts[n], all[n]});
   constexpr int kRepeats = 200;
   size_t named = 0;
   const auto t = BenchClock::now();
-  for (int i = 0; i < kRepeats; ++i) named += find_stragglers(view, 1500).stragglers.size();
+  for (int i = 0; i < kRepeats; ++i) named += progress::find_stragglers(view, 1500).stragglers.size();
   const double us = seconds_since(t) * 1e6 / kRepeats;
   if (named != kRepeats) std::fprintf(stderr, "find_stragglers named %zu, not 1 each\n", named);
   return us;

@@ -40,11 +40,11 @@
 
 #include "common/clock.h"
 #include "common/result.h"
-#include "rendezvous/wire/codec.h"
 #include "rendezvous/client/connector.h"
+#include "rendezvous/conf/rdzv_conf.h"
+#include "rendezvous/wire/codec.h"
 #include "rendezvous/wire/frame_writer.h"
 #include "rendezvous/wire/messages.h"
-#include "rendezvous/conf/rdzv_conf.h"
 
 namespace ddprun::rdzv {
 

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "rendezvous/wire/frame_io.h"
 #include "rendezvous/security/challenge.h"
+#include "rendezvous/wire/frame_io.h"
 #include "rendezvous/wire/server_address.h"
 
 namespace ddprun::rdzv {

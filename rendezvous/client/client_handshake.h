@@ -23,8 +23,8 @@
 #include <boost/asio/awaitable.hpp>
 
 #include "common/result.h"
-#include "rendezvous/wire/codec.h"
 #include "rendezvous/security/credentials.h"
+#include "rendezvous/wire/codec.h"
 #include "rendezvous/wire/stream.h"
 
 namespace ddprun::rdzv {

@@ -27,8 +27,8 @@
 
 #include "common/clock.h"
 #include "common/result.h"
-#include "rendezvous/wire/codec.h"
 #include "rendezvous/security/credentials.h"
+#include "rendezvous/wire/codec.h"
 #include "rendezvous/wire/server_address.h"
 #include "rendezvous/wire/stream.h"
 

@@ -16,9 +16,9 @@
 
 #include "common/clock.h"
 #include "common/result.h"
+#include "rendezvous/security/credentials.h"
 #include "rendezvous/wire/codec.h"
 #include "rendezvous/wire/messages.h"
-#include "rendezvous/security/credentials.h"
 
 namespace ddprun::rdzv {
 

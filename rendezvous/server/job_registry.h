@@ -26,9 +26,9 @@
 #include "common/clock.h"
 #include "rendezvous/server/decision_journal.h"
 #include "rendezvous/server/delivery_log.h"
-#include "rendezvous/wire/messages.h"
 #include "rendezvous/server/round_state.h"
 #include "rendezvous/server/server_counters.h"
+#include "rendezvous/wire/messages.h"
 
 namespace ddprun::rdzv {
 

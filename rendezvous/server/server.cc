@@ -3,10 +3,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "rendezvous/wire/codec.h"
-#include "rendezvous/wire/frame_io.h"
 #include "rendezvous/server/job_registry.h"
 #include "rendezvous/server/session.h"
+#include "rendezvous/wire/codec.h"
+#include "rendezvous/wire/frame_io.h"
 
 namespace ddprun::rdzv {
 namespace asio = boost::asio;

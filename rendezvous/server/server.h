@@ -26,10 +26,10 @@
 #include "common/listener.h"
 #include "common/result.h"
 #include "rendezvous/server/job_registry.h"
-#include "rendezvous/wire/messages.h"
 #include "rendezvous/server/server_counters.h"
 #include "rendezvous/server/server_options.h"
 #include "rendezvous/state/state_store.h"
+#include "rendezvous/wire/messages.h"
 
 namespace ddprun::rdzv {
 

@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "rendezvous/wire/codec.h"
 #include "rendezvous/security/challenge.h"
+#include "rendezvous/wire/codec.h"
 
 namespace ddprun::rdzv {
 namespace {

@@ -23,8 +23,8 @@
 #include <string>
 
 #include "common/result.h"
-#include "rendezvous/wire/messages.h"
 #include "rendezvous/security/credentials.h"
+#include "rendezvous/wire/messages.h"
 
 namespace ddprun::rdzv {
 

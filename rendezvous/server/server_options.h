@@ -7,8 +7,8 @@
 #include <string>
 
 #include "common/clock.h"
-#include "rendezvous/wire/codec.h"
 #include "rendezvous/security/credentials.h"
+#include "rendezvous/wire/codec.h"
 
 namespace ddprun::rdzv {
 

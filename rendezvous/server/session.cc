@@ -9,8 +9,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
-#include "rendezvous/wire/frame_io.h"
 #include "rendezvous/server/status_report.h"
+#include "rendezvous/wire/frame_io.h"
 
 namespace ddprun::rdzv {
 namespace {

@@ -30,11 +30,11 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "common/listener.h"
-#include "rendezvous/wire/frame_writer.h"
 #include "rendezvous/server/job_registry.h"
 #include "rendezvous/server/server_counters.h"
 #include "rendezvous/server/server_handshake.h"
 #include "rendezvous/server/server_options.h"
+#include "rendezvous/wire/frame_writer.h"
 #include "rendezvous/wire/stream.h"
 
 namespace ddprun::rdzv {

@@ -15,7 +15,6 @@
 #include <string>
 #include <vector>
 
-
 #include "common/result.h"
 
 namespace ddprun::rdzv::state {

@@ -1,7 +1,7 @@
 // The hang detector on explicit timestamps (a fake clock), the cross-node culprit rules, and
 // the root-cause line. Pure: no I/O, no real time.
-#include "agent/progress/hang_culprits.h"
 #include "agent/progress/hang_detector.h"
+#include "agent/progress/hang_culprits.h"
 
 #include <gtest/gtest.h>
 

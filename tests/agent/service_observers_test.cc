@@ -9,8 +9,8 @@
 
 #include "agent/agent.h"
 #include "agent/coordination/local_coordinator.h"
-#include "agent/service_status.h"
 #include "agent/process/signal_forwarder.h"
+#include "agent/service_status.h"
 #include "tests/agent/fake_agent_parts.h"
 #include "tests/common/recording_notifier.h"
 

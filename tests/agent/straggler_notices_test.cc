@@ -1,5 +1,5 @@
-// What a node logs as straggler findings come in (agent/progress/straggler_notices.h): a rank is named
-// once when it becomes a straggler, and once more when it no longer is.
+// What a node logs as straggler findings come in (agent/progress/straggler_notices.h): a rank is
+// named once when it becomes a straggler, and once more when it no longer is.
 #include "agent/progress/straggler_notices.h"
 
 #include <gtest/gtest.h>

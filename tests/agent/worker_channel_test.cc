@@ -1,5 +1,5 @@
-// The worker channel (agent/process/worker_channel.h): the pure notice parser, and the real datagram
-// socket read on an Asio loop, fed by this test process as a worker's bootstrap would.
+// The worker channel (agent/process/worker_channel.h): the pure notice parser, and the real
+// datagram socket read on an Asio loop, fed by this test process as a worker's bootstrap would.
 #include "agent/process/worker_channel.h"
 
 #include <sys/socket.h>

@@ -100,8 +100,8 @@ TEST_F(SignalTest, SigkillOfDdprunLeavesNoWorkerAlive) {
     EXPECT_TRUE(wait_for_process_exit(pid, bound))
         << "worker " << pid << " outlived ddprun (state " << process_state(pid) << ")";
   }
-  // ddprun's sentinel (agent/process/group_sentinel.h) ends by itself too, once it has read end of file
-  // and killed what was left; re-parented to this test (a subreaper), it may still be at work
+  // ddprun's sentinel (agent/process/group_sentinel.h) ends by itself too, once it has read end of
+  // file and killed what was left; re-parented to this test (a subreaper), it may still be at work
   // when the workers are gone. Without this wait the teardown could look in between and count
   // it as a process that outlived ddprun (seen once, in a fresh-clone CI rehearsal).
   for (pid_t pid : children_of(::getpid())) {

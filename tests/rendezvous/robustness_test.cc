@@ -12,8 +12,8 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
 
-#include "rendezvous/wire/codec.h"
 #include "rendezvous/client/connector.h"
+#include "rendezvous/wire/codec.h"
 #include "tests/rendezvous/rdzv_test_util.h"
 
 namespace ddprun::rdzv::testing {

@@ -8,8 +8,8 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
 
-#include "rendezvous/wire/codec.h"
 #include "rendezvous/security/credentials.h"
+#include "rendezvous/wire/codec.h"
 #include "tests/rendezvous/rdzv_test_util.h"
 #include "tests/rendezvous/test_pki.h"
 

@@ -6,8 +6,8 @@
 
 #include <boost/asio/ip/tcp.hpp>
 
-#include "rendezvous/security/credentials.h"
 #include "rendezvous/daemon/status_client.h"
+#include "rendezvous/security/credentials.h"
 #include "tests/rendezvous/rdzv_test_util.h"
 #include "tests/rendezvous/test_pki.h"
 
