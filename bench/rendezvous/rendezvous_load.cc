@@ -112,7 +112,8 @@ double finding_microseconds(int nodes, uint32_t slow) {
   constexpr int kRepeats = 200;
   size_t named = 0;
   const auto t = BenchClock::now();
-  for (int i = 0; i < kRepeats; ++i) named += progress::find_stragglers(view, 1500).stragglers.size();
+  for (int i = 0; i < kRepeats; ++i)
+    named += progress::find_stragglers(view, 1500).stragglers.size();
   const double us = seconds_since(t) * 1e6 / kRepeats;
   if (named != kRepeats) std::fprintf(stderr, "find_stragglers named %zu, not 1 each\n", named);
   return us;
