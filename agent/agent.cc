@@ -32,6 +32,8 @@ Agent::Agent(AgentOptions options, boost::asio::io_context& io, AgentParts parts
       log_files_(parts.log_files),
       shutdown_timer_(parts.shutdown_timer),
       drain_timer_(parts.drain_timer),
+      kill_wait_timer_(parts.kill_wait_timer),
+      inspector_(parts.inspector),
       signals_(parts.signals),
       channel_(parts.channel),
       base_env_(parts.worker_base_env),
@@ -61,7 +63,9 @@ Agent::~Agent() {
 int Agent::run() {
   start();
   if (!exit_code_) io_.run();
-  launcher_.end_all_children();  // grandchildren that escaped their group, the sentinel
+  // Grandchildren that escaped their group, the sentinel; a worker given up on is not waited
+  // for again (the launcher was told to abandon it), the others only up to the bound.
+  launcher_.end_all_children(options_.kill_wait_timeout);
   return exit_code_.value_or(1);
 }
 
@@ -197,12 +201,13 @@ void Agent::start_workers(const RoundAssignment& assignment) {
       {options_, assignment, base_env_, *log_dir_, attempt_, progress_watch_, channel_});
   spdlog::debug("starting {} workers: attempt {}, restart count {}, master {}:{}", launches.size(),
                 attempt_, assignment.restart_count, assignment.master_addr, assignment.master_port);
-  WorkerGroupOptions group_options{options_.shutdown_timeout, options_.hostname};
+  WorkerGroupOptions group_options{options_.shutdown_timeout, options_.kill_wait_timeout,
+                                   options_.hostname};
   assignment_ = assignment;
   phase_ = Phase::kSupervising;
   WorkerGroupObserver& observer = *this;
-  group_ =
-      std::make_unique<WorkerGroup>(group_options, launcher_, shutdown_timer_, clock_, observer);
+  group_ = std::make_unique<WorkerGroup>(group_options, launcher_, shutdown_timer_,
+                                         kill_wait_timer_, clock_, observer);
   group_->start(std::move(launches));
   if (phase_ == Phase::kSupervising) {
     progress_watch_.workers_running();
@@ -231,6 +236,28 @@ void Agent::on_worker_exited(const WorkerLaunch& launch, pid_t pid, const ExitSt
   notify([&](AgentObserver& o) { o.on_worker_exited(launch.local_rank, pid, status); });
 }
 
+// SIGKILL did not end it: it waits in the kernel (a dead mount, a wedged driver) and may never
+// come back. The node cannot go on with it, and restarting would not help: it is named (what
+// /proc says of it) and the node leaves the job once the rest have exited (after_group).
+void Agent::on_worker_unkillable(const WorkerLaunch& launch, pid_t pid) {
+  const ProcessSnapshot snapshot = inspector_.inspect(pid);
+  const std::string line = describe_unkillable(
+      pid, launch.local_rank, std::chrono::duration<double>(options_.kill_wait_timeout).count(),
+      snapshot);
+  spdlog::error("{}; giving up on it: this node leaves the job", line);
+  launcher_.abandon(pid);  // never waited for again
+  progress_watch_.worker_exited(launch.local_rank, pid);
+  notify([&](AgentObserver& o) { o.on_worker_unkillable(launch.local_rank, pid, snapshot); });
+  if (interrupt_.kind == Interrupt::Kind::kUnkillable) {
+    interrupt_.event.report.cause += "\n" + line;
+    return;
+  }
+  Interrupt unkillable{Interrupt::Kind::kUnkillable, 0, {}};
+  unkillable.event.report.cause = line;
+  unkillable.event.exit_code = kExitWorkerUnkillable;
+  interrupt(std::move(unkillable));
+}
+
 void Agent::on_group_finished(const GroupResult& result) {
   if (std::string summary = stragglers_.summary(); !summary.empty()) spdlog::info("{}", summary);
   notify([&](AgentObserver& o) { o.on_group_finished(result); });
@@ -252,6 +279,12 @@ void Agent::after_group(const GroupResult& result) {
       case Interrupt::Kind::kSignal:
         spdlog::warn("stopped workers on {}", signal_name(interrupt_.signo));
         return finish(128 + interrupt_.signo);
+      case Interrupt::Kind::kUnkillable: {  // the workers' failures, under the stuck ones
+        CoordinatorEvent leave = interrupt_.event;
+        leave.report = build_report(result);
+        leave.report.cause = interrupt_.event.report.cause;
+        return end_with_job_failure(leave);
+      }
       case Interrupt::Kind::kJobFailed:  // the job's report
       case Interrupt::Kind::kUnhealthy:  // the health check as root cause, not our workers
         return end_with_job_failure(interrupt_.event);

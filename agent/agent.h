@@ -7,6 +7,7 @@
 //                              |        restart: join again; no restarts left: print, exit code
 //                              |--membership change--> stop --> join again (not a restart)
 //                              `--handled signal--> forward to every worker group --> 128+signal
+//   a worker not reaped --kill_wait_timeout after SIGKILL --> named, given up on --> leave, 71
 #pragma once
 
 #include <memory>
@@ -84,10 +85,11 @@ class Agent final : private WorkerGroupObserver {
   // kind replaces a weaker one: a signal ends the job whatever else happened.
   struct Interrupt {
     // kUnhealthy: the periodic health check failed; the node leaves the job (exit 69).
-    enum class Kind { kNone, kRejoin, kJobFailed, kUnhealthy, kSignal };
+    // kUnkillable: a worker survived SIGKILL; the node leaves the job (exit 71), whatever else.
+    enum class Kind { kNone, kRejoin, kJobFailed, kUnhealthy, kSignal, kUnkillable };
     Kind kind = Kind::kNone;
     int signo = 0;           // kSignal
-    CoordinatorEvent event;  // kJobFailed: the job's report and exit code
+    CoordinatorEvent event;  // kJobFailed, kUnhealthy, kUnkillable: the report and exit code
   };
 
   void begin_round();
@@ -100,6 +102,7 @@ class Agent final : private WorkerGroupObserver {
   void share(const std::vector<LocalRankProgress>& progress);
   void on_worker_started(const WorkerLaunch& launch, SpawnedProcess& process) override;
   void on_worker_exited(const WorkerLaunch& launch, pid_t pid, const ExitStatus& status) override;
+  void on_worker_unkillable(const WorkerLaunch& launch, pid_t pid) override;
   template <class F>
   void notify(F&& event) {
     for (AgentObserver* o : observers_) event(*o);
@@ -130,6 +133,8 @@ class Agent final : private WorkerGroupObserver {
   RunLogFiles& log_files_;
   DeadlineTimer& shutdown_timer_;
   DeadlineTimer& drain_timer_;
+  DeadlineTimer& kill_wait_timer_;
+  const ProcessInspector& inspector_;
   SignalSource& signals_;
   WorkerChannel& channel_;
   const EnvMap& base_env_;  // what every worker's environment starts from

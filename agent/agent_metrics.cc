@@ -62,6 +62,11 @@ AgentMetrics::AgentMetrics(metrics::Registry& r, AgentMetricsOptions options, co
                     "Health checks (--health_check) this node failed or that timed out.",
                     {"job_id"})
               .with(job_)),
+      workers_unkillable_(r.counter("ddprun_agent_workers_unkillable_total",
+                                    "Workers not reaped --kill_wait_timeout after SIGKILL (stuck "
+                                    "in the kernel); the node left the job.",
+                                    {"job_id"})
+                              .with(job_)),
       join_seconds_(r.histogram("ddprun_agent_rendezvous_join_seconds",
                                 "Time from asking to join a round to being assigned to one.",
                                 {"job_id"}, kDurationBuckets)
@@ -135,6 +140,10 @@ void AgentMetrics::on_joining(int attempt) {
 }
 
 void AgentMetrics::on_health_check_failed(const std::string&) { health_check_failures_.inc(); }
+
+void AgentMetrics::on_worker_unkillable(int, pid_t, const ProcessSnapshot&) {
+  workers_unkillable_.inc();
+}
 
 void AgentMetrics::on_stragglers(const rdzv::StragglerFinding& finding) { stragglers_ = finding; }
 

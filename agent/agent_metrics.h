@@ -8,6 +8,7 @@
 //   ddprun_agent_group_restarts_total{job_id,reason}          worker_failure|membership_change
 //   ddprun_agent_rendezvous_rounds_total{job_id}
 //   ddprun_agent_health_check_failures_total{job_id}          --health_check failed (or timed out)
+//   ddprun_agent_workers_unkillable_total{job_id}             not reaped after SIGKILL (exit 71)
 //   ddprun_agent_rendezvous_join_seconds{job_id}              join → round assigned
 //   ddprun_agent_restart_duration_seconds{job_id}             worker failure → group running
 //   ddprun_agent_{world_size,nodes,workers_running,round,group_rank,job_restarts,
@@ -77,6 +78,7 @@ class AgentMetrics final : public AgentObserver {
                           std::optional<SteadyTime> failed_at) override;
   void on_worker_started(int local_rank, pid_t pid) override;
   void on_worker_exited(int local_rank, pid_t pid, const ExitStatus& status) override;
+  void on_worker_unkillable(int local_rank, pid_t pid, const ProcessSnapshot& snapshot) override;
   void on_group_finished(const GroupResult& result) override;
   void on_job_finished(int exit_code) override;
 
@@ -99,6 +101,7 @@ class AgentMetrics final : public AgentObserver {
   metrics::Family<metrics::Counter>& restarts_;
   metrics::Counter& rounds_;
   metrics::Counter& health_check_failures_;
+  metrics::Counter& workers_unkillable_;
   metrics::Histogram& join_seconds_;
   metrics::Histogram& restart_seconds_;
   metrics::Gauge& world_size_;

@@ -8,6 +8,7 @@
 
 #include "agent/coordination/coordinator.h"
 #include "agent/process/exit_status.h"
+#include "agent/process/process_inspector.h"
 #include "agent/process/worker_group.h"
 #include "common/clock.h"
 
@@ -34,6 +35,9 @@ class AgentObserver {
   // One worker was started / ended (`status`: its exit, or its stop for job control).
   virtual void on_worker_started(int local_rank, pid_t pid) {}
   virtual void on_worker_exited(int local_rank, pid_t pid, const ExitStatus& status) {}
+  // A worker was not reaped --kill_wait_timeout after its SIGKILL (`snapshot`: what the kernel
+  // said of it then): given up on; the node leaves the job (kExitWorkerUnkillable).
+  virtual void on_worker_unkillable(int local_rank, pid_t pid, const ProcessSnapshot& snapshot) {}
   // The attempt's group has finished (every worker exited) with `result`.
   virtual void on_group_finished(const GroupResult& result) {}
   // The group failed and the coordinator decided to restart (`counted`: it used a restart).

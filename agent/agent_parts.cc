@@ -18,6 +18,7 @@ SystemAgentParts::SystemAgentParts(boost::asio::io_context& io, const AgentOptio
       hang_timer_(io),
       health_check_timer_(io),
       health_interval_timer_(io),
+      kill_wait_timer_(io),
       worker_base_env_(std::move(worker_base_env)) {
   // Only the bootstrap of Python workers speaks on the channel.
   if (options.command.python) {
@@ -45,6 +46,8 @@ AgentParts SystemAgentParts::with(ProcessLauncher& launcher, Coordinator& coordi
           .hang_timer = hang_timer_,
           .health_check_timer = health_check_timer_,
           .health_interval_timer = health_interval_timer_,
+          .kill_wait_timer = kill_wait_timer_,
+          .inspector = inspector_,
           .worker_base_env = worker_base_env_};
 }
 

@@ -16,6 +16,7 @@
 #include "agent/logs/run_log_files.h"
 #include "agent/options.h"
 #include "agent/process/deadline_timer.h"
+#include "agent/process/process_inspector.h"
 #include "agent/process/process_launcher.h"
 #include "agent/process/signal_source.h"
 #include "agent/process/worker_channel.h"
@@ -41,6 +42,8 @@ struct AgentParts {
   DeadlineTimer& hang_timer;             // paces a hang investigation's wait for the other nodes
   DeadlineTimer& health_check_timer;     // bounds one run of --health_check (its timeout)
   DeadlineTimer& health_interval_timer;  // the wait between periodic checks (its interval)
+  DeadlineTimer& kill_wait_timer;     // bounds the wait for SIGKILLed workers (--kill_wait_timeout)
+  const ProcessInspector& inspector;  // what a worker that survived SIGKILL is doing (/proc)
   // The environment every worker and the health check start from, before the job's variables
   // are added: ddprun's own, read once when it starts (current_environment()).
   const EnvMap& worker_base_env;
@@ -68,6 +71,8 @@ class SystemAgentParts {
   AsioDeadlineTimer hang_timer_;
   AsioDeadlineTimer health_check_timer_;
   AsioDeadlineTimer health_interval_timer_;
+  AsioDeadlineTimer kill_wait_timer_;
+  ProcInspector inspector_;
   const EnvMap worker_base_env_;
 };
 

@@ -82,6 +82,10 @@ struct AgentOptions {
   int nproc_per_node = 1;          // workers on this node (local world size)
   std::string role = "default";    // ROLE_NAME, and the tee prefix "[<role><local_rank>]:"
   Millis shutdown_timeout{30000};  // SIGTERM -> SIGKILL grace period when stopping workers
+  // --kill_wait_timeout: how long a SIGKILLed worker may take to be reaped. One still there is
+  // stuck in the kernel: it is named, given up on, and the node leaves the job
+  // (kExitWorkerUnkillable). Default 30 s.
+  Millis kill_wait_timeout{30000};
   // Signals forwarded to every worker group and that stop the job (exit 128+signal).
   std::vector<int> signals_to_handle{SIGTERM, SIGINT, SIGHUP, SIGQUIT};
   // MASTER_ADDR this node offers to the job: where workers reach the job's store should this

@@ -10,6 +10,9 @@
 //  75  (ddprun) the job's rendezvous was lost mid-job and the job could not go on (the node
 //      hosting it died with no successor, or too few nodes remain); EX_TEMPFAIL of sysexits.h:
 //      not a worker's failure, and the job may succeed when started again
+//  71  (ddprun) a worker did not exit --kill_wait_timeout after SIGKILL (stuck in the kernel: a
+//      dead mount, a wedged driver); the node left the job; EX_OSERR of sysexits.h: the node
+//      needs an operator, not a restart
 //  79  (ddprun) "do not requeue": the job failed in a way that starting it again would repeat
 //      (a rank asked to stop it, ddprun.stop_job; or --max_no_progress_restarts attempts in a
 //      row failed at the same step); not a sysexits code, so never confused with one
@@ -26,6 +29,7 @@ inline constexpr int kExitUsage = 2;
 inline constexpr int kExitStateLost = 3;
 inline constexpr int kExitRendezvousLost = 75;
 inline constexpr int kExitUnhealthy = 69;
+inline constexpr int kExitWorkerUnkillable = 71;
 inline constexpr int kExitDoNotRequeue = 79;
 
 // The exit code for `error` when the program cannot start or go on (2 or 1, above).

@@ -281,6 +281,7 @@ Status validate_values(const LauncherFlags& f, LaunchConfig& config) {
   a.nproc_per_node = *nproc;
   a.role = f.role;
   a.shutdown_timeout = Millis(static_cast<long long>(f.shutdown_timeout * 1000));
+  a.kill_wait_timeout = Millis(static_cast<long long>(f.kill_wait_timeout * 1000));
   const RendezvousSettings& rdzv = config.rendezvous;
   if (f.master_port.value_or(0) > 0) a.master_port = *f.master_port;  // 0/unset: a free one
   if (rdzv.backend == RendezvousBackend::kStatic && config.job.max_nodes > 1 && !a.master_port) {

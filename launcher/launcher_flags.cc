@@ -151,6 +151,13 @@ const FlagTable<LauncherFlags>& launcher_flag_table() {
             .check = kSeconds,
             .fallback_env = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"},
            &F::shutdown_timeout},
+          {{.name = "kill_wait_timeout",
+            .type = T::kNumber,
+            .help = "Seconds a worker may take to be reaped after SIGKILL; one still there is "
+                    "stuck in the kernel: it is named and the node leaves the job (exit 71)",
+            .default_text = "30",
+            .check = in_range(0.001, 1e9)},
+           &F::kill_wait_timeout},
           {{.name = "signals_to_handle",
             .type = T::kList,
             .help = "Signals forwarded to workers",

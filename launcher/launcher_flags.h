@@ -36,7 +36,8 @@ struct LauncherFlags {
   std::string master_addr;
   std::optional<int> master_port;  // unset: a free port per attempt
   std::string local_addr;
-  double shutdown_timeout = 0;  // seconds
+  double shutdown_timeout = 0;    // seconds
+  double kill_wait_timeout = 30;  // seconds
   std::string signals_to_handle;
   std::string signals_to_forward;
   double exit_barrier_timeout = 0;  // seconds

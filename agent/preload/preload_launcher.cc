@@ -320,9 +320,9 @@ void PreloadLauncher::workers_done() {
   inner_.workers_done();
 }
 
-int PreloadLauncher::end_all_children() {
+int PreloadLauncher::end_all_children(Millis wait_bound) {
   control_.reset();  // the template leaves on end of file; the launcher kills what remains
-  return inner_.end_all_children();
+  return inner_.end_all_children(wait_bound);
 }
 
 }  // namespace ddprun::agent

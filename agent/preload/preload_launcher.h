@@ -79,10 +79,11 @@ class PreloadLauncher final : public ProcessLauncher {
   Status confirm_started(SpawnedProcess& process) override;
   void signal_group(pid_t pgid, int signo) override { inner_.signal_group(pgid, signo); }
   void release_group(pid_t pgid) override { inner_.release_group(pgid); }
+  void abandon(pid_t pid) override { inner_.abandon(pid); }
   // No worker will start any more: the template is killed now, so that its teardown overlaps
   // the agent's last work instead of being waited for at the end.
   void workers_done() override;
-  int end_all_children() override;
+  int end_all_children(Millis wait_bound) override;
 
   const PreloadStats& stats() const { return stats_; }
   // Whether workers are forked from the template now.

@@ -2,16 +2,24 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "common/posix_fd.h"
 
 namespace ddprun::agent {
 namespace {
@@ -41,6 +49,31 @@ std::vector<pid_t> children_from_proc_scan(pid_t self) {
   return children;
 }
 
+// Reaps child `pid` (already SIGKILLed), waiting until `deadline` at most: a pidfd becomes
+// readable when the process exits. Whether it was reaped (or is gone).
+bool reap_before(pid_t pid, SteadyTime deadline) {
+  int status = 0;
+#ifdef SYS_pidfd_open
+  const UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (pidfd.valid()) {
+    for (;;) {
+      const pid_t reaped = ::waitpid(pid, &status, WNOHANG);
+      if (reaped == pid || (reaped < 0 && errno != EINTR)) return true;
+      const auto left = std::chrono::ceil<Millis>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd wake{pidfd.get(), POLLIN, 0};
+      (void)::poll(
+          &wake, 1,
+          static_cast<int>(std::min<long long>(left.count(), std::numeric_limits<int>::max())));
+    }
+  }
+#endif
+  // No pidfd (a kernel before 5.3): the wait is not bounded there.
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return true;
+}
+
 }  // namespace
 
 void ensure_standard_streams() {
@@ -54,7 +87,7 @@ void ensure_standard_streams() {
 
 void become_child_subreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, 1); }
 
-int kill_adopted_children() {
+int kill_adopted_children(Millis wait_bound, const std::vector<pid_t>& abandoned) {
   // Our children, from the kernel's list (one small file); the whole of /proc when the kernel
   // does not offer it. Every one of them is ours to end: the job is over.
   std::vector<pid_t> children;
@@ -65,11 +98,15 @@ int kill_adopted_children() {
   } else {
     children = children_from_proc_scan(self);
   }
+  // Our own children: nobody else can reap them, so their pids cannot have been reused.
+  for (pid_t pid : children) ::kill(pid, SIGKILL);
+  const SteadyTime deadline = std::chrono::steady_clock::now() + wait_bound;
   for (pid_t pid : children) {
-    // Our own child: nobody else can reap it, so its pid cannot have been reused.
-    ::kill(pid, SIGKILL);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
+    if (std::find(abandoned.begin(), abandoned.end(), pid) != abandoned.end()) continue;
+    if (!reap_before(pid, deadline)) {
+      spdlog::warn("child pid {} did not exit {} s after SIGKILL; leaving it", pid,
+                   std::chrono::duration<double>(wait_bound).count());
+    }
   }
   return static_cast<int>(children.size());
 }

@@ -2,6 +2,12 @@
 // no child left behind at the end of a job.
 #pragma once
 
+#include <sys/types.h>
+
+#include <vector>
+
+#include "common/clock.h"
+
 namespace ddprun::agent {
 
 // Whether `fd` 0, 1 and 2 are open; opens /dev/null on any that is not, so that no later
@@ -15,8 +21,10 @@ void become_child_subreaper();
 
 // At the end of a job: SIGKILLs and reaps every child this process still has — workers'
 // grandchildren adopted as a child subreaper (those that left their process group) and the
-// group sentinel, which has nothing left to watch. Blocks only until those killed children are
-// reaped. Returns how many.
-int kill_adopted_children();
+// group sentinel, which has nothing left to watch. Blocks until those killed children are
+// reaped, or `wait_bound` in all has passed (a child stuck in the kernel is named in the log and
+// left); children in `abandoned` (they already outlived a SIGKILL) are killed but not waited
+// for. Returns how many children there were.
+int kill_adopted_children(Millis wait_bound, const std::vector<pid_t>& abandoned);
 
 }  // namespace ddprun::agent

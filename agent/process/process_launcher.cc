@@ -136,10 +136,10 @@ void PosixProcessLauncher::reap_children() {
   }
 }
 
-int PosixProcessLauncher::end_all_children() {
+int PosixProcessLauncher::end_all_children(Millis wait_bound) {
   boost::system::error_code ignored;
   child_signals_.cancel(ignored);
-  return kill_adopted_children();
+  return kill_adopted_children(wait_bound, abandoned_);
 }
 
 void PosixProcessLauncher::workers_done() {

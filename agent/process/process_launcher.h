@@ -14,6 +14,7 @@
 
 #include "agent/process/exit_status.h"
 #include "agent/process/group_sentinel.h"
+#include "common/clock.h"
 #include "common/posix_fd.h"
 #include "common/result.h"
 
@@ -84,12 +85,17 @@ class ProcessLauncher {
   // The worker that led group `pgid` has been reaped and its group killed: nothing may signal
   // that id again (it can be reused).
   virtual void release_group(pid_t pgid) {}
+  // Child `pid` did not exit after SIGKILL (stuck in the kernel): it is never waited for again,
+  // not even by end_all_children.
+  virtual void abandon(pid_t pid) {}
   // No worker runs and none will: helpers that guard workers may start to leave now, so that
   // their exit overlaps the agent's last work instead of being waited for at the end.
   virtual void workers_done() {}
-  // The job is over: kill and reap every child still there (escaped grandchildren, helpers).
-  // Called once the event loop has stopped. Returns how many there were.
-  virtual int end_all_children() { return 0; }
+  // The job is over: kill and reap every child still there (escaped grandchildren, helpers),
+  // waiting at most `wait_bound` in all for them to be reaped (one stuck in the kernel is left);
+  // abandoned children are killed again but not waited for. Called once the event loop has
+  // stopped. Returns how many there were.
+  virtual int end_all_children(Millis wait_bound) { return 0; }
 };
 
 // fork/exec implementation. Why not Boost.Process: the child needs a parent-death signal,
@@ -113,7 +119,8 @@ class PosixProcessLauncher final : public ProcessLauncher {
   void release_group(pid_t pgid) override;
   // The group sentinel is told to go (it exits on its own; end_all_children reaps it).
   void workers_done() override;
-  int end_all_children() override;
+  void abandon(pid_t pid) override { abandoned_.push_back(pid); }
+  int end_all_children(Millis wait_bound) override;
   // A process group this launcher did not start itself but whose leader is our child (a
   // worker forked by the preload template and re-parented here): the group sentinel ends it
   // with the others should the agent die.
@@ -128,6 +135,7 @@ class PosixProcessLauncher final : public ProcessLauncher {
   ExitHandler exit_handler_;
   std::optional<GroupSentinel> sentinel_;
   bool sentinel_failed_ = false;  // warned once; supervision goes on without it
+  std::vector<pid_t> abandoned_;  // children that survived SIGKILL (abandon)
 };
 
 // Finds `name` as an executable: a name with a '/' is taken as a path, otherwise each

@@ -1,14 +1,17 @@
 #include "agent/process/worker_group.h"
 
+#include <algorithm>
 #include <csignal>
 
 namespace ddprun::agent {
 
 WorkerGroup::WorkerGroup(WorkerGroupOptions options, ProcessLauncher& launcher,
-                         DeadlineTimer& timer, const Clock& clock, WorkerGroupObserver& observer)
+                         DeadlineTimer& timer, DeadlineTimer& kill_wait_timer, const Clock& clock,
+                         WorkerGroupObserver& observer)
     : options_(std::move(options)),
       launcher_(launcher),
       timer_(timer),
+      kill_wait_timer_(kill_wait_timer),
       clock_(clock),
       observer_(observer) {}
 
@@ -88,7 +91,7 @@ bool WorkerGroup::on_child_stopped(pid_t pid, int signo) {
       record_failure(worker, ExitStatus::stopped_by(signo));
       begin_stop(SIGTERM);
     }
-    launcher_.signal_group(pid, SIGKILL);
+    kill(worker);
     return true;
   }
   return false;
@@ -163,18 +166,57 @@ void WorkerGroup::record_failure(const Worker& worker, ExitStatus status) {
 
 void WorkerGroup::begin_stop(int signo) {
   state_ = State::kStopping;
-  for (const Worker& w : workers_) {
+  for (Worker& w : workers_) {
     // One on its way out by itself is not interrupted; the deadline's SIGKILL still applies.
-    if (w.running && !w.failing) launcher_.signal_group(w.pid, signo);
+    if (!w.running || w.failing) continue;
+    if (signo == SIGKILL) {
+      kill(w);
+    } else {
+      launcher_.signal_group(w.pid, signo);
+    }
   }
   if (signo == SIGKILL) return;
   timer_.arm(options_.shutdown_timeout, [this] { kill_running(); });
 }
 
 void WorkerGroup::kill_running() {
-  for (const Worker& w : workers_) {
-    if (w.running) launcher_.signal_group(w.pid, SIGKILL);
+  for (Worker& w : workers_) {
+    if (w.running) kill(w);
   }
+}
+
+void WorkerGroup::kill(Worker& worker) {
+  launcher_.signal_group(worker.pid, SIGKILL);
+  if (worker.killed_at) return;  // its bound runs from the first SIGKILL
+  worker.killed_at = clock_.steady_now();
+  arm_kill_wait();
+}
+
+// One timer for every SIGKILLed worker: it wakes at the earliest bound still pending.
+void WorkerGroup::arm_kill_wait() {
+  std::optional<SteadyTime> next;
+  for (const Worker& w : workers_) {
+    if (!w.running || !w.killed_at) continue;
+    const SteadyTime bound = *w.killed_at + options_.kill_wait_timeout;
+    next = next ? std::min(*next, bound) : bound;
+  }
+  if (!next) return kill_wait_timer_.cancel();
+  const auto left = std::max(SteadyTime::duration{0}, *next - clock_.steady_now());
+  kill_wait_timer_.arm(std::chrono::ceil<Millis>(left), [this] { give_up_unkillable(); });
+}
+
+// SIGKILL cannot be caught: a worker still unreaped after the bound waits in the kernel and may
+// never come back. Waiting for it would keep the node (and the job) forever.
+void WorkerGroup::give_up_unkillable() {
+  const SteadyTime now = clock_.steady_now();
+  for (Worker& w : workers_) {
+    if (!w.running || !w.killed_at || now < *w.killed_at + options_.kill_wait_timeout) continue;
+    w.running = false;  // never waited for or signalled again: its pid stays our unreaped child
+    unkillable_.push_back({w.launch.local_rank, w.launch.rank, w.pid});
+    observer_.on_worker_unkillable(w.launch, w.pid);
+  }
+  arm_kill_wait();
+  finish_if_done();
 }
 
 void WorkerGroup::finish_if_done() {
@@ -183,8 +225,10 @@ void WorkerGroup::finish_if_done() {
     if (w.running) return;
   }
   timer_.cancel();
+  kill_wait_timer_.cancel();
   state_ = State::kFinished;
   GroupResult result;
+  result.unkillable = unkillable_;
   if (!failures_.empty()) {
     result.outcome = GroupResult::Outcome::kFailed;
     result.failures = failures_;

@@ -12,6 +12,10 @@
 //
 // When a worker exits, its whole process group is SIGKILLed at once, so that no grandchild of
 // a finished worker outlives it; a reaped worker is never signalled again.
+//
+// A worker SIGKILLed but not reaped within the kill-wait bound is stuck in the kernel (an
+// uninterruptible sleep: a dead mount, a wedged driver). It is given up: no longer waited for,
+// never signalled again, listed in GroupResult::unkillable; the group finishes without it.
 #pragma once
 
 #include <sys/types.h>
@@ -38,6 +42,13 @@ struct WorkerLaunch {
   SpawnRequest request;
 };
 
+// A worker still there `kill_wait_timeout` after its SIGKILL (WorkerGroup gave up on it).
+struct UnkillableWorker {
+  int local_rank = 0;
+  int rank = 0;
+  pid_t pid = -1;
+};
+
 struct GroupResult {
   enum class Outcome {
     kSucceeded,  // every worker exited 0
@@ -47,6 +58,9 @@ struct GroupResult {
   Outcome outcome = Outcome::kSucceeded;
   std::vector<WorkerFailure> failures;
   int stop_signal = 0;
+  // Workers given up on after SIGKILL, in local-rank order; whatever the outcome, the node
+  // cannot go on with them (the agent leaves the job, kExitWorkerUnkillable).
+  std::vector<UnkillableWorker> unkillable;
 };
 
 class WorkerGroupObserver {
@@ -56,6 +70,8 @@ class WorkerGroupObserver {
   virtual void on_worker_started(const WorkerLaunch& launch, SpawnedProcess& process) {}
   // A worker ended (or was stopped by job control), before the group acts on it.
   virtual void on_worker_exited(const WorkerLaunch& launch, pid_t pid, const ExitStatus& status) {}
+  // A worker did not exit within the kill-wait bound after SIGKILL: the group gives up on it.
+  virtual void on_worker_unkillable(const WorkerLaunch& launch, pid_t pid) {}
   // Every worker has exited. Called once, as the group's last act: the observer must not
   // destroy the group from inside this call (post the follow-up to the event loop instead).
   virtual void on_group_finished(const GroupResult& result) = 0;
@@ -63,15 +79,18 @@ class WorkerGroupObserver {
 
 struct WorkerGroupOptions {
   Millis shutdown_timeout{30000};  // grace between the stop signal and SIGKILL
-  std::string hostname;            // for failure records
+  // How long a SIGKILLed worker may take to be reaped before it is given up (unkillable).
+  Millis kill_wait_timeout{30000};
+  std::string hostname;  // for failure records
 };
 
-// Not thread-safe: driven from the agent's event-loop thread. The launcher, timer, clock and
-// observer must outlive the group.
+// Not thread-safe: driven from the agent's event-loop thread. The launcher, timers, clock and
+// observer must outlive the group. `timer` paces the stop (signal → SIGKILL), `kill_wait_timer`
+// the wait for SIGKILLed workers to be reaped.
 class WorkerGroup {
  public:
   WorkerGroup(WorkerGroupOptions options, ProcessLauncher& launcher, DeadlineTimer& timer,
-              const Clock& clock, WorkerGroupObserver& observer);
+              DeadlineTimer& kill_wait_timer, const Clock& clock, WorkerGroupObserver& observer);
 
   // Starts every worker in order (forked back to back, then each exec confirmed). A worker that
   // cannot start is a failure: those not yet forked are not started, the others are stopped.
@@ -105,7 +124,7 @@ class WorkerGroup {
   void stop_failures_with(int signo) { failure_stop_signal_ = signo; }
 
   bool finished() const { return state_ == State::kFinished; }
-  // PIDs of workers not yet reaped.
+  // PIDs of workers not yet reaped (those given up on as unkillable are not listed).
   std::vector<pid_t> running_pids() const;
 
  private:
@@ -117,25 +136,32 @@ class WorkerGroup {
     // worker_failing: its failure is failures_[failure_index], its exit still to come.
     bool failing = false;
     std::size_t failure_index = 0;
+    std::optional<SteadyTime> killed_at{};  // its first SIGKILL
   };
 
   void record_failure(const Worker& worker, ExitStatus status);
   void record_start_failure(const WorkerLaunch& launch, const std::string& why);
   void begin_stop(int signo);
   void kill_running();
+  // SIGKILL to `worker`'s group; its first starts the kill-wait bound.
+  void kill(Worker& worker);
+  void arm_kill_wait();
+  void give_up_unkillable();
   void finish_if_done();
 
   WorkerGroupOptions options_;
   ProcessLauncher& launcher_;
   DeadlineTimer& timer_;
+  DeadlineTimer& kill_wait_timer_;  // at the earliest SIGKILLed running worker's bound
   const Clock& clock_;
   WorkerGroupObserver& observer_;
 
   State state_ = State::kIdle;
   std::vector<Worker> workers_;
   std::vector<WorkerFailure> failures_;  // failures seen before the stop began, in order
-  std::optional<int> stop_signal_;       // set when stop() (not a failure) began the stop
-  int failure_stop_signal_ = SIGTERM;    // stop_failures_with
+  std::vector<UnkillableWorker> unkillable_;
+  std::optional<int> stop_signal_;     // set when stop() (not a failure) began the stop
+  int failure_stop_signal_ = SIGTERM;  // stop_failures_with
 };
 
 }  // namespace ddprun::agent

@@ -133,6 +133,18 @@ class FakeClockTimer final : public DeadlineTimer {
   std::function<void()> callback_;
 };
 
+// What /proc would say, set by the test per pid; a pid it did not set reads as gone (empty).
+class FakeProcessInspector final : public ProcessInspector {
+ public:
+  ProcessSnapshot inspect(pid_t pid) const override {
+    inspected.push_back(pid);
+    auto it = processes.find(pid);
+    return it == processes.end() ? ProcessSnapshot{} : it->second;
+  }
+  std::map<pid_t, ProcessSnapshot> processes;
+  mutable std::vector<pid_t> inspected;
+};
+
 // Every fake, and the clock their timers run on. The workers' base environment is a fixed map,
 // not the test's own.
 struct FakeAgentParts {
@@ -148,6 +160,8 @@ struct FakeAgentParts {
   FakeClockTimer hang_timer{clock};
   FakeClockTimer health_check_timer{clock};
   FakeClockTimer health_interval_timer{clock};
+  FakeClockTimer kill_wait_timer{clock};
+  FakeProcessInspector inspector;
   EnvMap worker_base_env{{"HOME", "/home/trainer"}, {"PATH", "/usr/bin:/bin"}};
 
   AgentParts with(Coordinator& coordinator) {
@@ -164,13 +178,15 @@ struct FakeAgentParts {
             .hang_timer = hang_timer,
             .health_check_timer = health_check_timer,
             .health_interval_timer = health_interval_timer,
+            .kill_wait_timer = kill_wait_timer,
+            .inspector = inspector,
             .worker_base_env = worker_base_env};
   }
   // Moves the clock on and fires the timers that became due.
   void advance(Millis by) {
     clock.advance(by);
     for (FakeClockTimer* timer : {&shutdown_timer, &drain_timer, &hang_timer, &health_check_timer,
-                                  &health_interval_timer}) {
+                                  &health_interval_timer, &kill_wait_timer}) {
       timer->fire_if_due();
     }
   }

@@ -32,6 +32,7 @@ class FakeProcessLauncher final : public ProcessLauncher {
     return {};
   }
   void signal_group(pid_t pgid, int signo) override { signals.emplace_back(pgid, signo); }
+  void abandon(pid_t pid) override { abandoned.push_back(pid); }
 
   // Signals sent to `pgid`, in order.
   std::vector<int> signals_to(pid_t pgid) const {
@@ -45,6 +46,7 @@ class FakeProcessLauncher final : public ProcessLauncher {
   ExitHandler exit_handler;
   std::vector<SpawnRequest> spawned;
   std::vector<std::pair<pid_t, int>> signals;
+  std::vector<pid_t> abandoned;                // abandon()ed children, in order
   std::optional<std::string> fail_executable;  // spawn() itself fails (fork, pipes)
   pid_t exec_fails_for = -1;                   // this child's exec fails
   pid_t next_pid = 1000;

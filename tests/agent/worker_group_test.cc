@@ -44,9 +44,15 @@ class WorkerGroupTest : public ::testing::Test {
 
   FakeProcessLauncher launcher;
   FakeDeadlineTimer timer;
+  FakeDeadlineTimer kill_wait_timer;
   FakeClock clock;
   RecordingObserver observer;
-  WorkerGroup group{WorkerGroupOptions{Millis(5000), "node-a"}, launcher, timer, clock, observer};
+  WorkerGroup group{WorkerGroupOptions{Millis(5000), Millis(30'000), "node-a"},
+                    launcher,
+                    timer,
+                    kill_wait_timer,
+                    clock,
+                    observer};
 };
 
 TEST_F(WorkerGroupTest, StartsEveryWorkerInRankOrder) {
@@ -267,6 +273,51 @@ TEST_F(WorkerGroupTest, ReapedWorkersAreNeverSignalledAgain) {
   timer.fire();
   EXPECT_EQ(launcher.signals_to(1000), (std::vector<int>{SIGKILL}));  // only at its reaping
   EXPECT_EQ(launcher.signals_to(1001), (std::vector<int>{SIGTERM, SIGKILL}));
+}
+
+// Issue 36: a SIGKILLed worker the kernel does not let go (uninterruptible sleep) is given up
+// at the kill-wait bound, so the group finishes; it is never signalled or waited for again.
+TEST_F(WorkerGroupTest, AWorkerNotReapedWithinTheKillWaitIsGivenUp) {
+  group.start(launches(3));
+  group.on_child_exit(1000, ExitStatus::exited(1));
+  EXPECT_FALSE(kill_wait_timer.armed()) << "no SIGKILL yet";
+  timer.fire();  // the shutdown timeout: SIGKILL
+  ASSERT_TRUE(kill_wait_timer.armed());
+  EXPECT_EQ(kill_wait_timer.armed_for, Millis(30'000));
+  group.on_child_exit(1001, ExitStatus::killed(SIGKILL));  // 1001 goes, 1002 does not
+  clock.advance(Millis(30'000));
+  kill_wait_timer.fire();
+  ASSERT_EQ(observer.finished_calls, 1);
+  EXPECT_EQ(observer.result->outcome, GroupResult::Outcome::kFailed);
+  ASSERT_EQ(observer.result->unkillable.size(), 1u);
+  EXPECT_EQ(observer.result->unkillable[0].pid, 1002);
+  EXPECT_EQ(observer.result->unkillable[0].local_rank, 2);
+  EXPECT_EQ(observer.result->unkillable[0].rank, 12);
+  EXPECT_TRUE(group.running_pids().empty());
+  EXPECT_FALSE(group.on_child_exit(1002, ExitStatus::killed(SIGKILL))) << "no longer ours";
+  group.stop(SIGKILL);
+  EXPECT_EQ(launcher.signals_to(1002), (std::vector<int>{SIGTERM, SIGKILL}));
+}
+
+// Each worker gets the whole bound from its own first SIGKILL: one killed for a job-control
+// stop early is given up at its bound, one killed later at its own.
+TEST_F(WorkerGroupTest, EachWorkerHasTheKillWaitFromItsOwnSigkill) {
+  group.start(launches(2));
+  group.on_child_stopped(1000, SIGTTIN);  // SIGKILL to 1000 now, SIGTERM to 1001
+  EXPECT_EQ(kill_wait_timer.armed_for, Millis(30'000));
+  clock.advance(Millis(5'000));
+  timer.fire();  // SIGKILL to 1001 (and 1000 again: its bound still runs from the first)
+  EXPECT_EQ(kill_wait_timer.armed_for, Millis(25'000));
+  clock.advance(Millis(25'000));
+  kill_wait_timer.fire();
+  EXPECT_EQ(observer.finished_calls, 0) << "1001 still has 5 s";
+  EXPECT_EQ(group.running_pids(), (std::vector<pid_t>{1001}));
+  EXPECT_EQ(kill_wait_timer.armed_for, Millis(5'000));
+  group.on_child_exit(1001, ExitStatus::killed(SIGKILL));
+  ASSERT_EQ(observer.finished_calls, 1);
+  ASSERT_EQ(observer.result->unkillable.size(), 1u);
+  EXPECT_EQ(observer.result->unkillable[0].pid, 1000);
+  EXPECT_FALSE(kill_wait_timer.armed());
 }
 
 }  // namespace
