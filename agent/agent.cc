@@ -40,7 +40,8 @@ Agent::Agent(AgentOptions options, boost::asio::io_context& io, AgentParts parts
       output_(io, {options_.logs, options_.role, options_.hostname}, parts.log_files),
       hang_(parts.coordinator, parts.hang_timer, parts.clock),
       health_check_({parts.launcher, parts.health_check_timer, parts.health_interval_timer},
-                    options_.health_check) {
+                    options_.health_check),
+      restart_guard_(options_.progress.max_no_progress_restarts) {
   progress_watch_.set_events({[this](const HangVerdict& v) { on_hang(v); },
                               [](const TimerExpiry& e) {
                                 spdlog::warn(
@@ -99,10 +100,26 @@ void Agent::on_child_exit(pid_t pid, ExitStatus status) {
 // A worker's bootstrap says its script raised: the rest are stopped now, not once the failing
 // interpreter has finished shutting down.
 void Agent::on_worker_notice(const WorkerNotice& notice) {
+  if (notice.kind == WorkerNotice::Kind::kStopJob) return on_stop_request(notice);
   if (phase_ != Phase::kSupervising || !group_ || interrupt_.kind != Interrupt::Kind::kNone) return;
   if (!group_->worker_failing(notice.pid)) return;  // not a running worker of this attempt
   spdlog::debug("worker pid {} raised {}; stopping the others", notice.pid, notice.message);
   if (!failed_at_) failed_at_ = clock_.steady_now();
+}
+
+// A rank asked to end the job for good (ddprun.stop_job): its failure is the root cause and is
+// reported as not restartable (restart_guard.h); the others are stopped as for any failure.
+void Agent::on_stop_request(const WorkerNotice& notice) {
+  if ((phase_ != Phase::kSupervising && phase_ != Phase::kDraining) || !assignment_) return;
+  const int rank = assignment_->rank_offset + std::max(0, notice.local_rank);
+  spdlog::error("rank {} (pid {}) asked to stop the job: {}", rank, notice.pid, notice.message);
+  if (!restart_guard_.stop_requested()) {
+    notify([&](AgentObserver& o) { o.on_stop_requested(rank, notice.message); });
+  }
+  restart_guard_.stop_requested(rank, notice.message);
+  if (phase_ == Phase::kSupervising && group_->worker_failing(notice.pid) && !failed_at_) {
+    failed_at_ = clock_.steady_now();
+  }
 }
 
 void Agent::begin_round() {
@@ -193,6 +210,7 @@ void Agent::start_workers(const RoundAssignment& assignment) {
     return;
   }
   hang_.reset();
+  restart_guard_.attempt_started();
   if (!stragglers_.current().stragglers.empty()) {  // named in the last attempt: judged afresh
     stragglers_.reset();
     notify([&](AgentObserver& o) { o.on_stragglers(stragglers_.current()); });
@@ -269,9 +287,11 @@ void Agent::on_group_finished(const GroupResult& result) {
 void Agent::after_group(const GroupResult& result) {
   store_.end_round();      // every worker has exited: the store has served its round
   health_check_.cancel();  // the periodic check ends with the workers
+  // The attempt's steps, for --max_no_progress_restarts (read before the watch forgets them).
+  std::vector<LocalRankProgress> steps = progress_watch_.progress();
   progress_watch_.end_attempt();
   drain_timer_.arm(kOutputDrainTimeout, [this] { output_.close_all(); });
-  output_.when_drained([this, result] {
+  output_.when_drained([this, result, steps = std::move(steps)] {
     drain_timer_.cancel();
     ++attempt_;
     if (phase_ != Phase::kDraining) return;  // finished meanwhile
@@ -291,12 +311,16 @@ void Agent::after_group(const GroupResult& result) {
       case Interrupt::Kind::kRejoin:
         // The round is already over for everyone (a node left or failed): a failure of ours
         // in it is a consequence, and reporting it would be ignored. Join the next round.
+        if (interrupt_.event.worker_failure) restart_guard_.attempt_failed(steps);
         return begin_round();
       case Interrupt::Kind::kNone:
         break;
     }
     phase_ = Phase::kReporting;
-    if (result.outcome == GroupResult::Outcome::kFailed) return handle_failure(result);
+    if (result.outcome == GroupResult::Outcome::kFailed) {
+      restart_guard_.attempt_failed(steps);
+      return handle_failure(result);
+    }
     coordinator_.report_success([this](const Status& s) {
       if (phase_ != Phase::kReporting) return;
       if (!s) spdlog::error("{}", s.message());
@@ -308,6 +332,7 @@ void Agent::after_group(const GroupResult& result) {
 
 void Agent::handle_failure(const GroupResult& result) {
   FailureReport report = build_report(result);
+  report.not_restartable = restart_guard_.not_restartable();
   if (hang_.active()) return settle_hang(std::move(report));
   send_report(report);
 }
@@ -388,7 +413,7 @@ void Agent::on_coordinator_event(const CoordinatorEvent& event) {
     return;
   }
   interrupt(job_failed ? Interrupt{Interrupt::Kind::kJobFailed, 0, event}
-                       : Interrupt{Interrupt::Kind::kRejoin, 0, {}});
+                       : Interrupt{Interrupt::Kind::kRejoin, 0, event});
   if (phase_ == Phase::kSupervising) group_->stop(SIGTERM);
   // Otherwise the group is draining its output; after_group() acts on the interrupt.
 }

@@ -24,6 +24,7 @@
 #include "agent/process/worker_env.h"
 #include "agent/process/worker_group.h"
 #include "agent/progress/hang_response.h"
+#include "agent/progress/restart_guard.h"
 #include "agent/progress/straggler_notices.h"
 #include "common/clock.h"
 
@@ -114,6 +115,7 @@ class Agent final : private WorkerGroupObserver {
   FailureReport build_report(const GroupResult& result) const;
   void on_signal(int signo);
   void on_worker_notice(const WorkerNotice& notice);
+  void on_stop_request(const WorkerNotice& notice);
   void on_coordinator_event(const CoordinatorEvent& event);
   void on_hang(const HangVerdict& verdict);
   void settle_hang(FailureReport report);
@@ -155,6 +157,7 @@ class Agent final : private WorkerGroupObserver {
   HangResponse hang_;
   HealthCheck health_check_;     // --health_check, before each round
   StragglerNotices stragglers_;  // the job's stragglers as last found (--straggler_threshold)
+  RestartGuard restart_guard_;   // failures not to restart: stop_job, --max_no_progress_restarts
 };
 
 }  // namespace ddprun::agent

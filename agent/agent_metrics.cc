@@ -62,6 +62,11 @@ AgentMetrics::AgentMetrics(metrics::Registry& r, AgentMetricsOptions options, co
                     "Health checks (--health_check) this node failed or that timed out.",
                     {"job_id"})
               .with(job_)),
+      stop_requests_(r.counter("ddprun_agent_stop_requests_total",
+                               "Ranks that asked to stop the job for good (ddprun.stop_job): it "
+                               "ended without a restart, exit 79.",
+                               {"job_id"})
+                         .with(job_)),
       workers_unkillable_(r.counter("ddprun_agent_workers_unkillable_total",
                                     "Workers not reaped --kill_wait_timeout after SIGKILL (stuck "
                                     "in the kernel); the node left the job.",
@@ -140,6 +145,8 @@ void AgentMetrics::on_joining(int attempt) {
 }
 
 void AgentMetrics::on_health_check_failed(const std::string&) { health_check_failures_.inc(); }
+
+void AgentMetrics::on_stop_requested(int, const std::string&) { stop_requests_.inc(); }
 
 void AgentMetrics::on_worker_unkillable(int, pid_t, const ProcessSnapshot&) {
   workers_unkillable_.inc();

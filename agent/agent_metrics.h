@@ -8,6 +8,7 @@
 //   ddprun_agent_group_restarts_total{job_id,reason}          worker_failure|membership_change
 //   ddprun_agent_rendezvous_rounds_total{job_id}
 //   ddprun_agent_health_check_failures_total{job_id}          --health_check failed (or timed out)
+//   ddprun_agent_stop_requests_total{job_id}                  a rank stopped the job (exit 79)
 //   ddprun_agent_workers_unkillable_total{job_id}             not reaped after SIGKILL (exit 71)
 //   ddprun_agent_rendezvous_join_seconds{job_id}              join → round assigned
 //   ddprun_agent_restart_duration_seconds{job_id}             worker failure → group running
@@ -72,6 +73,7 @@ class AgentMetrics final : public AgentObserver {
 
   void on_joining(int attempt) override;
   void on_health_check_failed(const std::string& why) override;
+  void on_stop_requested(int rank, const std::string& reason) override;
   void on_stragglers(const rdzv::StragglerFinding& finding) override;
   void on_round_assigned(const RoundAssignment& assignment, Millis waited) override;
   void on_workers_started(const RoundAssignment& assignment, int workers,
@@ -101,6 +103,7 @@ class AgentMetrics final : public AgentObserver {
   metrics::Family<metrics::Counter>& restarts_;
   metrics::Counter& rounds_;
   metrics::Counter& health_check_failures_;
+  metrics::Counter& stop_requests_;
   metrics::Counter& workers_unkillable_;
   metrics::Histogram& join_seconds_;
   metrics::Histogram& restart_seconds_;

@@ -42,6 +42,9 @@ class AgentObserver {
   virtual void on_group_finished(const GroupResult& result) {}
   // The group failed and the coordinator decided to restart (`counted`: it used a restart).
   virtual void on_restart(bool counted) {}
+  // Global rank `rank` asked to stop the job for good (ddprun.stop_job), for `reason`: the job
+  // ends without a restart (exit 79). Once per attempt.
+  virtual void on_stop_requested(int rank, const std::string& reason) {}
   // The job is over for this node: ddprun exits with `exit_code`.
   virtual void on_job_finished(int exit_code) {}
 };

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/exit_codes.h"
+
 namespace ddprun::agent {
 namespace {
 
@@ -61,6 +63,11 @@ std::string text_member(const nlohmann::json& object, const char* key) {
 
 }  // namespace
 
+int FailureReport::exit_code() const {
+  if (!not_restartable.empty()) return kExitDoNotRequeue;
+  return failures.empty() ? 1 : root_cause().exit.shell_code();
+}
+
 std::string FailureReport::render() const {
   const std::string title = entrypoint + " FAILED";
   std::size_t width = title.size();
@@ -80,6 +87,7 @@ std::string FailureReport::render() const {
   std::ostringstream s;
   s << "\n" << border << "\n" << title << "\n";
   if (!interpreter.empty()) s << "interpreter: " << interpreter << "\n";
+  if (!not_restartable.empty()) s << "not restarted: " << not_restartable << "\n";
   s << section << "\nFailures:\n";
   if (others.empty()) s << "  <NO_OTHER_FAILURES>\n";
   for (const auto& o : others) s << o << "\n";
@@ -180,6 +188,7 @@ void to_json(nlohmann::json& j, const FailureReport& r) {
   j = {{"entrypoint", r.entrypoint}, {"failures", r.failures}};
   if (!r.cause.empty()) j["cause"] = r.cause;
   if (!r.interpreter.empty()) j["interpreter"] = r.interpreter;
+  if (!r.not_restartable.empty()) j["not_restartable"] = r.not_restartable;
 }
 
 void from_json(const nlohmann::json& j, FailureReport& r) {
@@ -187,6 +196,7 @@ void from_json(const nlohmann::json& j, FailureReport& r) {
   r.failures = j.value("failures", std::vector<WorkerFailure>{});
   r.cause = j.value("cause", std::string());
   r.interpreter = j.value("interpreter", std::string());
+  r.not_restartable = j.value("not_restartable", std::string());
 }
 
 }  // namespace ddprun::agent

@@ -41,10 +41,15 @@ struct FailureReport {
   // The workers' Python and how it was chosen, printed under the title: a ModuleNotFoundError
   // then says which interpreter lacked the module. Empty: not a Python entry point.
   std::string interpreter;
+  // Non-empty: this failure must not be restarted, and why (a rank asked to stop the job, or
+  // attempts kept failing without progress: "3 attempts in a row failed at step 1234: not
+  // restarting"). The coordinator then ends the job at once; printed under the title.
+  std::string not_restartable;
 
   const WorkerFailure& root_cause() const { return failures.front(); }
-  // What ddprun exits with: the root cause's exit code, or 128 + signal.
-  int exit_code() const { return failures.empty() ? 1 : root_cause().exit.shell_code(); }
+  // What ddprun exits with: kExitDoNotRequeue (79) for a failure that must not be restarted,
+  // else the root cause's exit code, or 128 + signal.
+  int exit_code() const;
   // The summary, framed by '=' lines, ending with a newline.
   std::string render() const;
 };

@@ -225,6 +225,7 @@ Status validate_progress(const LauncherFlags& f, LaunchConfig& config) {
     if (!milli) return milli.status().with_context("--straggler_threshold");
     a.progress.straggler_threshold_milli = *milli;
   }
+  a.progress.max_no_progress_restarts = static_cast<uint32_t>(f.max_no_progress_restarts);
   a.health_check.command = f.health_check;
   a.health_check.timeout = Millis(static_cast<long long>(f.health_check_timeout * 1000));
   a.health_check.interval = Millis(static_cast<long long>(f.health_check_interval * 1000));

@@ -81,6 +81,13 @@ const FlagTable<LauncherFlags>& launcher_flag_table() {
             .default_text = "0",
             .check = in_range(0, 1e9)},
            &F::max_restarts},
+          {{.name = "max_no_progress_restarts",
+            .type = T::kInteger,
+            .help = "Stop, not restartable (exit 79), after this many attempts in a row fail "
+                    "without any rank getting past the highest step reached; 0 = off",
+            .default_text = "0",
+            .check = in_range(0, 1e9)},
+           &F::max_no_progress_restarts},
           {{.name = "monitor_interval",
             .type = T::kNumber,
             .help = "Accepted for compatibility; ddprun reacts to worker exits at once",

@@ -23,8 +23,9 @@ struct LauncherFlags {
   std::string rdzv_conf;
   bool standalone = false;
   int max_restarts = 0;
-  double monitor_interval = 0;  // accepted for compatibility: supervision is event-driven
-  std::string start_method;     // accepted: workers are always fresh processes
+  int max_no_progress_restarts = 0;  // 0 = off
+  double monitor_interval = 0;       // accepted for compatibility: supervision is event-driven
+  std::string start_method;          // accepted: workers are always fresh processes
   std::string role;
   bool module = false;
   bool no_python = false;

@@ -51,6 +51,9 @@ struct CoordinatorEvent {
   std::string reason;    // one sentence for the log
   FailureReport report;  // for kJobFailed: the job's first failure, identical on every node
   int exit_code = 1;     // for kJobFailed
+  // kRejoin: the round ended because another node's workers failed (a counted restart), not for
+  // membership; --max_no_progress_restarts counts those attempts as failed ones.
+  bool worker_failure = false;
 };
 
 class Coordinator {

@@ -44,7 +44,9 @@ void LocalCoordinator::share_progress(const std::vector<RankProgress>& ranks,
 void LocalCoordinator::report_failure(const FailureReport& report,
                                       std::function<void(FailureDecision)> done) {
   FailureDecision decision;
-  decision.restart = restarts_ < static_cast<int>(job_.max_restarts);
+  // A failure that must not be restarted ends the job whatever budget is left.
+  decision.restart =
+      report.not_restartable.empty() && restarts_ < static_cast<int>(job_.max_restarts);
   if (decision.restart) ++restarts_;
   decision.report = report;
   decision.exit_code = report.exit_code();

@@ -1,7 +1,8 @@
 // The coordinator of jobs whose shape is fixed up front, so no server is needed: a single-node
 // job (this node alone), or torchrun's static rendezvous (--node_rank R of --nnodes N, every
 // node with the same number of workers). This coordinator decides restarts itself: failed
-// groups restart until the job's max_restarts is used up, counted on this node.
+// groups restart until the job's max_restarts is used up, counted on this node; a failure that
+// must not be restarted (FailureReport::not_restartable) ends the job at once, exit 79.
 #pragma once
 
 #include <boost/asio/io_context.hpp>

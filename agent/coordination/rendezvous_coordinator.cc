@@ -111,7 +111,8 @@ void RendezvousCoordinator::report_failure(const FailureReport& report,
   pending_failure_ = std::move(done);
   client_.report_worker_failure(
       nlohmann::json(report).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-      report.exit_code(), [this, report](const Status& s) {
+      report.exit_code(),
+      [this, report](const Status& s) {
         if (s || closed_) return;
         if (!client_.connected()) {
           // Unanswered because the server is gone: the job may go on at the successor.
@@ -119,7 +120,8 @@ void RendezvousCoordinator::report_failure(const FailureReport& report,
           return;
         }
         fail_job(s.message(), report, report.exit_code());
-      });
+      },
+      report.not_restartable);
 }
 
 void RendezvousCoordinator::report_success(std::function<void(Status)> done) {
@@ -223,6 +225,7 @@ void RendezvousCoordinator::on_restart(const rdzv::RestartRequested& restart) {
   const bool at_barrier = std::exchange(pending_success_, nullptr) != nullptr;
   CoordinatorEvent e;
   e.kind = CoordinatorEvent::Kind::kRejoin;
+  e.worker_failure = worker_failure;
   e.reason = std::string("rendezvous: ") + rdzv::to_string(restart.reason) + " (" +
              restart.message + ")" +
              (at_barrier ? ": the job did not finish everywhere; joining the next round"

@@ -41,15 +41,28 @@ Result<WorkerNotice> parse_worker_notice(std::string_view datagram, pid_t sender
   if (event == notice.end() || !event->is_string()) {
     return Status::invalid_argument("worker notice without an \"event\" string");
   }
-  if (*event != "exception") {
+  WorkerNotice parsed;
+  const char* text_key = "message";
+  if (*event == "exception") {
+    parsed.kind = WorkerNotice::Kind::kException;
+  } else if (*event == "stop_job") {
+    parsed.kind = WorkerNotice::Kind::kStopJob;
+    text_key = "reason";
+  } else {
     return Status::invalid_argument("worker notice of unknown event " + event->dump());
   }
-  WorkerNotice parsed;
-  parsed.kind = WorkerNotice::Kind::kException;
   parsed.pid = sender;
-  const auto message = notice.find("message");
-  if (message != notice.end() && message->is_string()) {
-    parsed.message = message->get<std::string>().substr(0, kMaxMessageChars);
+  const auto local_rank = notice.find("local_rank");
+  if (local_rank != notice.end() && local_rank->is_number_integer()) {
+    const auto r = local_rank->get<int64_t>();
+    if (r >= 0 && r < 1'000'000) parsed.local_rank = static_cast<int>(r);
+  }
+  const auto text = notice.find(text_key);
+  if (text != notice.end() && text->is_string()) {
+    parsed.message = text->get<std::string>().substr(0, kMaxMessageChars);
+  }
+  if (parsed.kind == WorkerNotice::Kind::kStopJob && parsed.message.empty()) {
+    parsed.message = "no reason given";
   }
   return parsed;
 }

@@ -65,6 +65,8 @@ void HangWatch::workers_running() {
 }
 
 void HangWatch::worker_exited(int local_rank, pid_t pid) {
+  // Its last heartbeats were written before it exited: they count before it stops counting.
+  if (heartbeats_) heartbeats_->catch_up();
   if (file_timer_) file_timer_->remove_worker(pid);
   if (detector_) detector_->worker_exited(local_rank);
   arm();

@@ -49,7 +49,8 @@ class HangWatch final : public ProgressWatch {
   void set_events(Events events) override { events_ = std::move(events); }
   bool detecting() const override { return options_.hang_timeout > Millis(0); }
   bool watching() const override {
-    return detecting() || options_.judge_stragglers() || options_.auto_progress;
+    return detecting() || options_.judge_stragglers() || options_.auto_progress ||
+           options_.max_no_progress_restarts > 0;
   }
   // The least time between two reads of the heartbeat files: a rank that steps a thousand times
   // a second costs the agent at most 1000 / 20 wake-ups, and a read holds the latest step.

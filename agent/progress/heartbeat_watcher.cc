@@ -120,6 +120,8 @@ struct HeartbeatWatcher::Impl : std::enable_shared_from_this<Impl> {
 
   void wait();
   void on_ready();
+  // Drains and delivers; false when the watch ended.
+  bool deliver();
   // Reads every queued event (bounded); marks the ranks they concern. False when the watch
   // ended (directory removed) or the descriptor failed.
   bool drain(std::vector<std::uint8_t>& touched);
@@ -151,6 +153,18 @@ void HeartbeatWatcher::Impl::wait() {
 
 void HeartbeatWatcher::Impl::on_ready() {
   ++stats.wakeups;
+  if (!deliver()) return;
+  if (options.min_wakeup_interval <= Millis(0)) return wait();
+  std::weak_ptr<Impl> weak = weak_from_this();
+  rest.expires_after(options.min_wakeup_interval);
+  rest.async_wait([weak](const boost::system::error_code& ec) {
+    auto self = weak.lock();
+    if (!self || ec || !self->inotify.is_open()) return;
+    self->wait();
+  });
+}
+
+bool HeartbeatWatcher::Impl::deliver() {
   std::vector<std::uint8_t> touched(static_cast<std::size_t>(slots()), kUntouched);
   const bool watching = drain(touched);
   const SteadyTime now = clock.steady_now();
@@ -163,15 +177,11 @@ void HeartbeatWatcher::Impl::on_ready() {
     ++stats.heartbeats;
     if (on_heartbeat) on_heartbeat(beat);
   }
-  if (!watching) return;
-  if (options.min_wakeup_interval <= Millis(0)) return wait();
-  std::weak_ptr<Impl> weak = weak_from_this();
-  rest.expires_after(options.min_wakeup_interval);
-  rest.async_wait([weak](const boost::system::error_code& ec) {
-    auto self = weak.lock();
-    if (!self || ec || !self->inotify.is_open()) return;
-    self->wait();
-  });
+  return watching;
+}
+
+void HeartbeatWatcher::catch_up() {
+  if (impl_->inotify.is_open()) impl_->deliver();
 }
 
 bool HeartbeatWatcher::Impl::drain(std::vector<std::uint8_t>& touched) {

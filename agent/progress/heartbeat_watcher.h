@@ -133,6 +133,11 @@ class HeartbeatWatcher {
   // environment.
   std::vector<std::pair<std::string, std::string>> worker_env(int local_rank) const;
 
+  // Delivers now what the kernel has queued (the handler runs inside), without waiting for the
+  // next wake-up or its pacing: a worker that has exited wrote its last step before it did, and
+  // that step must count (--max_no_progress_restarts). Nothing without a watch.
+  void catch_up();
+
   const HeartbeatWatcherStats& stats() const;
 
  private:

@@ -32,6 +32,10 @@ struct ProgressOptions {
   // rendezvous's status show each rank's step. The launcher sets it for Python entry points
   // unless --no_auto_progress. Default false.
   bool auto_progress = false;
+  // --max_no_progress_restarts: this many attempts in a row failing without any rank getting
+  // past the highest step reached ends the job, not restartable (exit 79; restart_guard.h).
+  // Heartbeats are then read for the steps. 0 (the default): off.
+  uint32_t max_no_progress_restarts = 0;
 };
 
 }  // namespace ddprun::agent

@@ -3,18 +3,19 @@ in the environment's ``bin/`` (the wheel's scripts); this package finds them, so
 ``python -m ddprun ...`` runs the same launcher as ``ddprun ...``.
 
 For training scripts (standard library only, no-ops outside ddprun; ddprun.progress):
-``heartbeat(step, busy_s=None)``, ``waiting()``, ``restart_count()``, ``max_restarts()``,
+``heartbeat(step, busy_s=None)``, ``waiting()``, ``stop_job(reason)``, ``restart_count()``,
+``max_restarts()``,
 ``under_ddprun()``, ``auto_progress_enabled()``."""
 
 import os
 import sys
 import sysconfig
 
-from .progress import (auto_progress_enabled, heartbeat, max_restarts, restart_count,
-                       under_ddprun, waiting)
+from .progress import (EXIT_DO_NOT_REQUEUE, auto_progress_enabled, heartbeat, max_restarts,
+                       restart_count, stop_job, under_ddprun, waiting)
 
-__all__ = ["executable", "heartbeat", "waiting", "restart_count", "max_restarts",
-           "under_ddprun", "auto_progress_enabled"]
+__all__ = ["executable", "heartbeat", "waiting", "stop_job", "restart_count", "max_restarts",
+           "under_ddprun", "auto_progress_enabled", "EXIT_DO_NOT_REQUEUE"]
 
 
 def executable(name: str = "ddprun") -> str:

@@ -17,8 +17,13 @@ import operator
 import os
 import sys
 
-__all__ = ["heartbeat", "waiting", "restart_count", "max_restarts", "under_ddprun",
-           "auto_progress_enabled"]
+__all__ = ["heartbeat", "waiting", "stop_job", "restart_count", "max_restarts", "under_ddprun",
+           "auto_progress_enabled", "EXIT_DO_NOT_REQUEUE"]
+
+# ddprun's exit code for a job that must not be started again as it is (common/exit_codes.h).
+EXIT_DO_NOT_REQUEUE = 79
+_MAX_NOTICE_BYTES = 8192  # agent/process/worker_channel.h, kMaxNoticeBytes
+_MAX_REASON_CHARS = 2000
 
 _HEARTBEAT_ENV = "DDPRUN_HEARTBEAT_FILE"
 _AUTO_PROGRESS_ENV = "DDPRUN_AUTO_PROGRESS_FILE"
@@ -97,6 +102,49 @@ def _waiting():
         yield
     finally:
         runtime.end_waiting(token)
+
+
+def stop_job(reason):
+    """Ends the whole job for good: no restart, whatever --max_restarts has left, and ddprun
+    exits 79 ("do not requeue") on every node with `reason` in its failure report. For a failure
+    that another attempt would only repeat (a NaN loss, a corrupt data set, a bad config).
+
+        if not math.isfinite(loss):
+            ddprun.stop_job(f"NaN loss at step {step}")
+
+    Tells the agent in one datagram ($DDPRUN_WORKER_SOCKET; the other ranks are stopped), then
+    ends this rank as sys.exit(79) does (SystemExit: `finally` blocks and atexit handlers run).
+    Outside ddprun it writes the reason to stderr and exits 79 the same way. Does not return."""
+    reason = str(reason) if reason is not None else ""
+    path = os.environ.get("DDPRUN_WORKER_SOCKET")
+    if path:
+        _send_stop_job(path, reason)
+    else:
+        sys.stderr.write(f"ddprun.stop_job: {reason or 'no reason given'}\n")
+    sys.stderr.flush()
+    raise SystemExit(EXIT_DO_NOT_REQUEUE)
+
+
+def _send_stop_job(path, reason):
+    import json
+    import socket
+    try:
+        local_rank = int(os.environ.get("LOCAL_RANK", "-1"))
+    except ValueError:
+        local_rank = -1
+    limit = _MAX_REASON_CHARS
+    while True:
+        data = json.dumps({"event": "stop_job", "local_rank": local_rank, "pid": os.getpid(),
+                           "reason": reason[:limit]}, ensure_ascii=False).encode("utf-8", "replace")
+        if len(data) <= _MAX_NOTICE_BYTES or limit == 0:
+            break
+        limit //= 2
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as s:
+            s.setblocking(False)
+            s.sendto(data, path)
+    except OSError as e:
+        sys.stderr.write(f"ddprun.stop_job: could not tell the agent ({e}): {reason}\n")
 
 
 def restart_count():

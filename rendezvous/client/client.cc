@@ -146,11 +146,13 @@ std::function<void(const Reply&)> status_of(std::function<void(Status)> done) {
 }  // namespace
 
 void TcpRendezvousClient::report_worker_failure(std::string failure_report, int32_t exit_code,
-                                                std::function<void(Status)> done) {
+                                                std::function<void(Status)> done,
+                                                std::string not_restartable) {
   const uint32_t id = channel_->next_request_id();
   const uint64_t round = state_->assignment ? state_->assignment->round : 0;
-  channel_->request(ReportFailureMsg{id, round, std::move(failure_report), exit_code}, id,
-                    status_of(std::move(done)));
+  channel_->request(
+      ReportFailureMsg{id, round, std::move(failure_report), exit_code, std::move(not_restartable)},
+      id, status_of(std::move(done)));
 }
 
 void TcpRendezvousClient::report_success(std::function<void(Status)> done) {

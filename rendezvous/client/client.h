@@ -79,8 +79,11 @@ class RendezvousClient {
   // also gets JobFailed). One join at a time.
   virtual void join(JoinRequest request, std::function<void(Result<RoundAssignment>)> done) = 0;
   // This node's workers failed in the current round. `failure_report` is the agent's JSON.
+  // A non-empty `not_restartable` says why this failure must not be restarted: the job fails
+  // at once (JobFailed, kNotRestartable).
   virtual void report_worker_failure(std::string failure_report, int32_t exit_code,
-                                     std::function<void(Status)> done = {}) = 0;
+                                     std::function<void(Status)> done = {},
+                                     std::string not_restartable = {}) = 0;
   // This node's workers all succeeded: enter the exit barrier (JobSucceeded when all have).
   virtual void report_success(std::function<void(Status)> done = {}) = 0;
   // This node's ranks' progress in the current round (hang detection across nodes). With a
@@ -120,7 +123,8 @@ class TcpRendezvousClient final : public RendezvousClient {
   void connect(std::function<void(Status)> done) override;
   void join(JoinRequest request, std::function<void(Result<RoundAssignment>)> done) override;
   void report_worker_failure(std::string failure_report, int32_t exit_code,
-                             std::function<void(Status)> done = {}) override;
+                             std::function<void(Status)> done = {},
+                             std::string not_restartable = {}) override;
   void report_success(std::function<void(Status)> done = {}) override;
   void share_progress(std::vector<RankProgressEntry> ranks, uint32_t straggler_threshold_milli,
                       std::function<void(Result<StragglerFinding>)> done) override;

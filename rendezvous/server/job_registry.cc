@@ -207,7 +207,7 @@ void JobRegistry::report_failure(Job& job, Peer& peer, const ReportFailureMsg& m
   }
   if (answer_again(job, peer, node_id, msg.request_id)) return;
   auto decisions = job.round->report_failure(node_id, msg.round, msg.failure_report, msg.exit_code,
-                                             clock_.steady_now());
+                                             clock_.steady_now(), msg.not_restartable);
   if (!decisions) return peer.send(error_reply(msg.request_id, decisions.error_message()));
   Reply ok;
   ok.request_id = msg.request_id;

@@ -68,6 +68,7 @@ struct RoundStateCodec {
       {JobFailureReason::kRestartsExhausted, "restarts_exhausted", 1},
       {JobFailureReason::kTooFewNodes, "too_few_nodes", 2},
       {JobFailureReason::kExitBarrierTimeout, "exit_barrier_timeout", 3},
+      {JobFailureReason::kNotRestartable, "not_restartable", 4},
   };
 
   static json options_to_json(const JobOptions& o) {

@@ -76,10 +76,11 @@ class RoundState {
   bool reattach(const std::string& node_id);
   // Reports for `round`; reports for a round that already ended are ignored (ok, no decision).
   // A failure consumes one restart of options().max_restarts, or fails the job; its
-  // `failure_report` (opaque JSON) travels with the push either way.
+  // `failure_report` (opaque JSON) travels with the push either way. A non-empty
+  // `not_restartable` (why not) fails the job at once with kNotRestartable, whatever is left.
   Result<Decisions> report_failure(const std::string& node_id, uint64_t round,
                                    const std::string& failure_report, int32_t exit_code,
-                                   SteadyTime now);
+                                   SteadyTime now, const std::string& not_restartable = {});
   Result<Decisions> report_success(const std::string& node_id, uint64_t round, SteadyTime now);
   // Applies every deadline that has passed at `now`.
   Decisions advance(SteadyTime now);

@@ -89,7 +89,7 @@ void RoundState::drop(const std::string& node_id, SteadyTime now, const std::str
 
 Result<Decisions> RoundState::report_failure(const std::string& node_id, uint64_t round,
                                              const std::string& failure_report, int32_t exit_code,
-                                             SteadyTime now) {
+                                             SteadyTime now, const std::string& not_restartable) {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) {
     return Status::not_found(
@@ -101,7 +101,15 @@ Result<Decisions> RoundState::report_failure(const std::string& node_id, uint64_
   if (phase_ != Phase::kRunning || round != round_ || it->second.state != NodeState::kMember) {
     return out;
   }
-  if (restart_count_ < options_.max_restarts) {
+  if (!not_restartable.empty()) {
+    // The node knows why another attempt cannot help (a rank asked to stop, or attempts kept
+    // failing at the same step): no restart is consumed, the job ends with its reason.
+    fail_job(JobFailureReason::kNotRestartable,
+             fmt::format("workers of node '{}' failed in round {} of job '{}' and must not be "
+                         "restarted: {}",
+                         node_display_name(node_id), round_, job_id_, not_restartable),
+             failure_report, exit_code, out);
+  } else if (restart_count_ < options_.max_restarts) {
     ++restart_count_;
     open_round(
         now, RestartReason::kWorkerFailure,

@@ -57,7 +57,7 @@ void put(ByteWriter& w, const ResumeMsg& m) {
 void put(ByteWriter& w, const HeartbeatMsg& m) { w.u8(kHeartbeat), w.u64(m.pushes_received); }
 void put(ByteWriter& w, const ReportFailureMsg& m) {
   w.u8(kReportFailure), w.u32(m.request_id), w.u64(m.round), w.str(m.failure_report);
-  w.i32(m.exit_code);
+  w.i32(m.exit_code), w.str(m.not_restartable);
 }
 void put(ByteWriter& w, const ReportSuccessMsg& m) {
   w.u8(kReportSuccess), w.u32(m.request_id), w.u64(m.round);
@@ -139,7 +139,7 @@ bool get(ByteReader& r, const CodecLimits& l, ResumeMsg& m) {
 bool get(ByteReader& r, const CodecLimits&, HeartbeatMsg& m) { return r.u64(m.pushes_received); }
 bool get(ByteReader& r, const CodecLimits& l, ReportFailureMsg& m) {
   return r.u32(m.request_id) && r.u64(m.round) && r.str(m.failure_report, l.max_string_bytes) &&
-         r.i32(m.exit_code);
+         r.i32(m.exit_code) && r.str(m.not_restartable, l.max_string_bytes);
 }
 bool get(ByteReader& r, const CodecLimits&, ReportSuccessMsg& m) {
   return r.u32(m.request_id) && r.u64(m.round);
@@ -180,7 +180,7 @@ bool get(ByteReader& r, const CodecLimits& l, JobFailed& m) {
   bool good = r.u8(reason) && r.str(m.message, l.max_string_bytes) &&
               r.str(m.failure_report, l.max_string_bytes) && r.i32(m.exit_code);
   m.reason = static_cast<JobFailureReason>(reason);
-  return good && reason >= 1 && reason <= 3;
+  return good && reason >= 1 && reason <= 4;
 }
 bool get(ByteReader& r, const CodecLimits&, JobSucceeded& m) { return r.u64(m.round); }
 bool get(ByteReader& r, const CodecLimits& l, ErrorMsg& m) {
@@ -228,6 +228,8 @@ const char* to_string(JobFailureReason reason) {
       return "too_few_nodes";
     case JobFailureReason::kExitBarrierTimeout:
       return "exit_barrier_timeout";
+    case JobFailureReason::kNotRestartable:
+      return "not_restartable";
   }
   return "unknown";
 }

@@ -24,7 +24,7 @@ using progress::StragglerEntry;
 using progress::StragglerFinding;
 
 inline constexpr uint32_t kProtocolMagic = 0x44445052;  // "DDPR"
-inline constexpr uint16_t kProtocolVersion = 6;
+inline constexpr uint16_t kProtocolVersion = 7;
 
 // Why the members must stop their workers and join the next round.
 enum class RestartReason : uint8_t {
@@ -39,6 +39,9 @@ enum class JobFailureReason : uint8_t {
   kRestartsExhausted = 1,   // a member's workers failed with no restart left
   kTooFewNodes = 2,         // fewer than min_nodes joined within join_timeout
   kExitBarrierTimeout = 3,  // members that finished waited exit_barrier_timeout for the rest
+  // A member reported a failure that must not be restarted (ReportFailureMsg::not_restartable:
+  // a rank asked to stop the job, or attempts kept failing without progress); since v7.
+  kNotRestartable = 4,
 };
 const char* to_string(JobFailureReason reason);
 
@@ -85,6 +88,10 @@ struct ReportFailureMsg {
   uint64_t round = 0;
   std::string failure_report;  // the agent's report as JSON; opaque to the server
   int32_t exit_code = 1;
+  // Non-empty: this failure must not be restarted, and why (one sentence, e.g. "rank 3 asked to
+  // stop the job: NaN loss"): the server fails the job at once with kNotRestartable, this
+  // message, the report and exit_code, whatever restarts are left. Since v7.
+  std::string not_restartable;
 };
 struct ReportSuccessMsg {
   uint32_t request_id = 0;
@@ -168,8 +175,9 @@ struct RestartRequested {
 };
 struct JobFailed {
   JobFailureReason reason = JobFailureReason::kRestartsExhausted;
-  std::string message;         // one sentence for humans
-  std::string failure_report;  // kRestartsExhausted: the job's first failure report (JSON)
+  std::string message;  // one sentence for humans
+  // kRestartsExhausted, kNotRestartable: the job's first failure report (JSON)
+  std::string failure_report;
   int32_t exit_code = 1;
 };
 struct JobSucceeded {

@@ -17,6 +17,7 @@ class ScriptedRendezvousClient final : public rdzv::RendezvousClient {
     std::string failure_report;
     int32_t exit_code = 0;
     std::function<void(Status)> done;
+    std::string not_restartable;
   };
 
   void set_event_handler(std::function<void(const rdzv::RendezvousEvent&)> h) override {
@@ -32,8 +33,10 @@ class ScriptedRendezvousClient final : public rdzv::RendezvousClient {
     pending_join = std::move(done);
   }
   void report_worker_failure(std::string failure_report, int32_t exit_code,
-                             std::function<void(Status)> done) override {
-    failure_reports.push_back({std::move(failure_report), exit_code, std::move(done)});
+                             std::function<void(Status)> done,
+                             std::string not_restartable) override {
+    failure_reports.push_back(
+        {std::move(failure_report), exit_code, std::move(done), std::move(not_restartable)});
   }
   void report_success(std::function<void(Status)> done) override {
     ++success_reports;

@@ -30,6 +30,19 @@ TEST(WorkerNoticeParse, AnExceptionWithItsMessageFromTheKernelsSender) {
   EXPECT_EQ(notice->message, "RuntimeError: boom");
 }
 
+TEST(WorkerNoticeParse, AStopJobRequestWithItsReason) {
+  auto notice = parse_worker_notice(
+      R"({"event": "stop_job", "local_rank": 0, "pid": 7, "reason": "NaN loss at step 1200"})",
+      4242);
+  ASSERT_TRUE(notice.ok()) << notice.error_message();
+  EXPECT_EQ(notice->kind, WorkerNotice::Kind::kStopJob);
+  EXPECT_EQ(notice->pid, 4242);
+  EXPECT_EQ(notice->message, "NaN loss at step 1200");
+  auto bare = parse_worker_notice(R"({"event": "stop_job"})", 1);
+  ASSERT_TRUE(bare.ok());
+  EXPECT_EQ(bare->message, "no reason given");
+}
+
 TEST(WorkerNoticeParse, MalformedNoticesAreRefusedSayingWhat) {
   for (const std::string bad : {"", "not json", "[1]", R"({"message": "x"})", R"({"event": 3})",
                                 R"({"event": "reboot"})"}) {
