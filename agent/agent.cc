@@ -470,9 +470,10 @@ void Agent::on_hang(const HangVerdict& verdict) {
       "hang detected: no progress on this node for {} s; stopping the workers with SIGABRT to "
       "see where each rank is, then naming the one that stopped first",
       format_hang_seconds(verdict.hung.front().silent_for));
-  hang_.respond(
-      global(progress_watch_.progress()), hung_attempt(Phase::kSupervising),
-      [this](std::vector<WorkerFailure> failures) { group_->fail_running(failures, SIGABRT); });
+  hang_.respond(global(progress_watch_.progress()), hung_attempt(Phase::kSupervising),
+                [this](const std::vector<WorkerFailure>& failures) {
+                  group_->fail_running(failures, SIGABRT);
+                });
 }
 
 // The workers of a hung attempt have exited: the report names the culprits among their stacks

@@ -252,6 +252,7 @@ Result<std::vector<std::string>> FlagCatalog::expand_abbreviations(
     const FlagInfo* flag = exact ? exact : candidates.size() == 1 ? candidates.front() : nullptr;
     if (!flag && candidates.size() > 1) {
       std::vector<std::string> spelled_names;
+      spelled_names.reserve(candidates.size());
       for (const FlagInfo* c : candidates) spelled_names.push_back(spelled(*c));
       return Status::invalid_argument(fmt::format("ambiguous option: --{} could match {}", typed,
                                                   fmt::join(spelled_names, ", ")));
