@@ -117,9 +117,16 @@ void Agent::on_stop_request(const WorkerNotice& notice) {
     notify([&](AgentObserver& o) { o.on_stop_requested(rank, notice.message); });
   }
   restart_guard_.stop_requested(rank, notice.message);
-  if (phase_ == Phase::kSupervising && group_->worker_failing(notice.pid) && !failed_at_) {
-    failed_at_ = clock_.steady_now();
-  }
+  if (phase_ != Phase::kSupervising) return;  // the workers are ending already
+  if (!failed_at_) failed_at_ = clock_.steady_now();
+  if (group_->worker_failing(notice.pid)) return;  // the rank itself: it is on its way out
+  // A process of the rank's (a data-loader worker) asked, and the rank may run on: its rank is
+  // the root cause, and every worker is stopped.
+  WorkerFailure asked;
+  asked.rank = rank;
+  asked.local_rank = std::max(0, notice.local_rank);
+  asked.error_message = "asked to stop the job: " + notice.message;
+  group_->fail_running({asked}, SIGTERM);
 }
 
 void Agent::begin_round() {

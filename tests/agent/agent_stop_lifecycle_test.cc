@@ -80,6 +80,22 @@ TEST_F(AgentLifecycleTest, AStopJobRequestEndsTheJobWithoutARestartExit79) {
   EXPECT_EQ(agent_->exit_code(), kExitDoNotRequeue);
 }
 
+// A process of the rank's that is not the worker itself (a data-loader worker) asked: the
+// rank's worker may run on, so every worker is stopped and the rank is the root cause.
+TEST_F(AgentLifecycleTest, AStopJobRequestFromAWorkersChildStopsEveryWorker) {
+  LocalCoordinator coordinator(io_, {.max_restarts = 5});
+  start(options(2), coordinator);
+  WorkerNotice stop{WorkerNotice::Kind::kStopJob, 4242, "bad batch"};
+  stop.local_rank = 1;
+  parts_.channel.deliver(stop);
+  io_.poll();
+  EXPECT_EQ(launcher_.signals_to(1000), (std::vector<int>{SIGTERM}));
+  EXPECT_EQ(launcher_.signals_to(1001), (std::vector<int>{SIGTERM}));
+  exit_all_from(0, ExitStatus::killed(SIGTERM));
+  EXPECT_EQ(launcher_.spawned.size(), 2u);
+  EXPECT_EQ(agent_->exit_code(), kExitDoNotRequeue);
+}
+
 // The request reaches a networked coordinator as the report's not_restartable, with exit 79;
 // the report's root cause is the rank that asked.
 TEST_F(AgentLifecycleTest, AStopJobRequestIsReportedAsNotRestartable) {

@@ -24,9 +24,9 @@ class StopJobTest : public DdprunTest {
             .lexically_normal()
             .string();
   }
-  bool ran(int restart, int local_rank = 0) const {
+  bool ran(int restart, int rank = 0) const {
     return std::filesystem::exists(
-        out("attempt_" + std::to_string(restart) + "_" + std::to_string(local_rank)));
+        out("attempt_" + std::to_string(restart) + "_" + std::to_string(rank)));
   }
 };
 

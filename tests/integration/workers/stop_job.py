@@ -1,5 +1,5 @@
 """Workers for ddprun's failures that must not be restarted (issue 36). Each records
-attempt_<restart>_<local_rank> (its pid) first.
+attempt_<restart>_<rank> (its pid) first (the global rank: unique across nodes).
 
 usage: stop_job.py stop <reason> [<rank>]   global rank <rank> (default 0) calls
                                    ddprun.stop_job(<reason>); the others wait to be stopped
@@ -11,10 +11,10 @@ import signal
 import sys
 
 import ddprun
-from worker_util import local_rank, restart_count, write_marker
+from worker_util import restart_count, write_marker
 
 mode = sys.argv[1]
-write_marker(f"attempt_{restart_count()}_{local_rank()}", str(os.getpid()))
+write_marker(f"attempt_{restart_count()}_{os.environ['RANK']}", str(os.getpid()))
 if mode == "stop":
     if int(os.environ["RANK"]) == (int(sys.argv[3]) if len(sys.argv) > 3 else 0):
         ddprun.stop_job(sys.argv[2])
