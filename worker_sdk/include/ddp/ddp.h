@@ -25,4 +25,5 @@
 #include "ddp/process_group.h"
 #include "ddp/sampling.h"
 #include "ddp/snapshot.h"
+#include "ddp/stop_job.h"
 #include "ddp/sync_batch_norm.h"
