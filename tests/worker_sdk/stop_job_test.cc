@@ -40,7 +40,8 @@ TEST(StopJob, TellsTheAgentsSocketAndExits79) {
   ASSERT_GE(fd, 0);
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
-  std::strcpy(address.sun_path, path.c_str());
+  ASSERT_LT(path.size(), sizeof(address.sun_path));
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
   ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);

@@ -22,8 +22,9 @@ constexpr const char* kWorkerSocketVariable = "DDPRUN_WORKER_SOCKET";
 bool send_notice(const char* path, const std::string& datagram) noexcept {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
-  if (std::strlen(path) >= sizeof(address.sun_path)) return false;
-  std::strcpy(address.sun_path, path);
+  const std::size_t length = std::strlen(path);
+  if (length >= sizeof(address.sun_path)) return false;
+  std::memcpy(address.sun_path, path, length + 1);
   const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return false;
   const ssize_t sent = ::sendto(fd, datagram.data(), datagram.size(), 0,
