@@ -85,6 +85,7 @@ void RendezvousCoordinator::send_join(const JoinOffer& offer,
   request.job = options_.job;
   request.standby_port = options_.standby_port;
   request.restarts_used = restart_count_;
+  request.survivors = survivors_;
   client_.join(std::move(request), [this, offer, done = std::move(done)](
                                        Result<rdzv::RoundAssignment> a) mutable {
     if (closed_) return;
@@ -100,6 +101,7 @@ void RendezvousCoordinator::send_join(const JoinOffer& offer,
     if (!a->successor_host.empty() && a->successor_port != 0) {
       successor_ = rdzv::ServerAddress{a->successor_host, a->successor_port};
     }
+    survivors_ = 0;
     last_group_world_size_ = static_cast<int>(a->group_world_size);
     restart_count_ = a->restart_count;
     done(to_assignment(*a, options_.job.agent_store));
@@ -146,7 +148,9 @@ void RendezvousCoordinator::on_event(const rdzv::RendezvousEvent& event) {
   }
 }
 
-// The server is gone for good (the client's reconnects failed for heartbeat_timeout). When
+// The server is gone for good: the client's reconnects failed for heartbeat_timeout, or at
+// once when the server's process is gone (its side closed the connection, then its kernel
+// refused the reconnect: rendezvous/client/channel.h, "gone server"). When
 // the last round named a successor and enough nodes may survive, the rendezvous moves there
 // and the job goes on as after any lost member: a pending failure report is answered as a
 // restart that consumed nothing, running workers are stopped to join the next round.
@@ -177,6 +181,8 @@ bool RendezvousCoordinator::fail_over(const std::string& why) {
       "the last round named) and the job goes on without that node",
       why, rdzv::to_string(to));
   current_server_ = rdzv::to_string(to);
+  // Every other member of the last round comes too: the successor need not wait a last call.
+  survivors_ = static_cast<uint32_t>(last_group_world_size_ - 1);
   client_.move_to(to);
   connected_ = false;
   if (pending_failure_) {

@@ -67,6 +67,9 @@ class RendezvousCoordinator final : public Coordinator {
   std::optional<rdzv::ServerAddress> successor_;
   int last_group_world_size_ = 0;
   uint32_t restart_count_ = 0;
+  // After a move: the nodes of the last round other than the lost host, all coming to the
+  // successor (JoinMsg::survivors), whose round then closes without a last call. 0 otherwise.
+  uint32_t survivors_ = 0;
   std::string current_server_;  // for messages: options_.server, then the successor
 };
 

@@ -176,7 +176,9 @@ asio::awaitable<void> Channel::read_loop(uint64_t generation) {
   while (generation == generation_ && stream) {
     Status read = co_await read_frame(*stream, options_.limits, body);
     if (generation != generation_ || state_ == State::kClosed) co_return;
-    if (!read) co_return on_connection_lost(read.message());
+    // A closed read (EOF, reset; with TLS, a truncated stream) is the server's side ending
+    // the connection: the reconnect tells whether its process is gone (channel.h).
+    if (!read) co_return on_connection_lost(read.message(), read.is_closed() || read.is_refused());
     auto message = decode_server_message(body, options_.limits);
     if (!message)
       co_return on_connection_lost("bad frame from the server: " + message.error_message());
@@ -274,8 +276,9 @@ void Channel::drop_socket() {
   writer_.clear();
 }
 
-void Channel::on_connection_lost(const std::string& why) {
+void Channel::on_connection_lost(const std::string& why, bool peer_closed) {
   if (state_ == State::kClosed || state_ == State::kLost) return;
+  peer_closed_ = peer_closed;
   silence_at_loss_ = std::chrono::duration_cast<Millis>(clock_.steady_now() - last_rx_);
   spdlog::log(quiet_ ? spdlog::level::debug : spdlog::level::warn,
               "rendezvous client: connection to {} lost: {}", server_name(), why);
@@ -300,8 +303,10 @@ void Channel::on_connection_lost(const std::string& why) {
 // the owner's resume request before anything queued meanwhile.
 asio::awaitable<void> Channel::reconnect(std::optional<ClientMessage> resume, uint32_t resume_id) {
   auto self = shared_from_this();
-  auto socket = co_await connect_with_backoff(
-      executor_, connect_options(options_.heartbeat_timeout, true), rng_, clock_, stop_);
+  ConnectOptions to = connect_options(options_.heartbeat_timeout, true);
+  // With replicas, one refusing says nothing about the others.
+  to.stop_when_refused = give_up_when_gone_ && peer_closed_ && servers_.size() == 1;
+  auto socket = co_await connect_with_backoff(executor_, std::move(to), rng_, clock_, stop_);
   if (state_ != State::kReconnecting) co_return;
   if (!socket) co_return give_up(socket.error_message());
   // First the resume, then every request the lost connection left unanswered (in the order

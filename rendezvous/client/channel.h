@@ -11,6 +11,12 @@
 //               request it already did from its log instead of doing it twice), then what was
 //               queued meanwhile. Without a resume request and with nothing unanswered, or
 //               when the resume fails, the channel gives up and tells the owner once.
+//   gone server a connection the server's side closed (EOF, reset) whose reconnect the
+//               server's kernel refuses (ECONNREFUSED: nothing listens there) means that the
+//               server's process is gone, not a partition: with give_up_when_gone set and a
+//               single address, the channel gives up at once instead of retrying for
+//               heartbeat_timeout. A silent server or a connect that times out (a partition, a
+//               stopped host) keeps the window.
 //   pushes      every other message the server sends goes to the owner's on_message hook;
 //               the channel counts pushes (messages.h, is_push) and acknowledges the count
 //               in each heartbeat, and the owner puts it in its resume request, so that the
@@ -129,6 +135,10 @@ class Channel : public std::enable_shared_from_this<Channel> {
   void send(const ClientMessage& message);
   // From now on a lost connection is expected (the job is over): it is logged quietly.
   void expect_close() { quiet_ = true; }
+  // See "gone server" above. The rendezvous client sets it while the last round named a
+  // successor to move to (client.cc); off by default (a restarted ddp-rendezvous comes back
+  // at the same address, and the window lets its nodes wait for it).
+  void set_give_up_when_gone(bool on) { give_up_when_gone_ = on; }
   // Sends the request `farewell` builds (a Leave) when connected, then closes once it is
   // answered or after attempt_timeout, and calls `done`. Idempotent.
   void close(const std::function<ClientMessage(uint32_t id)>& farewell, std::function<void()> done);
@@ -169,7 +179,8 @@ class Channel : public std::enable_shared_from_this<Channel> {
   boost::asio::awaitable<void> reconnect(std::optional<ClientMessage> resume, uint32_t resume_id);
   void tick(uint64_t generation);
   void on_frame(ServerMessage&& message);
-  void on_connection_lost(const std::string& why);
+  // `peer_closed`: the server's side ended the connection (a read saw EOF or a reset).
+  void on_connection_lost(const std::string& why, bool peer_closed = false);
   void give_up(const std::string& why);
   void drop_socket();
   void fail_all_requests(const std::string& why);
@@ -201,6 +212,8 @@ class Channel : public std::enable_shared_from_this<Channel> {
   uint64_t pushes_received_ = 0;  // acknowledged in heartbeats, named in resume requests
   bool closing_ = false;
   bool quiet_ = false;
+  bool give_up_when_gone_ = false;  // set_give_up_when_gone()
+  bool peer_closed_ = false;        // the last loss was the server's side closing (see there)
 };
 
 }  // namespace ddprun::rdzv

@@ -35,6 +35,9 @@ void TcpRendezvousClient::State::on_message(ServerMessage&& message) {
       [&](auto&& m) {
         using M = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<M, RoundAssigned>) {
+          // With a successor to move to, a server whose process is gone is given up at once
+          // (channel.h, "gone server"): the move need not wait for heartbeat_timeout.
+          channel->set_give_up_when_gone(!m.successor_host.empty() && m.successor_port != 0);
           assignment = m;
           finish_join(m);
         } else if constexpr (std::is_same_v<M, RestartRequested>) {
@@ -126,7 +129,7 @@ void TcpRendezvousClient::join(JoinRequest request,
   state_->node_id = request.node.node_id;
   state_->join_done = std::move(done);
   channel_->request(JoinMsg{id, std::move(request.node), request.job, request.standby_port,
-                            request.restarts_used},
+                            request.restarts_used, request.survivors},
                     id, [state = state_](const Reply& r) {
                       if (r.ok) {
                         state->token = static_cast<uint64_t>(r.integer);

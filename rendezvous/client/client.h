@@ -49,6 +49,7 @@ struct JoinRequest {
   JobOptions job;
   uint16_t standby_port = 0;   // JoinMsg::standby_port
   uint32_t restarts_used = 0;  // JoinMsg::restarts_used
+  uint32_t survivors = 0;      // JoinMsg::survivors
 };
 
 // The outcome of a round for this node (see messages.h): round, group_rank,

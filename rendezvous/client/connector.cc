@@ -31,7 +31,7 @@ struct AttemptError {
 // `redirect` receives a Redirect the server answered with.
 asio::awaitable<Result<Stream>> attempt(asio::any_io_executor ex, const ConnectOptions& o,
                                         const ServerAddress& server, Millis budget, bool& permanent,
-                                        std::optional<Redirect>& redirect) {
+                                        bool& refused, std::optional<Redirect>& redirect) {
   tcp::resolver resolver(ex);
   tcp::socket socket(ex);
   asio::steady_timer timer(ex);
@@ -92,7 +92,10 @@ asio::awaitable<Result<Stream>> attempt(asio::any_io_executor ex, const ConnectO
     if (!ec && connected_to_itself(socket)) ec = asio::error::connection_refused;
     if (!ec) break;
   }
-  if (ec) co_return fail("connect", ec);
+  if (ec) {
+    refused = !timed_out && ec == asio::error::connection_refused;
+    co_return fail("connect", ec);
+  }
   configure_socket(socket);
   const ClientCredentials none;
   const ClientCredentials& credentials = o.credentials ? *o.credentials : none;
@@ -152,14 +155,21 @@ asio::awaitable<Result<Connection>> connect_with_backoff(asio::any_io_executor e
     const ServerAddress server =
         redirected ? *std::exchange(leader, std::nullopt) : o.servers[next++ % o.servers.size()];
     bool permanent = false;
+    bool refused = false;
     std::optional<Redirect> redirect;
     auto stream = co_await attempt(ex, o, server, std::clamp(left, Millis(1), o.attempt_timeout),
-                                   permanent, redirect);
+                                   permanent, refused, redirect);
     if (stream) co_return Connection{std::move(*stream), server};
     replica_answered = replica_answered || redirect.has_value();
     errors.push_back(several || redirected
                          ? fmt::format("{}: {}", to_string(server), stream.error_message())
                          : stream.error_message());
+    if (refused && o.stop_when_refused) {
+      co_return Status::unavailable(fmt::format(
+          "{} refuses connections (nothing listens there any more): the server's process is "
+          "gone",
+          to_string(server)));
+    }
     if (permanent) {
       // Said once, not as an attempt count: retrying a refusal cannot help.
       co_return Status::refused(fmt::format("the rendezvous server at {} refused this node: {}",

@@ -60,6 +60,12 @@ struct ConnectOptions {
   bool report_waiting = true;
   // Token and TLS; null = neither (plain TCP, no token).
   std::shared_ptr<const ClientCredentials> credentials;
+  // End at the first attempt the server's kernel refuses (ECONNREFUSED: nothing listens at the
+  // address), with kind kUnavailable, instead of retrying until the deadline. For a reconnect
+  // after the server's side closed the connection, where the refusal means that its process is
+  // gone (channel.h, "gone server"). Default off: at a first connect, a refusal only means that
+  // the server is not up yet.
+  bool stop_when_refused = false;
 };
 
 // An open, handshaken connection and the server it reached (an address from the list, or one a

@@ -91,6 +91,7 @@ void JobRegistry::join(Job& job, Peer& peer, const JoinMsg& msg, std::string& no
   if (!job.round) job.round.emplace(job.id, msg.job, now);
   // A job that moved here after its host was lost goes on counting its restarts.
   job.round->adopt_restart_count(msg.restarts_used);
+  job.round->expect_survivors(msg.survivors);
   auto decisions = job.round->join(msg.node, msg.job, now);
   if (!decisions) {
     if (job.round->empty()) job.round.reset();  // a bad first join must not fix the options

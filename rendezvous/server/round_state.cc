@@ -148,7 +148,8 @@ void RoundState::maybe_close(SteadyTime now, Decisions& out) {
   if (pending_count_ >= options_.max_nodes) return close_round(out);
   if (pending_count_ >= options_.min_nodes) {
     if (!min_reached_at_) min_reached_at_ = now;
-    const bool survivors_back = expected_total_ > 0 && expected_missing_ == 0;
+    const bool survivors_back = (expected_total_ > 0 && expected_missing_ == 0) ||
+                                (moved_survivors_ > 0 && pending_count_ >= moved_survivors_);
     if (survivors_back || now >= *min_reached_at_ + options_.last_call_timeout) {
       close_round(out);
     }
@@ -232,6 +233,7 @@ void RoundState::close_round(Decisions& out) {
     if (rec.expected) set_node(rec, rec.state, /*expected=*/false, rec.succeeded);
   }
   expected_total_ = 0;
+  moved_survivors_ = 0;
   min_reached_at_.reset();
   phase_ = Phase::kRunning;
 }

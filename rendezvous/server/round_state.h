@@ -96,6 +96,14 @@ class RoundState {
   void adopt_restart_count(uint32_t used) {
     if (round_ == 0 && phase_ == Phase::kGathering) restart_count_ = std::max(restart_count_, used);
   }
+  // The same job: `count` nodes of the last round it ran, the lost host excepted, are coming
+  // (JoinMsg::survivors). The first round then closes once that many have joined, without a
+  // last call, as a round after a lost member does once every survivor is back. Taken (the
+  // largest named) only while the first round gathers; not kept in snapshots.
+  void expect_survivors(uint32_t count) {
+    if (round_ == 0 && phase_ == Phase::kGathering)
+      moved_survivors_ = std::max(moved_survivors_, count);
+  }
   const JobOptions& options() const { return options_; }
   bool knows(const std::string& node_id) const { return nodes_.count(node_id) != 0; }
   // The push that tells `node_id` where the job is now, for a node that may have missed the
@@ -205,6 +213,8 @@ class RoundState {
   SteadyTime round_opened_at_;
   std::optional<SteadyTime> min_reached_at_;
   size_t expected_total_ = 0;
+  // Gathering the first round of a job that moved here: the survivors coming (expect_survivors).
+  uint32_t moved_survivors_ = 0;
   std::optional<SteadyTime> barrier_deadline_;
   // Failed: what every node was told (kept durable: job_snapshot.h; catch_up() repeats it).
   std::optional<JobFailed> failure_;

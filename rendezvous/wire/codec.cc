@@ -49,7 +49,7 @@ void put(ByteWriter& w, const Hello& m) {
 }
 void put(ByteWriter& w, const JoinMsg& m) {
   w.u8(kJoin), w.u32(m.request_id), put(w, m.node), put(w, m.job);
-  w.u16(m.standby_port), w.u32(m.restarts_used);
+  w.u16(m.standby_port), w.u32(m.restarts_used), w.u32(m.survivors);
 }
 void put(ByteWriter& w, const ResumeMsg& m) {
   w.u8(kResume), w.u32(m.request_id), w.str(m.node_id), w.u64(m.token), w.u64(m.pushes_received);
@@ -130,7 +130,7 @@ bool get(ByteReader& r, const CodecLimits&, AuthChallenge& m) {
 }
 bool get(ByteReader& r, const CodecLimits& l, JoinMsg& m) {
   return r.u32(m.request_id) && get(r, l, m.node) && get(r, l, m.job) && r.u16(m.standby_port) &&
-         r.u32(m.restarts_used);
+         r.u32(m.restarts_used) && r.u32(m.survivors);
 }
 bool get(ByteReader& r, const CodecLimits& l, ResumeMsg& m) {
   return r.u32(m.request_id) && r.str(m.node_id, l.max_string_bytes) && r.u64(m.token) &&

@@ -70,6 +70,11 @@ struct JoinMsg {
   // Restarts the job had used before this server knew it (the job moved here after its host
   // was lost): a new job starts counting from the largest one its first round's joins name.
   uint32_t restarts_used = 0;
+  // The job moved here after its host was lost: how many nodes of the last round it ran, the
+  // lost host excepted (this one included), are coming. The first round closes as soon as that
+  // many have joined, without a last call, as a round after a lost member does when every
+  // survivor is back. 0: not moved. Since v7.
+  uint32_t survivors = 0;
 };
 struct ResumeMsg {  // re-attach a membership after a reconnect
   uint32_t request_id = 0;

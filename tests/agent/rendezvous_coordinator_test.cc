@@ -292,6 +292,26 @@ TEST_F(HostLossTest, AFailureReportedAsTheHostDiesIsAnUncountedRestartAtTheSucce
   EXPECT_EQ(client_.joins[1].restarts_used, 2u);
 }
 
+// Issue 36: the successor's round waited a last call for survivors it could not know of. The
+// join there names how many nodes of the last round come (all but the lost host); once a round
+// has run at the successor, joins name none again.
+TEST_F(HostLossTest, TheJoinAtTheSuccessorNamesTheSurvivorsComing) {
+  join_three_nodes(0);
+  EXPECT_EQ(client_.joins[0].survivors, 0u);
+  client_.push(lost_);
+  ASSERT_EQ(client_.moved_to.size(), 1u);
+  std::optional<Result<RoundAssignment>> got;
+  coordinator_.join({2, "10.0.0.2", 5000}, [&](Result<RoundAssignment> r) { got = r; });
+  std::exchange(client_.pending_connect, nullptr)(Status());
+  ASSERT_EQ(client_.joins.size(), 2u);
+  EXPECT_EQ(client_.joins[1].survivors, 2u) << "three nodes, the host lost";
+  std::exchange(client_.pending_join, nullptr)(round_of(0, 0));
+  ASSERT_TRUE(got && got->ok());
+  coordinator_.join({2, "10.0.0.2", 5000}, [](Result<RoundAssignment>) {});
+  ASSERT_EQ(client_.joins.size(), 3u);
+  EXPECT_EQ(client_.joins[2].survivors, 0u);
+}
+
 TEST_F(HostLossTest, RunningWorkersAreStoppedToRejoinAtTheSuccessor) {
   join_three_nodes(0);
   client_.push(lost_);

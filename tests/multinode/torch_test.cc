@@ -5,6 +5,7 @@
 // with 2 and 4 nodes, and over the static backend (--node_rank, a shared --master_port). And a
 // node lost mid-training (SIGKILL of its agent): the survivor trains on in the smaller world.
 #include <csignal>
+#include <optional>
 #include <regex>
 #include <set>
 
@@ -172,7 +173,9 @@ class HostLossTest : public TorchTest {
  protected:
   // Starts `count` nodes (node 1 hosts), waits until all train in the full world, then
   // SIGKILLs node 1. Returns the survivors' results.
-  std::vector<RunResult> kill_the_host(int count, const std::string& nnodes, int exit_world) {
+  // `timeouts`: the nodes' --rdzv_conf (a short last call unless given).
+  std::vector<RunResult> kill_the_host(int count, const std::string& nnodes, int exit_world,
+                                       std::optional<RdzvTimeouts> timeouts = std::nullopt) {
     const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
     std::vector<std::unique_ptr<ChildProcess>> nodes;
     for (int n = 1; n <= count; ++n) {
@@ -182,6 +185,7 @@ class HostLossTest : public TorchTest {
       spec.nproc_per_node = kNproc;
       spec.endpoint = endpoint;
       spec.timeouts.last_call_timeout = "3";
+      if (timeouts) spec.timeouts = *timeouts;
       spec.extra = {"--max_restarts", "3"};
       spec.entry = {mn_worker("train_on.py"), "--exit-when-world", std::to_string(exit_world)};
       nodes.push_back(start_node(spec));
@@ -211,6 +215,29 @@ TEST_F(HostLossTest, TheSurvivorOfTwoNodesMovesTheRendezvousAndFinishes) {
     EXPECT_EQ(m["sum"].get<double>(), 3.0) << name;
     EXPECT_EQ(m["GROUP_WORLD_SIZE"], "1") << name;
     EXPECT_EQ(m["TORCHELASTIC_RESTART_COUNT"], "0") << name << ": the host's loss used a restart";
+  }
+}
+
+// Issue 36: with the host's agent SIGKILLed, the survivor waited heartbeat_timeout, then a last
+// call at the successor (46 s with the defaults), while losing any other member cost
+// milliseconds. The host's connection closed and its port refusing, its process is gone: the
+// survivor moves at once, and its round at the successor closes as soon as every survivor is
+// there. Both timeouts here outlast the test's waits: waiting either fails it.
+TEST_F(HostLossTest, AHostWhoseProcessIsGoneIsLeftAtOnceAndTheSuccessorWaitsNoLastCall) {
+  RdzvTimeouts patient;
+  patient.heartbeat_timeout = "600";
+  patient.last_call_timeout = "600";
+  const auto survivors = kill_the_host(2, "1:2", kNproc, patient);
+  ASSERT_EQ(survivors.size(), 1u);
+  ASSERT_TRUE(ExitedWith(survivors[0], 0)) << survivors[0].describe();
+  const std::string& err = survivors[0].err;
+  EXPECT_NE(err.find("the server's process is gone"), std::string::npos) << err;
+  EXPECT_NE(err.find("the rendezvous moves to 127.0.0.2:"), std::string::npos) << err;
+  const auto after = markers("allreduce_n2_w2_");
+  ASSERT_EQ(after.size(), 2u) << err;
+  for (const auto& [name, m] : after) {
+    EXPECT_EQ(m["GROUP_WORLD_SIZE"], "1") << name;
+    EXPECT_EQ(m["TORCHELASTIC_RESTART_COUNT"], "0") << name;
   }
 }
 

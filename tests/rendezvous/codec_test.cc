@@ -154,11 +154,17 @@ TEST(CodecTest, StringLongerThanLimitOrFrameIsRejected) {
 TEST(CodecTest, JoinValuesTravelWhole) {
   JoinMsg join{7, NodeInfo{"node-a", 4, 2, "10.0.0.1", 29500},
                JobOptions{2, 4, 3, Millis(600000), Millis(30000), Millis(15000), Millis(300000)}};
+  join.standby_port = 4000;
+  join.restarts_used = 2;
+  join.survivors = 3;  // since v7 (issue 36)
   auto decoded = decode_client_frame(encode_frame(ClientMessage(join)), CodecLimits{});
   ASSERT_TRUE(decoded.ok()) << decoded.error_message();
   const auto& back = std::get<JoinMsg>(*decoded);
   EXPECT_EQ(back.node, join.node);
   EXPECT_EQ(back.job, join.job);
+  EXPECT_EQ(back.standby_port, 4000);
+  EXPECT_EQ(back.restarts_used, 2u);
+  EXPECT_EQ(back.survivors, 3u);
 }
 
 TEST(CodecTest, JobProgressRoundTripsAndRefusesGarbage) {

@@ -337,5 +337,32 @@ TEST_F(RoundStateTest, NextDeadlineTracksLastCallJoinTimeoutAndGrace) {
   EXPECT_EQ(state_->next_deadline(), t0 + milliseconds(200));  // a's grace
 }
 
+// Issue 36: the survivors of a lost host moved the job to its successor, whose first round then
+// waited a whole last call although every survivor was there.
+TEST_F(RoundStateTest, AJobMovedAfterItsHostWasLostClosesOnceEverySurvivorJoined) {
+  make(1, 4);
+  state_->expect_survivors(2);  // the last round had three nodes; the host is gone
+  EXPECT_TRUE(join("b").empty()) << "one survivor is still coming";
+  auto a = assignments(join("c"));
+  ASSERT_EQ(a.size(), 2u) << "no last call once every survivor is back";
+  EXPECT_EQ(a["c"].group_world_size, 2u);
+}
+
+TEST_F(RoundStateTest, AMovedJobWhoseSurvivorDoesNotComeWaitsTheLastCall) {
+  make(1, 4);
+  state_->expect_survivors(2);
+  join("b");
+  EXPECT_TRUE(advance(milliseconds(99)).empty()) << "c, the other survivor, may still come";
+  EXPECT_EQ(assignments(advance(milliseconds(1))).size(), 1u);
+}
+
+TEST_F(RoundStateTest, AJobThatDidNotMoveWaitsTheLastCallAsBefore) {
+  make(1, 4);
+  state_->expect_survivors(0);
+  join("b");
+  EXPECT_TRUE(join("c").empty());
+  EXPECT_EQ(assignments(advance(milliseconds(100))).size(), 2u);
+}
+
 }  // namespace
 }  // namespace ddprun::rdzv

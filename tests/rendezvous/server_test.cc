@@ -108,6 +108,55 @@ TEST(SuccessorTest, AnAgentHostedServerNamesTheLowestRankedOtherMembersStandby) 
   }
 }
 
+// Issue 36: the host's process gone (its connections closed, its port refusing), a node waited
+// heartbeat_timeout before moving to the successor. With a successor named, the closed
+// connection and the refused reconnect are enough; without one (a daemon, which may come back
+// at the same address), the node keeps its window. heartbeat_timeout here is far longer than
+// the waits: the loss must come from the refusal.
+void expect_the_loss_after_the_server_is_gone(bool successor_named) {
+  ServerOptions options = ServerThread::test_options();
+  if (successor_named) options.host_node_id = "node-0";
+  auto server = std::make_unique<ServerThread>(options);
+  boost::asio::io_context io;
+  std::vector<std::unique_ptr<TestNode>> nodes;
+  for (int i = 0; i < 2; ++i) {
+    ClientOptions o = node_options(server->port(), "job", i);
+    o.heartbeat_timeout = successor_named ? 60s : 2s;  // past the server's shutdown grace
+    nodes.push_back(start_node(io, o));
+  }
+  ASSERT_TRUE(run_until(io, [&] { return nodes[0]->connected && nodes[1]->connected; }));
+  for (int i = 0; i < 2; ++i) {
+    JoinRequest r = join_request("node-" + std::to_string(i), 1, 2);
+    r.node.master_addr = "127.0.0." + std::to_string(i + 1);
+    r.standby_port = 4000;
+    start_join(*nodes[i], r);
+  }
+  ASSERT_TRUE(run_until(io, [&] { return nodes[0]->assignment && nodes[1]->assignment; }));
+  ASSERT_TRUE(nodes[1]->assignment->ok()) << nodes[1]->assignment->error_message();
+  EXPECT_EQ(nodes[1]->assignment->value().successor_host.empty(), !successor_named);
+  server->stop();
+  ASSERT_TRUE(run_until(
+      io, [&] { return nodes[1]->count<ConnectionLost>() > 0; }, 10s));
+  const std::string why = nodes[1]->last<ConnectionLost>()->message;
+  if (successor_named) {
+    EXPECT_NE(why.find("refuses connections (nothing listens there any more): the server's "
+                       "process is gone"),
+              std::string::npos)
+        << why;
+  } else {
+    EXPECT_EQ(why.find("process is gone"), std::string::npos) << why;
+    EXPECT_NE(why.find("could not reach the rendezvous server"), std::string::npos) << why;
+  }
+}
+
+TEST(GoneServerTest, WithASuccessorNamedANodeGivesUpAtOnceWhenTheServersProcessIsGone) {
+  expect_the_loss_after_the_server_is_gone(/*successor_named=*/true);
+}
+
+TEST(GoneServerTest, WithoutASuccessorANodeKeepsItsWindowToReconnect) {
+  expect_the_loss_after_the_server_is_gone(/*successor_named=*/false);
+}
+
 TEST_F(ServerTest, ADaemonNamesNoSuccessor) {
   auto nodes = start_nodes(2);
   for (size_t i = 0; i < nodes.size(); ++i) {
