@@ -7,9 +7,11 @@
 
 #include "agent/agent.h"
 #include "agent/coordination/local_coordinator.h"
+#include "agent/coordination/rendezvous_coordinator.h"
 #include "agent/progress/restart_guard.h"
 #include "common/exit_codes.h"
 #include "tests/agent/agent_lifecycle_fixture.h"
+#include "tests/agent/scripted_rendezvous_client.h"
 
 namespace ddprun::agent {
 namespace {
@@ -171,6 +173,57 @@ TEST_F(AgentLifecycleTest, AnotherNodesFailuresCountTowardsNoProgress) {
   ASSERT_EQ(coordinator.reports.size(), 1u);
   EXPECT_EQ(coordinator.reports[0].not_restartable,
             "2 attempts in a row failed at step 50: not restarting");
+}
+
+// Over the rendezvous: the reason travels with the report (and exit 79), the server's JobFailed
+// answers it; another node's worker failure is a kRejoin that says so.
+TEST(RendezvousCoordinatorNotRestartable, TheReasonGoesToTheServerAndItsAnswerEndsTheJob) {
+  testing::ScriptedRendezvousClient client;
+  RendezvousCoordinatorOptions o;
+  o.job.max_nodes = 2;
+  o.job.max_restarts = 3;
+  o.node_id = "node-b";
+  o.server = "head:29400";
+  RendezvousCoordinator coordinator(o, client);
+  std::vector<CoordinatorEvent> events;
+  coordinator.set_event_handler([&](const CoordinatorEvent& e) { events.push_back(e); });
+  auto join = [&](uint64_t round) {
+    coordinator.join({1, "10.0.0.2", 5000}, [](Result<RoundAssignment>) {});
+    if (client.pending_connect) std::exchange(client.pending_connect, nullptr)(Status());
+    rdzv::RoundAssigned a;
+    a.job_id = "job";
+    a.round = round;
+    a.group_world_size = 2;
+    a.local_world_size = 1;
+    a.world_size = 2;
+    a.max_restarts = 3;
+    std::exchange(client.pending_join, nullptr)(a);
+  };
+  join(0);
+  client.push(rdzv::RestartRequested{0, rdzv::RestartReason::kWorkerFailure, "node a", "{}"});
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_TRUE(events[0].worker_failure);
+  join(1);
+  client.push(rdzv::RestartRequested{1, rdzv::RestartReason::kScaleUp, "node c", ""});
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_FALSE(events[1].worker_failure);
+  join(2);
+  FailureReport report;
+  report.entrypoint = "train.py";
+  report.failures.push_back({});
+  report.not_restartable = "rank 0 asked to stop the job: bad data";
+  std::optional<Coordinator::FailureDecision> decision;
+  coordinator.report_failure(report, [&](Coordinator::FailureDecision d) { decision = d; });
+  ASSERT_EQ(client.failure_reports.size(), 1u);
+  EXPECT_EQ(client.failure_reports[0].not_restartable, report.not_restartable);
+  EXPECT_EQ(client.failure_reports[0].exit_code, kExitDoNotRequeue);
+  client.push(rdzv::JobFailed{rdzv::JobFailureReason::kNotRestartable, "must not be restarted",
+                              client.failure_reports[0].failure_report, kExitDoNotRequeue});
+  ASSERT_TRUE(decision);
+  EXPECT_FALSE(decision->restart);
+  EXPECT_EQ(decision->exit_code, kExitDoNotRequeue);
+  EXPECT_EQ(decision->report.not_restartable, report.not_restartable);
+  coordinator.close();
 }
 
 }  // namespace
