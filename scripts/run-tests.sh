@@ -40,7 +40,14 @@ if [ "${DDPRUN_SKIP_SANITIZERS:-0}" != 1 ]; then
     scripts/setup.sh
   # Everything that runs in-process (units, in-process servers); tests that start real
   # processes with torch are left to the first pass.
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  # intercept_tls_get_addr=0: GCC 12's sanitizer runtime misreads glibc 2.36's dynamic TLS
+  # vector once a dlopen()ed library with thread-locals is loaded (libcrypto, through the
+  # security module); LeakSanitizer's tracer then crashes at exit ("Tracer caught signal 11",
+  # "DTLS ... at 0x531-...") in a test that passed, depending only on the binary's layout
+  # (StatusAuthTest.MutualTlsStatusQueriesNeedTheClientCertificate after an unrelated change).
+  # Leaks are still detected; memory held only by a dynamic TLS block is not a root.
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:intercept_tls_get_addr=0 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure --no-tests=error -j2 --timeout 300 \
     -L "unit|rendezvous|store|metrics" -LE "integration"
 fi
