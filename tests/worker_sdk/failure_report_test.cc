@@ -3,6 +3,14 @@
 // the worker's TORCHELASTIC_ERROR_FILE) shows the message and the native backtrace.
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+
+#include <ddp/process_group.h>
+
 #include "tests/worker_sdk/multiproc.h"
 
 namespace ddp_test {
@@ -63,6 +71,46 @@ TEST(FailureReportTest, AnUncaughtExceptionIsReportedWhereItWasThrown) {
   EXPECT_NE(cause.find("uncaught_throw_for_test"), std::string::npos) << r.output;
 }
 #endif
+
+std::shared_ptr<ddp::ProcessGroup> single_process_group() {
+  ddp::LaunchEnv env;
+  env.from_launcher = false;
+  return ddp::init_process_group({}, env);
+}
+
+void (*sigpipe_disposition())(int) {
+  struct sigaction current {};
+  EXPECT_EQ(::sigaction(SIGPIPE, nullptr, &current), 0);
+  return current.sa_handler;
+}
+
+// A rank that writes to a peer which has just failed gets EPIPE (a kPeerLost ddp::Error that
+// waits for the launcher to name the peer), not a SIGPIPE that kills it first: CI saw rank 0
+// of the "throw" scenario die of SIGPIPE in its barrier and be reported as the root cause.
+TEST(FailureReportTest, InitIgnoresSigpipeSoThatALostPeerIsAnErrorNotADeath) {
+  ::signal(SIGPIPE, SIG_DFL);  // as a C++ program starts (gtest's own runner may differ)
+  ASSERT_EQ(sigpipe_disposition(), SIG_DFL);
+  auto group = single_process_group();
+  EXPECT_EQ(sigpipe_disposition(), SIG_IGN);
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
+  ::close(pair[1]);
+  errno = 0;
+  EXPECT_EQ(::write(pair[0], "x", 1), -1);  // still alive: the write fails instead
+  EXPECT_EQ(errno, EPIPE);
+  ::close(pair[0]);
+  ddp::destroy_process_group();
+}
+
+void programs_own_handler(int) {}
+
+TEST(FailureReportTest, AProgramsOwnSigpipeHandlerIsKept) {
+  ::signal(SIGPIPE, programs_own_handler);
+  auto group = single_process_group();
+  EXPECT_EQ(sigpipe_disposition(), &programs_own_handler);
+  ddp::destroy_process_group();
+  ::signal(SIGPIPE, SIG_DFL);
+}
 
 }  // namespace
 }  // namespace ddp_test

@@ -2,6 +2,8 @@
 // group, destroy. The operations are in collectives.cc.
 #include "ddp/process_group.h"
 
+#include <csignal>
+
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
@@ -73,6 +75,19 @@ using detail::guarded;
 namespace compat = detail::compat;
 constexpr const char* kInitOp = "init_process_group";
 constexpr const char* kDestroyOp = "destroy_process_group";
+
+// SIG_IGN for SIGPIPE, unless the program chose a disposition of its own. Gloo writes to its
+// peers' sockets without MSG_NOSIGNAL: with the default action, a rank that writes to a peer
+// which has just failed dies of SIGPIPE before the launcher has seen the peer exit, and the
+// failure report names it as the root cause.
+void ignore_sigpipe_unless_handled() {
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  (void)::sigaction(SIGPIPE, &ignore, nullptr);
+}
 
 // The default group, held weakly: the program's shared_ptr decides its lifetime.
 std::mutex g_default_mutex;
@@ -241,6 +256,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options, const LaunchEnv& env) {
   if (options.install_failure_handlers) install_failure_handlers();
+  if (options.ignore_broken_pipes) ignore_sigpipe_unless_handled();
   std::lock_guard<std::mutex> registry(g_default_mutex);
   if (auto existing = g_default_group.lock(); existing && !existing->destroyed()) {
     throw Error(env.rank, kInitOp,

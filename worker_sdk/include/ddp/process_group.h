@@ -58,6 +58,11 @@ struct InitOptions {
   // write the launcher's error file with a native backtrace). Default on, like torch's
   // @record on main.
   bool install_failure_handlers = true;
+  // Ignore SIGPIPE (only while its disposition is still the default), as every Python
+  // program does: a peer that dies mid-collective then surfaces as a ddp::Error of kind
+  // kPeerLost ("Broken pipe", "Connection reset by peer"), which lets the launcher name the
+  // rank that failed first, instead of killing this rank with a signal that hides it.
+  bool ignore_broken_pipes = true;
   // When every rank of the job runs on this node, sum all-reduces of contiguous float32/64
   // CPU tensors (all_reduce with kSum/kAvg, and DDP's default hook) go through a shared
   // memory segment instead of Gloo's loopback TCP: each rank copies its data in once, sums
