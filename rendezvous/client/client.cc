@@ -189,7 +189,13 @@ void TcpRendezvousClient::job_progress(
 }
 
 void TcpRendezvousClient::close(std::function<void()> done) {
-  channel_->close([](uint32_t id) { return ClientMessage(LeaveMsg{id}); }, std::move(done));
+  channel_->close([](uint32_t id) { return ClientMessage(LeaveMsg{id, {}}); }, std::move(done));
+}
+
+void TcpRendezvousClient::close_excluded(std::string reason, std::function<void()> done) {
+  channel_->close(
+      [reason = std::move(reason)](uint32_t id) { return ClientMessage(LeaveMsg{id, reason}); },
+      std::move(done));
 }
 
 bool TcpRendezvousClient::connected() const { return channel_->connected(); }

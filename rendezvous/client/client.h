@@ -98,6 +98,9 @@ class RendezvousClient {
   // Leaves the job cleanly (others see a membership change unless the job is over), then
   // disconnects. `done` runs once the server acknowledged or after attempt_timeout.
   virtual void close(std::function<void()> done = {}) = 0;
+  // As close(), saying that this node is unfit to train and why (LeaveMsg::exclude_reason):
+  // the server keeps its host out for a cool-down.
+  virtual void close_excluded(std::string reason, std::function<void()> done) = 0;
   virtual bool connected() const = 0;
   // The server was lost for good: from now on the client talks to `server` (the successor a
   // RoundAssigned named), as a new client would. Pending calls are dropped without callbacks;
@@ -131,6 +134,7 @@ class TcpRendezvousClient final : public RendezvousClient {
                       std::function<void(Result<StragglerFinding>)> done) override;
   void job_progress(std::function<void(Result<std::vector<NodeProgress>>)> done) override;
   void close(std::function<void()> done = {}) override;
+  void close_excluded(std::string reason, std::function<void()> done) override;
   bool connected() const override;
   void move_to(const ServerAddress& server) override;
   bool lost_in_good_standing(Millis heartbeat_timeout) const override;

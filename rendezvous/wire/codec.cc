@@ -62,7 +62,9 @@ void put(ByteWriter& w, const ReportFailureMsg& m) {
 void put(ByteWriter& w, const ReportSuccessMsg& m) {
   w.u8(kReportSuccess), w.u32(m.request_id), w.u64(m.round);
 }
-void put(ByteWriter& w, const LeaveMsg& m) { w.u8(kLeave), w.u32(m.request_id); }
+void put(ByteWriter& w, const LeaveMsg& m) {
+  w.u8(kLeave), w.u32(m.request_id), w.str(m.exclude_reason);
+}
 void put(ByteWriter& w, const ProgressMsg& m) {
   w.u8(kProgress), w.u32(m.request_id), w.u64(m.round), w.u32(m.straggler_threshold_milli);
   put_entries(w, m.ranks);
@@ -144,7 +146,9 @@ bool get(ByteReader& r, const CodecLimits& l, ReportFailureMsg& m) {
 bool get(ByteReader& r, const CodecLimits&, ReportSuccessMsg& m) {
   return r.u32(m.request_id) && r.u64(m.round);
 }
-bool get(ByteReader& r, const CodecLimits&, LeaveMsg& m) { return r.u32(m.request_id); }
+bool get(ByteReader& r, const CodecLimits& l, LeaveMsg& m) {
+  return r.u32(m.request_id) && r.str(m.exclude_reason, l.max_string_bytes);
+}
 bool get(ByteReader& r, const CodecLimits& l, ProgressMsg& m) {
   return r.u32(m.request_id) && r.u64(m.round) && r.u32(m.straggler_threshold_milli) &&
          get_entries(r, l, m.ranks);

@@ -24,7 +24,7 @@ using progress::StragglerEntry;
 using progress::StragglerFinding;
 
 inline constexpr uint32_t kProtocolMagic = 0x44445052;  // "DDPR"
-inline constexpr uint16_t kProtocolVersion = 7;
+inline constexpr uint16_t kProtocolVersion = 8;
 
 // Why the members must stop their workers and join the next round.
 enum class RestartReason : uint8_t {
@@ -104,6 +104,11 @@ struct ReportSuccessMsg {
 };
 struct LeaveMsg {
   uint32_t request_id = 0;
+  // Non-empty: the node leaves because it is unfit to train (its workers caused too many of the
+  // job's failures, it failed its health check, a rank asked to exclude it), and why, in one
+  // sentence. The server keeps the node's host out of its jobs for its cool-down
+  // (server/excluded_hosts.h). Empty: a plain leave. Since v8.
+  std::string exclude_reason;
 };
 // A node's ranks' progress in `round`. Sent when it changes (rate-limited) and when the node's
 // agent suspects a hang. The Reply's `payload` holds the job's stragglers judged by

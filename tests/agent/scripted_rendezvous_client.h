@@ -56,6 +56,10 @@ class ScriptedRendezvousClient final : public rdzv::RendezvousClient {
     closed = true;
     if (done) done();
   }
+  void close_excluded(std::string reason, std::function<void()> done) override {
+    exclude_reason = std::move(reason);
+    close(std::move(done));
+  }
   bool connected() const override { return connects > 0; }
   void move_to(const rdzv::ServerAddress& server) override { moved_to.push_back(server); }
   bool lost_in_good_standing(Millis) const override { return good_standing; }
@@ -67,6 +71,7 @@ class ScriptedRendezvousClient final : public rdzv::RendezvousClient {
 
   std::function<void(const rdzv::RendezvousEvent&)> handler;
   int connects = 0;
+  std::string exclude_reason;  // what close_excluded() said
   std::function<void(Status)> pending_connect;
   std::vector<rdzv::JoinRequest> joins;
   std::function<void(Result<rdzv::RoundAssignment>)> pending_join;

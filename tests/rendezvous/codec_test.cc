@@ -22,7 +22,8 @@ std::vector<ClientMessage> sample_client_messages() {
           HeartbeatMsg{12},
           ReportFailureMsg{4, 2, "{\"json\":1}", -9},
           ReportSuccessMsg{5, 2},
-          LeaveMsg{6},
+          LeaveMsg{6, {}},
+          LeaveMsg{7, "rank 3 asked to exclude this node: ECC errors on GPU 3"},
           ProgressMsg{
               7,
               3,
@@ -236,7 +237,7 @@ TEST(CodecTest, UnknownTypeTrailingBytesAndBadEnumsAreRejected) {
   auto r = decode_client_frame(unknown, limits);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error_message().find("unknown client frame type 0x7e"), std::string::npos);
-  std::string trailing = encode_frame(ClientMessage(LeaveMsg{1}));
+  std::string trailing = encode_frame(ClientMessage(LeaveMsg{1, {}}));
   trailing += 'x';
   trailing[3] = static_cast<char>(trailing[3] + 1);
   EXPECT_FALSE(decode_client_frame(trailing, limits).ok());
