@@ -158,6 +158,10 @@ struct Reply {
   int64_t integer = 0;
   std::string payload;  // a request's typed answer, encoded by the codec (see protocol.md)
 };
+// Reply::integer of a Join refused (ok false) because the node's host is kept out of the
+// server's jobs for a cool-down (LeaveMsg::exclude_reason); `error` names the host, the reason
+// and until when. 0 for every other refusal. Since v8.
+inline constexpr int64_t kJoinRefusedHostExcluded = 1;
 
 struct RoundAssigned {
   std::string job_id;
