@@ -40,7 +40,8 @@ Agent::Agent(AgentOptions options, boost::asio::io_context& io, AgentParts parts
       hang_(parts.coordinator, parts.hang_timer, parts.clock),
       health_check_({parts.launcher, parts.health_check_timer, parts.health_interval_timer},
                     options_.health_check),
-      restart_guard_(options_.progress.max_no_progress_restarts) {
+      restart_guard_(options_.progress.max_no_progress_restarts),
+      failure_history_(options_.node_failures.limit, options_.node_failures.window) {
   progress_watch_.set_events({[this](const HangVerdict& v) { on_hang(v); },
                               [](const TimerExpiry& e) {
                                 spdlog::warn(
@@ -100,6 +101,7 @@ void Agent::on_child_exit(pid_t pid, ExitStatus status) {
 // interpreter has finished shutting down.
 void Agent::on_worker_notice(const WorkerNotice& notice) {
   if (notice.kind == WorkerNotice::Kind::kStopJob) return on_stop_request(notice);
+  if (notice.kind == WorkerNotice::Kind::kExcludeNode) return on_exclude_request(notice);
   if (phase_ != Phase::kSupervising || !group_ || interrupt_.kind != Interrupt::Kind::kNone) return;
   if (!group_->worker_failing(notice.pid)) return;  // not a running worker of this attempt
   spdlog::debug("worker pid {} raised {}; stopping the others", notice.pid, notice.message);
@@ -137,39 +139,6 @@ void Agent::begin_round() {
   join_round();
 }
 
-// Where the check of this attempt writes its output: beside the run's logs.
-std::string Agent::health_check_output() const {
-  return log_dir_->path() + "/health_check_" + std::to_string(attempt_);
-}
-
-// The periodic check failed while the workers ran: stop them and leave the job (the others go
-// on as after a lost node); not a worker failure, so no restart is charged.
-void Agent::on_unhealthy(const Status& why) {
-  if (phase_ != Phase::kSupervising && phase_ != Phase::kDraining) return;
-  spdlog::error("{}; stopping the workers and leaving the job", why.message());
-  notify([&](AgentObserver& o) { o.on_health_check_failed(why.message()); });
-  Interrupt unhealthy{Interrupt::Kind::kUnhealthy, 0, {}};
-  unhealthy.event.report.entrypoint = options_.command.display_name;
-  unhealthy.event.report.cause = why.message();
-  unhealthy.event.exit_code = kExitUnhealthy;
-  interrupt(std::move(unhealthy));
-  if (phase_ == Phase::kSupervising) group_->stop(SIGTERM);
-}
-
-// --health_check: a node that is not fit to train does not join; the others go on without it
-// (it leaves the job as this agent ends) and ddprun exits kExitUnhealthy for the node manager.
-void Agent::check_health_then_join() {
-  health_check_.run(
-      health_check_env(base_env_, options_, attempt_), health_check_output(),
-      [this](const Status& healthy) {
-        if (phase_ != Phase::kJoining) return;
-        if (healthy) return join_round();
-        spdlog::error("{}", healthy.message());
-        notify([&](AgentObserver& o) { o.on_health_check_failed(healthy.message()); });
-        finish(kExitUnhealthy);
-      });
-}
-
 void Agent::join_round() {
   JoinOffer offer;
   offer.local_world_size = options_.nproc_per_node;
@@ -183,6 +152,7 @@ void Agent::join_round() {
   offer.master_port = *port;
   coordinator_.join(offer, [this](Result<RoundAssignment> assignment) {
     if (phase_ != Phase::kJoining) return;
+    if (assignment.status().is_excluded()) return kept_out(assignment.status());
     if (!assignment) {
       spdlog::error("rendezvous failed: {}", assignment.error_message());
       finish(1);
@@ -276,7 +246,7 @@ void Agent::on_worker_unkillable(const WorkerLaunch& launch, pid_t pid) {
     interrupt_.event.report.cause += "\n" + line;
     return;
   }
-  Interrupt unkillable{Interrupt::Kind::kUnkillable, 0, {}};
+  Interrupt unkillable{Interrupt::Kind::kUnkillable, 0, {}, UnfitReason::kUnkillable};
   unkillable.event.report.cause = line;
   unkillable.event.exit_code = kExitWorkerUnkillable;
   interrupt(std::move(unkillable));
@@ -305,19 +275,18 @@ void Agent::after_group(const GroupResult& result) {
       case Interrupt::Kind::kSignal:
         spdlog::warn("stopped workers on {}", signal_name(interrupt_.signo));
         return finish(128 + interrupt_.signo);
-      case Interrupt::Kind::kUnkillable: {  // the workers' failures, under the stuck ones
-        CoordinatorEvent leave = interrupt_.event;
-        leave.report = build_report(result);
-        leave.report.cause = interrupt_.event.report.cause;
-        return end_with_job_failure(leave);
-      }
+      case Interrupt::Kind::kUnkillable:  // the workers' failures, under the stuck ones
+      case Interrupt::Kind::kUnfit:       // under the health check or the request
+        return leave_unfit_interrupted(result);
       case Interrupt::Kind::kJobFailed:  // the job's report
-      case Interrupt::Kind::kUnhealthy:  // the health check as root cause, not our workers
         return end_with_job_failure(interrupt_.event);
       case Interrupt::Kind::kRejoin:
         // The round is already over for everyone (a node left or failed): a failure of ours
         // in it is a consequence, and reporting it would be ignored. Join the next round.
-        if (interrupt_.event.worker_failure) restart_guard_.attempt_failed(steps);
+        if (interrupt_.event.worker_failure) {
+          restart_guard_.attempt_failed(steps);
+          if (leaves_for_failures(interrupt_.event.report)) return;
+        }
         return begin_round();
       case Interrupt::Kind::kNone:
         break;
@@ -351,6 +320,7 @@ void Agent::send_report(const FailureReport& report) {
     FailureReport shown = decision.report.failures.empty() ? report : decision.report;
     if (!decision.report.cause.empty()) shown.cause = decision.report.cause;
     if (decision.restart) {
+      if (decision.counted && leaves_for_failures(shown)) return;
       notify([&](AgentObserver& o) { o.on_restart(decision.counted); });
       const auto& root = shown.root_cause();
       if (decision.counted) {
@@ -410,6 +380,7 @@ void Agent::on_coordinator_event(const CoordinatorEvent& event) {
   if (phase_ == Phase::kReporting && !job_failed) {
     // Only at the exit barrier (a failure report's answer comes through its callback): the
     // round did not finish on every node, and the job restarts as a whole.
+    if (event.worker_failure && leaves_for_failures(event.report)) return;
     return begin_round();
   }
   if (phase_ != Phase::kSupervising && phase_ != Phase::kDraining) {

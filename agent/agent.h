@@ -8,6 +8,7 @@
 //                              |--membership change--> stop --> join again (not a restart)
 //                              `--handled signal--> forward to every worker group --> 128+signal
 //   a worker not reaped --kill_wait_timeout after SIGKILL --> named, given up on --> leave, 71
+//   unfit to train (health check, --node_failure_limit, a rank's exclude_node) --> leave, 69
 #pragma once
 
 #include <memory>
@@ -17,6 +18,7 @@
 
 #include "agent/agent_observer.h"
 #include "agent/agent_parts.h"
+#include "agent/health/failure_history.h"
 #include "agent/health/health_check.h"
 #include "agent/logs/log_layout.h"
 #include "agent/logs/worker_output.h"
@@ -85,12 +87,16 @@ class Agent final : private WorkerGroupObserver {
   // Something that ends the current attempt from outside, besides its own outcome. A stronger
   // kind replaces a weaker one: a signal ends the job whatever else happened.
   struct Interrupt {
-    // kUnhealthy: the periodic health check failed; the node leaves the job (exit 69).
+    // kUnfit: the periodic health check failed, or a rank asked to exclude the node; the node
+    // leaves the job (exit 69).
     // kUnkillable: a worker survived SIGKILL; the node leaves the job (exit 71), whatever else.
-    enum class Kind { kNone, kRejoin, kJobFailed, kUnhealthy, kSignal, kUnkillable };
+    enum class Kind { kNone, kRejoin, kJobFailed, kUnfit, kSignal, kUnkillable };
     Kind kind = Kind::kNone;
-    int signo = 0;           // kSignal
-    CoordinatorEvent event;  // kJobFailed, kUnhealthy, kUnkillable: the report and exit code
+    int signo = 0;  // kSignal
+    // kJobFailed: the job's report and exit code; kUnfit, kUnkillable: the exit code, and the
+    // report's cause, which is also why the node leaves (Coordinator::close_excluded).
+    CoordinatorEvent event;
+    UnfitReason unfit = UnfitReason::kHealthCheck;  // kUnfit, kUnkillable
   };
 
   void begin_round();
@@ -98,6 +104,13 @@ class Agent final : private WorkerGroupObserver {
   void check_health_then_join();
   std::string health_check_output() const;
   void on_unhealthy(const Status& why);
+  // agent_fitness.cc: leaving the job unfit to train.
+  void on_exclude_request(const WorkerNotice& notice);
+  void leave_unfit_interrupted(const GroupResult& result);
+  bool leaves_for_failures(const FailureReport& job_report);
+  void kept_out(const Status& refused);
+  void leave_unfit(UnfitReason reason, const std::string& why, const FailureReport& report,
+                   int exit_code);
   void start_workers(const RoundAssignment& assignment);
   // Shares this node's ranks' progress (hang detection, stragglers) through the coordinator.
   void share(const std::vector<LocalRankProgress>& progress);
@@ -155,9 +168,10 @@ class Agent final : private WorkerGroupObserver {
   std::optional<SteadyTime> failed_at_;
   // This attempt's hang verdict, if any: its failure is then settled as a hang (settle_hang).
   HangResponse hang_;
-  HealthCheck health_check_;     // --health_check, before each round
-  StragglerNotices stragglers_;  // the job's stragglers as last found (--straggler_threshold)
-  RestartGuard restart_guard_;   // failures not to restart: stop_job, --max_no_progress_restarts
+  HealthCheck health_check_;        // --health_check, before each round
+  StragglerNotices stragglers_;     // the job's stragglers as last found (--straggler_threshold)
+  RestartGuard restart_guard_;      // failures not to restart: stop_job, --max_no_progress_restarts
+  FailureHistory failure_history_;  // the job's last failures: this node's? --node_failure_limit
 };
 
 }  // namespace ddprun::agent

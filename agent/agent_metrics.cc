@@ -72,6 +72,17 @@ AgentMetrics::AgentMetrics(metrics::Registry& r, AgentMetricsOptions options, co
                                     "in the kernel); the node left the job.",
                                     {"job_id"})
                               .with(job_)),
+      exclude_requests_(r.counter("ddprun_agent_exclude_requests_total",
+                                  "Ranks that asked to take this node out of the job "
+                                  "(ddprun.exclude_node): the node left, exit 69.",
+                                  {"job_id"})
+                            .with(job_)),
+      exclusions_(r.counter("ddprun_agent_node_exclusions_total",
+                            "Times this node left the job unfit to train, or was kept out of it, "
+                            "by reason: failures (--node_failure_limit), health_check, "
+                            "exclude_request, unkillable (exit 71), kept_out (the rendezvous "
+                            "refused its host).",
+                            {"job_id", "reason"})),
       join_seconds_(r.histogram("ddprun_agent_rendezvous_join_seconds",
                                 "Time from asking to join a round to being assigned to one.",
                                 {"job_id"}, kDurationBuckets)
@@ -147,6 +158,12 @@ void AgentMetrics::on_joining(int attempt) {
 void AgentMetrics::on_health_check_failed(const std::string&) { health_check_failures_.inc(); }
 
 void AgentMetrics::on_stop_requested(int, const std::string&) { stop_requests_.inc(); }
+
+void AgentMetrics::on_exclude_requested(int, const std::string&) { exclude_requests_.inc(); }
+
+void AgentMetrics::on_left_unfit(UnfitReason reason, const std::string&) {
+  exclusions_.with({options_.job_id, to_string(reason)}).inc();
+}
 
 void AgentMetrics::on_worker_unkillable(int, pid_t, const ProcessSnapshot&) {
   workers_unkillable_.inc();

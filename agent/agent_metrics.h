@@ -10,6 +10,9 @@
 //   ddprun_agent_health_check_failures_total{job_id}          --health_check failed (or timed out)
 //   ddprun_agent_stop_requests_total{job_id}                  a rank stopped the job (exit 79)
 //   ddprun_agent_workers_unkillable_total{job_id}             not reaped after SIGKILL (exit 71)
+//   ddprun_agent_exclude_requests_total{job_id}               a rank asked to exclude the node
+//   ddprun_agent_node_exclusions_total{job_id,reason}         the node left unfit, or was kept
+//                                                             out (UnfitReason: exit 69 or 71)
 //   ddprun_agent_rendezvous_join_seconds{job_id}              join → round assigned
 //   ddprun_agent_restart_duration_seconds{job_id}             worker failure → group running
 //   ddprun_agent_{world_size,nodes,workers_running,round,group_rank,job_restarts,
@@ -74,6 +77,8 @@ class AgentMetrics final : public AgentObserver {
   void on_joining(int attempt) override;
   void on_health_check_failed(const std::string& why) override;
   void on_stop_requested(int rank, const std::string& reason) override;
+  void on_exclude_requested(int rank, const std::string& reason) override;
+  void on_left_unfit(UnfitReason reason, const std::string& why) override;
   void on_stragglers(const rdzv::StragglerFinding& finding) override;
   void on_round_assigned(const RoundAssignment& assignment, Millis waited) override;
   void on_workers_started(const RoundAssignment& assignment, int workers,
@@ -105,6 +110,8 @@ class AgentMetrics final : public AgentObserver {
   metrics::Counter& health_check_failures_;
   metrics::Counter& stop_requests_;
   metrics::Counter& workers_unkillable_;
+  metrics::Counter& exclude_requests_;
+  metrics::Family<metrics::Counter>& exclusions_;
   metrics::Histogram& join_seconds_;
   metrics::Histogram& restart_seconds_;
   metrics::Gauge& world_size_;

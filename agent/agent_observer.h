@@ -14,6 +14,31 @@
 
 namespace ddprun::agent {
 
+// Why this node left the job unfit to train (Coordinator::close_excluded), or was kept out.
+enum class UnfitReason {
+  kHealthCheck,     // it failed its health check (--health_check): exit 69
+  kFailures,        // its workers caused K of the job's last M failures (--node_failure_limit): 69
+  kExcludeRequest,  // a rank asked (ddprun.exclude_node, ddp::exclude_node): 69
+  kUnkillable,      // a worker outlived SIGKILL: 71
+  kKeptOut,         // the rendezvous refused its host, kept out for a cool-down: 69
+};
+// "health_check", "failures", "exclude_request", "unkillable", "kept_out" (a metrics label).
+inline const char* to_string(UnfitReason reason) {
+  switch (reason) {
+    case UnfitReason::kHealthCheck:
+      return "health_check";
+    case UnfitReason::kFailures:
+      return "failures";
+    case UnfitReason::kExcludeRequest:
+      return "exclude_request";
+    case UnfitReason::kUnkillable:
+      return "unkillable";
+    case UnfitReason::kKeptOut:
+      return "kept_out";
+  }
+  return "unknown";
+}
+
 class AgentObserver {
  public:
   virtual ~AgentObserver() = default;
@@ -45,6 +70,12 @@ class AgentObserver {
   // Global rank `rank` asked to stop the job for good (ddprun.stop_job), for `reason`: the job
   // ends without a restart (exit 79). Once per attempt.
   virtual void on_stop_requested(int rank, const std::string& reason) {}
+  // Global rank `rank` asked to take this node out of the job (ddprun.exclude_node), for
+  // `reason`: the node leaves (exit 69). Every request.
+  virtual void on_exclude_requested(int rank, const std::string& reason) {}
+  // This node leaves the job unfit to train, or was kept out of it, for `reason`; `why` is the
+  // sentence the rendezvous is told. Then on_job_finished().
+  virtual void on_left_unfit(UnfitReason reason, const std::string& why) {}
   // The job is over for this node: ddprun exits with `exit_code`.
   virtual void on_job_finished(int exit_code) {}
 };

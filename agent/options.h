@@ -5,6 +5,7 @@
 #pragma once
 
 #include <csignal>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -77,6 +78,15 @@ struct HealthCheckOptions {
   Millis interval{0};
 };
 
+// --node_failure_limit, --node_failure_window (health/failure_history.h).
+struct NodeFailureOptions {
+  // K: this node leaves the job once its workers were the root cause of K of the job's last
+  // `window` failures (exit 69). 0 (the default): never.
+  uint32_t limit = 0;
+  // M: how many of the job's last failures are looked at; at least `limit`. Default 3.
+  uint32_t window = 3;
+};
+
 struct AgentOptions {
   WorkerCommand command;
   int nproc_per_node = 1;          // workers on this node (local world size)
@@ -113,7 +123,8 @@ struct AgentOptions {
   std::vector<std::vector<int>> cpu_binding;
   // What is watched of the workers' progress: hangs, stragglers, heartbeats, file timer.
   ProgressOptions progress;
-  HealthCheckOptions health_check;  // run before this node joins each round
+  HealthCheckOptions health_check;   // run before this node joins each round
+  NodeFailureOptions node_failures;  // when this node leaves for causing the job's failures
 };
 
 }  // namespace ddprun::agent

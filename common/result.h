@@ -27,6 +27,8 @@ enum class ErrorKind {
   kUnavailable,      // a peer or resource cannot be reached (connection refused, lost)
   kNotFound,         // something named does not exist
   kRefused,          // the peer understood and said no (versions, limits, authentication)
+  kExcluded,         // the peer keeps this node out for now (a rendezvous refusing a host that
+                     // left a job unfit to train, for its cool-down): exit 69, not a failure
 };
 
 // The outcome of an operation that returns nothing. Cheap to copy; ok() when default-built.
@@ -50,6 +52,7 @@ class [[nodiscard]] Status {
   static Status unavailable(std::string m) { return error(ErrorKind::kUnavailable, std::move(m)); }
   static Status not_found(std::string m) { return error(ErrorKind::kNotFound, std::move(m)); }
   static Status refused(std::string m) { return error(ErrorKind::kRefused, std::move(m)); }
+  static Status excluded(std::string m) { return error(ErrorKind::kExcluded, std::move(m)); }
 
   bool ok() const { return kind_ == ErrorKind::kOk; }
   explicit operator bool() const { return ok(); }
@@ -61,6 +64,7 @@ class [[nodiscard]] Status {
   bool is_unavailable() const { return kind_ == ErrorKind::kUnavailable; }
   bool is_not_found() const { return kind_ == ErrorKind::kNotFound; }
   bool is_refused() const { return kind_ == ErrorKind::kRefused; }
+  bool is_excluded() const { return kind_ == ErrorKind::kExcluded; }
   // The human-readable error; empty when ok().
   const std::string& message() const { return message_; }
 

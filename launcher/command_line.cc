@@ -226,6 +226,14 @@ Status validate_progress(const LauncherFlags& f, LaunchConfig& config) {
     a.progress.straggler_threshold_milli = *milli;
   }
   a.progress.max_no_progress_restarts = static_cast<uint32_t>(f.max_no_progress_restarts);
+  if (f.node_failure_limit > f.node_failure_window) {
+    return Status::invalid_argument(fmt::format(
+        "--node_failure_limit {} is more than --node_failure_window {}: a node cannot cause more "
+        "of the job's last failures than are looked at; give a window of at least {}",
+        f.node_failure_limit, f.node_failure_window, f.node_failure_limit));
+  }
+  a.node_failures.limit = static_cast<uint32_t>(f.node_failure_limit);
+  a.node_failures.window = static_cast<uint32_t>(f.node_failure_window);
   a.health_check.command = f.health_check;
   a.health_check.timeout = Millis(static_cast<long long>(f.health_check_timeout * 1000));
   a.health_check.interval = Millis(static_cast<long long>(f.health_check_interval * 1000));

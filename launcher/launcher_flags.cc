@@ -88,6 +88,21 @@ const FlagTable<LauncherFlags>& launcher_flag_table() {
             .default_text = "0",
             .check = in_range(0, 1e9)},
            &F::max_no_progress_restarts},
+          {{.name = "node_failure_limit",
+            .type = T::kInteger,
+            .help = "Leave the job (exit 69) once this node's workers were the root cause of "
+                    "this many of the job's last --node_failure_window failures, so that a spare "
+                    "takes its place; 0 = off",
+            .default_text = "0",
+            .check = in_range(0, 1000)},
+           &F::node_failure_limit},
+          {{.name = "node_failure_window",
+            .type = T::kInteger,
+            .help = "How many of the job's last failures --node_failure_limit looks at; at least "
+                    "--node_failure_limit",
+            .default_text = "3",
+            .check = in_range(1, 1000)},
+           &F::node_failure_window},
           {{.name = "monitor_interval",
             .type = T::kNumber,
             .help = "Accepted for compatibility; ddprun reacts to worker exits at once",

@@ -24,6 +24,8 @@ struct LauncherFlags {
   bool standalone = false;
   int max_restarts = 0;
   int max_no_progress_restarts = 0;  // 0 = off
+  int node_failure_limit = 0;        // K; 0 = off
+  int node_failure_window = 3;       // M, at least K
   double monitor_interval = 0;       // accepted for compatibility: supervision is event-driven
   std::string start_method;          // accepted: workers are always fresh processes
   std::string role;

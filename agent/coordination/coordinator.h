@@ -52,7 +52,9 @@ struct CoordinatorEvent {
   FailureReport report;  // for kJobFailed: the job's first failure, identical on every node
   int exit_code = 1;     // for kJobFailed
   // kRejoin: the round ended because another node's workers failed (a counted restart), not for
-  // membership; --max_no_progress_restarts counts those attempts as failed ones.
+  // membership; --max_no_progress_restarts counts those attempts as failed ones, and `report`
+  // is then the job's report of that failure (--node_failure_limit reads its root cause; may be
+  // empty).
   bool worker_failure = false;
 };
 
@@ -100,6 +102,11 @@ class Coordinator {
   virtual void job_progress(std::function<void(Result<std::vector<RankProgress>>)> done) {}
   // Leaves the job; no callback fires afterwards.
   virtual void close() = 0;
+  // As close(), saying that this node leaves unfit to train and why (`reason`: one sentence:
+  // its workers caused the job's failures, it failed its health check, a rank asked to exclude
+  // it, a worker could not be killed), so that the rendezvous keeps its host out for a while and
+  // a spare takes its place. A coordinator with no one to tell (LocalCoordinator) just closes.
+  virtual void close_excluded(const std::string& reason) { close(); }
 };
 
 }  // namespace ddprun::agent

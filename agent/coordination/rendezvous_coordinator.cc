@@ -232,6 +232,7 @@ void RendezvousCoordinator::on_restart(const rdzv::RestartRequested& restart) {
   CoordinatorEvent e;
   e.kind = CoordinatorEvent::Kind::kRejoin;
   e.worker_failure = worker_failure;
+  if (worker_failure) e.report = parse_report(restart.failure_report);  // --node_failure_limit
   e.reason = std::string("rendezvous: ") + rdzv::to_string(restart.reason) + " (" +
              restart.message + ")" +
              (at_barrier ? ": the job did not finish everywhere; joining the next round"
@@ -295,8 +296,14 @@ void RendezvousCoordinator::job_progress(
 
 void RendezvousCoordinator::close() { closed_ = true; }
 
+void RendezvousCoordinator::close_excluded(const std::string& reason) {
+  closed_ = true;
+  exclude_reason_ = reason;
+}
+
 void RendezvousCoordinator::close_gracefully(std::function<void()> done) {
   closed_ = true;
+  if (!exclude_reason_.empty()) return client_.close_excluded(exclude_reason_, std::move(done));
   client_.close(std::move(done));
 }
 

@@ -43,7 +43,11 @@ class RendezvousCoordinator final : public Coordinator {
                       StragglerHandler on_stragglers) override;
   void job_progress(std::function<void(Result<std::vector<RankProgress>>)> done) override;
   void close() override;
-  // Leaves cleanly, then calls `done` (bounded by the client's request deadline).
+  // Nothing reaches the agent afterwards; the leave that close_gracefully() then sends carries
+  // `reason` (LeaveMsg::exclude_reason), for the server to keep this node's host out.
+  void close_excluded(const std::string& reason) override;
+  // Leaves cleanly (saying why this node is unfit, after close_excluded()), then calls `done`
+  // (bounded by the client's request deadline).
   void close_gracefully(std::function<void()> done);
 
  private:
@@ -71,6 +75,7 @@ class RendezvousCoordinator final : public Coordinator {
   // successor (JoinMsg::survivors), whose round then closes without a last call. 0 otherwise.
   uint32_t survivors_ = 0;
   std::string current_server_;  // for messages: options_.server, then the successor
+  std::string exclude_reason_;  // close_excluded(): why this node leaves unfit; empty: it is fit
 };
 
 }  // namespace ddprun::agent

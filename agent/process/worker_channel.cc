@@ -48,6 +48,9 @@ Result<WorkerNotice> parse_worker_notice(std::string_view datagram, pid_t sender
   } else if (*event == "stop_job") {
     parsed.kind = WorkerNotice::Kind::kStopJob;
     text_key = "reason";
+  } else if (*event == "exclude_node") {
+    parsed.kind = WorkerNotice::Kind::kExcludeNode;
+    text_key = "reason";
   } else {
     return Status::invalid_argument("worker notice of unknown event " + event->dump());
   }
@@ -61,7 +64,7 @@ Result<WorkerNotice> parse_worker_notice(std::string_view datagram, pid_t sender
   if (text != notice.end() && text->is_string()) {
     parsed.message = text->get<std::string>().substr(0, kMaxMessageChars);
   }
-  if (parsed.kind == WorkerNotice::Kind::kStopJob && parsed.message.empty()) {
+  if (parsed.kind != WorkerNotice::Kind::kException && parsed.message.empty()) {
     parsed.message = "no reason given";
   }
   return parsed;

@@ -3,7 +3,8 @@ in the environment's ``bin/`` (the wheel's scripts); this package finds them, so
 ``python -m ddprun ...`` runs the same launcher as ``ddprun ...``.
 
 For training scripts (standard library only, no-ops outside ddprun; ddprun.progress):
-``heartbeat(step, busy_s=None)``, ``waiting()``, ``stop_job(reason)``, ``restart_count()``,
+``heartbeat(step, busy_s=None)``, ``waiting()``, ``stop_job(reason)``, ``exclude_node(reason)``,
+``restart_count()``,
 ``max_restarts()``,
 ``under_ddprun()``, ``auto_progress_enabled()``."""
 
@@ -11,11 +12,13 @@ import os
 import sys
 import sysconfig
 
-from .progress import (EXIT_DO_NOT_REQUEUE, auto_progress_enabled, heartbeat, max_restarts,
-                       restart_count, stop_job, under_ddprun, waiting)
+from .progress import (EXIT_DO_NOT_REQUEUE, EXIT_NODE_EXCLUDED, auto_progress_enabled,
+                       exclude_node, heartbeat, max_restarts, restart_count, stop_job,
+                       under_ddprun, waiting)
 
-__all__ = ["executable", "heartbeat", "waiting", "stop_job", "restart_count", "max_restarts",
-           "under_ddprun", "auto_progress_enabled", "EXIT_DO_NOT_REQUEUE"]
+__all__ = ["executable", "heartbeat", "waiting", "stop_job", "exclude_node", "restart_count",
+           "max_restarts", "under_ddprun", "auto_progress_enabled", "EXIT_DO_NOT_REQUEUE",
+           "EXIT_NODE_EXCLUDED"]
 
 
 def executable(name: str = "ddprun") -> str:

@@ -17,11 +17,13 @@ import operator
 import os
 import sys
 
-__all__ = ["heartbeat", "waiting", "stop_job", "restart_count", "max_restarts", "under_ddprun",
-           "auto_progress_enabled", "EXIT_DO_NOT_REQUEUE"]
+__all__ = ["heartbeat", "waiting", "stop_job", "exclude_node", "restart_count", "max_restarts",
+           "under_ddprun", "auto_progress_enabled", "EXIT_DO_NOT_REQUEUE", "EXIT_NODE_EXCLUDED"]
 
 # ddprun's exit code for a job that must not be started again as it is (common/exit_codes.h).
 EXIT_DO_NOT_REQUEUE = 79
+# ddprun's exit code for a node kept out of the job (common/exit_codes.h; EX_UNAVAILABLE).
+EXIT_NODE_EXCLUDED = 69
 _MAX_NOTICE_BYTES = 8192  # agent/process/worker_channel.h, kMaxNoticeBytes
 _MAX_REASON_CHARS = 2000
 
@@ -115,17 +117,37 @@ def stop_job(reason):
     Tells the agent in one datagram ($DDPRUN_WORKER_SOCKET; the other ranks are stopped), then
     ends this rank as sys.exit(79) does (SystemExit: `finally` blocks and atexit handlers run).
     Outside ddprun it writes the reason to stderr and exits 79 the same way. Does not return."""
+    _tell_agent_and_exit("stop_job", reason, EXIT_DO_NOT_REQUEUE)
+
+
+def exclude_node(reason):
+    """Takes this rank's node out of the job: the node itself is unfit to train (a GPU with ECC
+    errors, a NIC that keeps dropping). Its agent stops the node's other ranks, prints the
+    failure report with the request as its cause ("rank 3 asked to exclude this node: ECC
+    errors on GPU 3"), leaves the job saying why and exits 69; a waiting spare node takes its
+    place, and the rendezvous keeps the host out for a cool-down. No restart is charged.
+
+        if ecc_errors(gpu) > 0:
+            ddprun.exclude_node(f"ECC errors on GPU {gpu}")
+
+    Tells the agent in one datagram ($DDPRUN_WORKER_SOCKET), then ends this rank as sys.exit(69)
+    does. Outside ddprun it writes the reason to stderr and exits 69 the same way. Does not
+    return."""
+    _tell_agent_and_exit("exclude_node", reason, EXIT_NODE_EXCLUDED)
+
+
+def _tell_agent_and_exit(event, reason, exit_code):
     reason = str(reason) if reason is not None else ""
     path = os.environ.get("DDPRUN_WORKER_SOCKET")
     if path:
-        _send_stop_job(path, reason)
+        _send_notice(path, event, reason)
     else:
-        sys.stderr.write(f"ddprun.stop_job: {reason or 'no reason given'}\n")
+        sys.stderr.write(f"ddprun.{event}: {reason or 'no reason given'}\n")
     sys.stderr.flush()
-    raise SystemExit(EXIT_DO_NOT_REQUEUE)
+    raise SystemExit(exit_code)
 
 
-def _send_stop_job(path, reason):
+def _send_notice(path, event, reason):
     import json
     import socket
     try:
@@ -134,7 +156,7 @@ def _send_stop_job(path, reason):
         local_rank = -1
     limit = _MAX_REASON_CHARS
     while True:
-        data = json.dumps({"event": "stop_job", "local_rank": local_rank, "pid": os.getpid(),
+        data = json.dumps({"event": event, "local_rank": local_rank, "pid": os.getpid(),
                            "reason": reason[:limit]}, ensure_ascii=False).encode("utf-8", "replace")
         if len(data) <= _MAX_NOTICE_BYTES or limit == 0:
             break
@@ -144,7 +166,7 @@ def _send_stop_job(path, reason):
             s.setblocking(False)
             s.sendto(data, path)
     except OSError as e:
-        sys.stderr.write(f"ddprun.stop_job: could not tell the agent ({e}): {reason}\n")
+        sys.stderr.write(f"ddprun.{event}: could not tell the agent ({e}): {reason}\n")
 
 
 def restart_count():

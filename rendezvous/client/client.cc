@@ -133,6 +133,9 @@ void TcpRendezvousClient::join(JoinRequest request,
                     id, [state = state_](const Reply& r) {
                       if (r.ok) {
                         state->token = static_cast<uint64_t>(r.integer);
+                      } else if (r.integer == kJoinRefusedHostExcluded) {
+                        // This host left a job unfit: kept out, not a failure of the join.
+                        state->finish_join(Status::excluded(r.error));
                       } else {
                         state->finish_join(Status::refused(r.error));
                       }
@@ -194,7 +197,9 @@ void TcpRendezvousClient::close(std::function<void()> done) {
 
 void TcpRendezvousClient::close_excluded(std::string reason, std::function<void()> done) {
   channel_->close(
-      [reason = std::move(reason)](uint32_t id) { return ClientMessage(LeaveMsg{id, reason}); },
+      [reason = std::move(reason)](uint32_t id) {
+        return ClientMessage(LeaveMsg{id, reason});
+      },
       std::move(done));
 }
 

@@ -77,7 +77,9 @@ class RendezvousClient {
   virtual void connect(std::function<void(Status)> done) = 0;
   // Joins the next round. Completes with the assignment when the round closes, or an error
   // (job finished, terms that disagree, too few nodes before join_timeout — then the handler
-  // also gets JobFailed). One join at a time.
+  // also gets JobFailed). One join at a time. A join refused because this node's host is kept
+  // out of the server's jobs (kJoinRefusedHostExcluded) fails with kind ErrorKind::kExcluded,
+  // the server's sentence (host, reason, until when) as its message.
   virtual void join(JoinRequest request, std::function<void(Result<RoundAssignment>)> done) = 0;
   // This node's workers failed in the current round. `failure_report` is the agent's JSON.
   // A non-empty `not_restartable` says why this failure must not be restarted: the job fails

@@ -95,6 +95,10 @@ class ScriptedCoordinator final : public Coordinator {
     done(job);
   }
   void close() override { closed = true; }
+  void close_excluded(const std::string& reason) override {
+    exclude_reason = reason;
+    closed = true;
+  }
 
   std::vector<JoinOffer> offers;
   std::vector<FailureReport> reports;
@@ -103,7 +107,8 @@ class ScriptedCoordinator final : public Coordinator {
   std::function<void(Status)> pending_success;
   std::function<void(const CoordinatorEvent&)> handler;
   bool closed = false;
-  bool shares = false;                            // a multi-node job's coordinator
+  std::string exclude_reason;  // what close_excluded() said; empty: a plain close
+  bool shares = false;         // a multi-node job's coordinator
   std::vector<std::vector<RankProgress>> shared;  // each share_progress(), in order
   std::vector<RankProgress> job;                  // what job_progress() answers
   int job_queries = 0;

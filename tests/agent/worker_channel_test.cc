@@ -43,6 +43,20 @@ TEST(WorkerNoticeParse, AStopJobRequestWithItsReason) {
   EXPECT_EQ(bare->message, "no reason given");
 }
 
+TEST(WorkerNoticeParse, AnExcludeNodeRequestWithItsReason) {
+  auto notice = parse_worker_notice(
+      R"({"event": "exclude_node", "local_rank": 3, "pid": 7, "reason": "ECC errors on GPU 3"})",
+      4242);
+  ASSERT_TRUE(notice.ok()) << notice.error_message();
+  EXPECT_EQ(notice->kind, WorkerNotice::Kind::kExcludeNode);
+  EXPECT_EQ(notice->pid, 4242);
+  EXPECT_EQ(notice->local_rank, 3);
+  EXPECT_EQ(notice->message, "ECC errors on GPU 3");
+  auto bare = parse_worker_notice(R"({"event": "exclude_node", "reason": 17})", 1);
+  ASSERT_TRUE(bare.ok());
+  EXPECT_EQ(bare->message, "no reason given");
+}
+
 TEST(WorkerNoticeParse, MalformedNoticesAreRefusedSayingWhat) {
   for (const std::string bad : {"", "not json", "[1]", R"({"message": "x"})", R"({"event": 3})",
                                 R"({"event": "reboot"})"}) {

@@ -169,6 +169,22 @@ TEST_F(CommandLineTest, AFirstHeartbeatTimeoutBelowTheHangTimeoutIsRaisedWithAWa
   EXPECT_TRUE(unlimited.warnings.empty());
 }
 
+// Issue 36: K of the job's last M failures caused here make the node leave; off by default.
+TEST_F(CommandLineTest, NodeFailureLimitIsOffByDefaultAndItsWindowMustHoldIt) {
+  auto defaults = parse_ok({"t.py"});
+  EXPECT_EQ(defaults.agent.node_failures.limit, 0u);
+  EXPECT_EQ(defaults.agent.node_failures.window, 3u);
+  auto set = parse_ok({"--node-failure-limit", "2", "--node_failure_window", "5", "t.py"});
+  EXPECT_EQ(set.agent.node_failures.limit, 2u);
+  EXPECT_EQ(set.agent.node_failures.window, 5u);
+  const std::string error = parse_error({"--node_failure_limit", "4", "t.py"});
+  EXPECT_NE(error.find("--node_failure_limit 4 is more than --node_failure_window 3"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(parse_error({"--node_failure_window", "0", "t.py"}).find("node_failure_window"),
+            std::string::npos);
+}
+
 TEST_F(CommandLineTest, UsageErrorsNameTheProblem) {
   EXPECT_NE(parse_error({"--bogus", "t.py"}).find("--bogus"), std::string::npos);
   EXPECT_NE(parse_error({"--nproc_per_node", "two", "t.py"}).find("--nproc_per_node=two"),

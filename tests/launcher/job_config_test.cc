@@ -66,6 +66,14 @@ TEST_F(JobConfigTest, FileSettingsSitBelowPetVariablesAndTheCommandLine) {
             (std::vector<std::string>{"/bin/sh", "-u", "other.py", "x"}));  // its script wins
 }
 
+TEST_F(JobConfigTest, NodeFailureKeys) {
+  auto parsed = parse_command_line(
+      {"--config", file("node_failure_limit: 2\nnode_failure_window: 4\n"), "t.py"});
+  ASSERT_TRUE(parsed.config) << parsed.output;
+  EXPECT_EQ(parsed.config->agent.node_failures.limit, 2u);
+  EXPECT_EQ(parsed.config->agent.node_failures.window, 4u);
+}
+
 TEST_F(JobConfigTest, MetricsKeys) {
   auto parsed = parse_command_line(
       {"--config", file("metrics_port: 9100\nmetrics_addr: 127.0.0.2\n"), "t.py"});

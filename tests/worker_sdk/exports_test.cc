@@ -15,16 +15,23 @@ TEST(SdkLibraryTest, ExportsThePublicApiAndHidesTheInternals) {
   void* sdk = ::dlopen(SDK_LIBRARY, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(sdk, nullptr) << ::dlerror();
   // Public: ddp::nccl_available(), ddp::init_process_group(InitOptions const&),
-  // ddp::heartbeat(long), ddp::heartbeat(long, double).
+  // ddp::heartbeat(long), ddp::heartbeat(long, double), ddp::stop_job(string const&),
+  // ddp::exclude_node(string const&).
   for (const char* symbol :
        {"_ZN3ddp14nccl_availableEv", "_ZN3ddp18init_process_groupERKNS_11InitOptionsE",
-        "_ZN3ddp9heartbeatEl", "_ZN3ddp9heartbeatEld"}) {
+        "_ZN3ddp9heartbeatEl", "_ZN3ddp9heartbeatEld",
+        "_ZN3ddp8stop_jobERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE",
+        "_ZN3ddp12exclude_nodeERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE"}) {
     EXPECT_NE(::dlsym(sdk, symbol), nullptr) << symbol << " is not exported";
   }
-  // Internal: ddp::detail::write_error_file(char const*, char const*, char const*, long) and
-  // ddp::detail::error_file_from_env[abi:cxx11]().
-  for (const char* symbol : {"_ZN3ddp6detail16write_error_fileEPKcS2_S2_l",
-                             "_ZN3ddp6detail19error_file_from_envB5cxx11Ev"}) {
+  // Internal: ddp::detail::write_error_file(char const*, char const*, char const*, long),
+  // ddp::detail::error_file_from_env[abi:cxx11]() and the worker channel's
+  // ddp::detail::tell_agent_and_exit(char const*, char const*, string const&, int).
+  for (const char* symbol :
+       {"_ZN3ddp6detail16write_error_fileEPKcS2_S2_l",
+        "_ZN3ddp6detail19error_file_from_envB5cxx11Ev",
+        "_ZN3ddp6detail19tell_agent_and_exitEPKcS2_RKNSt7__cxx1112basic_stringIcSt11char_"
+        "traitsIcESaIcEEEi"}) {
     EXPECT_EQ(::dlsym(sdk, symbol), nullptr) << symbol << " is exported";
   }
   ::dlclose(sdk);

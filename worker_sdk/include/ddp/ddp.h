@@ -18,6 +18,7 @@
 #include "ddp/ddp_options.h"
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/error.h"
+#include "ddp/exclude_node.h"
 #include "ddp/failure.h"
 #include "ddp/heartbeat.h"
 #include "ddp/launch_env.h"
