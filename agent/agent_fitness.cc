@@ -49,7 +49,7 @@ void Agent::on_unhealthy(const Status& why) {
 
 // A rank says this node is unfit ("ECC errors on GPU 3"): the workers are stopped as for a
 // failure (the rank that asked is exiting already) and the node leaves the job once they have
-// exited, with the request as the report's cause. The first request of an attempt is the cause.
+// exited, with the request as the report's cause. The first request is the cause.
 void Agent::on_exclude_request(const WorkerNotice& notice) {
   if ((phase_ != Phase::kSupervising && phase_ != Phase::kDraining) || !assignment_) return;
   const int rank = assignment_->rank_offset + std::max(0, notice.local_rank);
@@ -63,7 +63,14 @@ void Agent::on_exclude_request(const WorkerNotice& notice) {
   interrupt(std::move(unfit));
   if (phase_ != Phase::kSupervising) return;  // the workers are ending already
   if (!failed_at_) failed_at_ = clock_.steady_now();
-  group_->stop(SIGTERM);
+  // The rank itself: the others are stopped while it finishes. A process of the rank's (a data
+  // loader's) asked: its rank is failed too. Neither escalates a stop already under way.
+  if (group_->worker_failing(notice.pid)) return;
+  WorkerFailure asked;
+  asked.rank = rank;
+  asked.local_rank = std::max(0, notice.local_rank);
+  asked.error_message = "asked to exclude this node: " + notice.message;
+  group_->fail_running({asked}, SIGTERM);
 }
 
 // The workers of an attempt that ended for a kUnfit or kUnkillable interrupt have exited: their

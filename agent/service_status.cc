@@ -89,6 +89,13 @@ void ServiceStatus::on_health_check_failed(const std::string& why) {
   publish();
 }
 
+// Why the node leaves the job (its workers' failures, a rank's request, a kept-out host): what
+// an operator looking at `systemctl status` needs before draining it.
+void ServiceStatus::on_left_unfit(UnfitReason, const std::string& why) {
+  state_.last_event = why.substr(0, why.find('\n'));
+  publish();
+}
+
 void ServiceStatus::on_round_assigned(const RoundAssignment& a, Millis waited) {
   state_.round = a.round;
   state_.world_size = a.world_size;

@@ -69,6 +69,7 @@ class ServiceStatus final : public AgentObserver {
 
   void on_joining(int attempt) override;
   void on_health_check_failed(const std::string& why) override;
+  void on_left_unfit(UnfitReason reason, const std::string& why) override;
   void on_round_assigned(const RoundAssignment& assignment, Millis waited) override;
   void on_workers_started(const RoundAssignment& assignment, int workers,
                           std::optional<SteadyTime> failed_at) override;

@@ -192,6 +192,24 @@ TEST_F(AgentFitnessLifecycleTest, ARanksExcludeRequestStopsTheWorkersAndLeavesWi
       << err;
 }
 
+// A process of the rank's (a data-loader worker) asked: every worker is stopped, once.
+TEST_F(AgentFitnessLifecycleTest, AnExcludeRequestFromAWorkersChildStopsEveryWorker) {
+  ScriptedCoordinator coordinator;
+  start(options(2), coordinator);
+  coordinator.pending_join(node1_of_2(0));
+  io_.poll();
+  WorkerNotice exclude{WorkerNotice::Kind::kExcludeNode, 4242, "bad NIC"};
+  exclude.local_rank = 0;
+  parts_.channel.deliver(exclude);
+  parts_.channel.deliver(exclude);  // a second request does not escalate to SIGKILL
+  io_.poll();
+  EXPECT_EQ(launcher_.signals_to(1000), (std::vector<int>{SIGTERM}));
+  EXPECT_EQ(launcher_.signals_to(1001), (std::vector<int>{SIGTERM}));
+  exit_all_from(0, ExitStatus::killed(SIGTERM));
+  EXPECT_EQ(agent_->exit_code(), kExitUnhealthy);
+  EXPECT_EQ(coordinator.exclude_reason, "rank 2 asked to exclude this node: bad NIC");
+}
+
 TEST_F(AgentFitnessLifecycleTest, AFailedHealthCheckLeavesSayingWhy) {
   ScriptedCoordinator coordinator;
   AgentOptions o = options(1);
