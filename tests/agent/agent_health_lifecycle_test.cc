@@ -94,6 +94,8 @@ TEST_F(AgentHealthLifecycleTest, ACheckThatFailsWhileTheWorkersRunStopsThemAndEn
   io_.poll();
   EXPECT_EQ(agent_->exit_code(), kExitUnhealthy);
   EXPECT_TRUE(coordinator.reports.empty()) << "not a worker failure: nothing to report";
+  EXPECT_EQ(coordinator.exclude_reason.rfind("this node failed its health check", 0), 0u)
+      << "the leave says why: " << coordinator.exclude_reason;
   EXPECT_FALSE(parts_.health_interval_timer.armed()) << "the checks end with the job";
 }
 

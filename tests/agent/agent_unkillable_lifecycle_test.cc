@@ -116,6 +116,7 @@ TEST_F(AgentUnkillableLifecycleTest, AWorkerStillThereAfterSigkillIsNamedAndTheN
   EXPECT_EQ(launcher_.signals_to(1001), (std::vector<int>{SIGTERM, SIGKILL}));
   EXPECT_TRUE(coordinator.reports.empty()) << "no restart is asked for: the node leaves";
   EXPECT_TRUE(coordinator.closed);
+  EXPECT_EQ(coordinator.exclude_reason, named) << "the leave says why (issue 36)";
   EXPECT_EQ(coordinator.offers.size(), 1u) << "no new round";
   EXPECT_EQ(parts_.store.rounds_ended, 1) << "the store's round ends with the rest";
 
