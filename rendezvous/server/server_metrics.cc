@@ -107,6 +107,10 @@ void collect_round_durations(const RoundDurations& d, std::vector<FamilyData>& o
 }
 
 void collect_jobs(const std::vector<JobRegistry::JobView>& jobs, std::vector<FamilyData>& out) {
+  // The families below are held by reference while the next ones are added: no reallocation
+  // may move them (it did once three families were added before these, issue 36).
+  constexpr size_t kJobFamilies = 8;
+  out.reserve(out.size() + kJobFamilies);
   family(out, "ddprun_rendezvous_jobs", "Jobs the server knows now.", MetricType::kGauge)
       .add({}, static_cast<double>(jobs.size()));
   FamilyData& state = family(out, "ddprun_rendezvous_job_state",

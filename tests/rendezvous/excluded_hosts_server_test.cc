@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "rendezvous/daemon/status_client.h"
 #include "tests/rendezvous/rdzv_test_util.h"
 
@@ -132,13 +134,15 @@ TEST(ExcludedHostsCooldownTest, AfterTheCooldownTheHostJoinsAgain) {
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   for (int pid = 500; std::chrono::steady_clock::now() < deadline; ++pid) {
     auto again = start_node(io, node_options(server.port(), "job", 4));
+    ASSERT_TRUE(run_until(io, [&] { return again->connected.has_value(); }));
     start_join(*again, join_request(agent_id(4, pid), 1, 1));
     ASSERT_TRUE(run_until(io, [&] { return again->assignment.has_value(); }));
     if (again->assignment->ok()) {
       joined = true;
       break;
     }
-    EXPECT_NE(again->assignment->error_message().find("kept out"), std::string::npos);
+    EXPECT_NE(again->assignment->error_message().find("kept out"), std::string::npos)
+        << again->assignment->error_message();
   }
   EXPECT_TRUE(joined) << "the host was still kept out 10 s after a 200 ms cool-down";
   EXPECT_EQ(server.stats().excluded_hosts, 0u);
