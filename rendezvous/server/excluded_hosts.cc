@@ -39,13 +39,9 @@ std::optional<std::string> ExcludedHosts::exclude(ExcludedHost record) {
   return evicted;
 }
 
-std::optional<ExcludedHost> ExcludedHosts::check(const std::string& host, WallTime now) {
+std::optional<ExcludedHost> ExcludedHosts::check(const std::string& host, WallTime now) const {
   auto it = hosts_.find(host);
-  if (it == hosts_.end()) return std::nullopt;
-  if (it->second.until <= now) {
-    hosts_.erase(it);
-    return std::nullopt;
-  }
+  if (it == hosts_.end() || it->second.until <= now) return std::nullopt;
   return it->second;
 }
 

@@ -5,7 +5,7 @@
 //
 // Pure: no I/O, no clock of its own. Times are wall-clock (they are stored, and must mean the
 // same after a daemon restart or on another replica), handed in by the caller. Expired records
-// are dropped as they are met. The registry is bounded (`max_hosts`): past it, the record whose
+// are dropped by expire(). The registry is bounded (`max_hosts`): past it, the record whose
 // cool-down ends first is evicted, so a client leaving with reasons from ever new ids cannot
 // grow it without limit.
 //
@@ -47,8 +47,9 @@ class ExcludedHosts {
   // reason, job and node, and keeps the later of both ends. Returns the host evicted to stay
   // within max_hosts (the one whose cool-down ends first), if any: its stored record must go.
   std::optional<std::string> exclude(ExcludedHost record);
-  // The record of `host` if it is still kept out at `now`; an expired one is dropped.
-  std::optional<ExcludedHost> check(const std::string& host, WallTime now);
+  // The record of `host` if it is still kept out at `now` (an expired one stays until
+  // expire() or release() takes it, so that its stored record goes with it).
+  std::optional<ExcludedHost> check(const std::string& host, WallTime now) const;
   // Forgets `host`. True when it was kept out (expired or not).
   bool release(const std::string& host);
   // Drops every record expired at `now` and returns their hosts (their stored records go).

@@ -12,9 +12,9 @@ namespace ddprun::rdzv {
 
 bool JobRegistry::refuse_excluded(Peer& peer, const JoinMsg& msg) {
   const std::string host = node_host(msg.node.node_id);
-  const WallTime now = clock_.wall_now();
-  for (const std::string& expired : excluded_.expire(now)) save_host(expired, std::nullopt);
-  auto kept_out = excluded_.check(host, now);
+  // A lookup, not a sweep: joins come in bursts of thousands. Expired records are swept (and
+  // removed from the store) by excluded_hosts(), which status and metrics call.
+  auto kept_out = excluded_.check(host, clock_.wall_now());
   if (!kept_out) return false;
   if (counters_) ++counters_->joins_refused_excluded;
   Reply refused = error_reply(

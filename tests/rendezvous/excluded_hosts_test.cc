@@ -35,7 +35,9 @@ TEST(ExcludedHostsTest, AHostIsKeptOutUntilItsCooldownEnds) {
   EXPECT_EQ(kept->reason, "its workers caused 3 of the job's failures");
   EXPECT_FALSE(hosts.check("127.0.0.4", kT0));
   EXPECT_FALSE(hosts.check("127.0.0.3", kT0 + 1h)) << "the end is exclusive";
-  EXPECT_EQ(hosts.size(), 0u) << "an expired record is dropped when met";
+  EXPECT_EQ(hosts.size(), 1u) << "until expire() takes it with its stored record";
+  EXPECT_EQ(hosts.expire(kT0 + 1h), std::vector<std::string>{"127.0.0.3"});
+  EXPECT_EQ(hosts.size(), 0u);
 }
 
 TEST(ExcludedHostsTest, ALaterVerdictReplacesTheReasonAndNeverShortensTheCooldown) {
@@ -207,9 +209,9 @@ TEST_F(RegistryExclusionTest, AfterTheCooldownTheHostJoinsAgain) {
   EXPECT_EQ(join("job-a", "gpu-7:42:1").integer, kJoinRefusedHostExcluded);
   clock_.advance(1min);
   EXPECT_TRUE(join("job-a", "gpu-7:43:1").ok);
+  EXPECT_TRUE(registry_.excluded_hosts().empty());
   settle();
   EXPECT_TRUE(store_.excluded_hosts().empty()) << "the expired record is removed from the store";
-  EXPECT_TRUE(registry_.excluded_hosts().empty());
 }
 
 TEST_F(RegistryExclusionTest, APlainLeaveOrAZeroCooldownKeepsNobodyOut) {
