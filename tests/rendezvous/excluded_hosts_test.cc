@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "rendezvous/daemon/status_command.h"
 #include "rendezvous/server/job_registry.h"
 #include "rendezvous/state/memory_state_store.h"
 #include "tests/rendezvous/rdzv_test_util.h"
@@ -103,6 +104,27 @@ TEST(ExcludedHostsTest, TimesAreSaidInUtcIso8601) {
   EXPECT_EQ(format_utc(kT0 + 12h + 34min + 56s), "2026-11-28T12:34:56Z");
   EXPECT_EQ(from_unix_ms(unix_ms(kT0)), kT0);
   EXPECT_EQ(from_unix_ms(-5), WallTime{}) << "clamped, never wrapped";
+}
+
+// `ddp-rendezvous status`: the hosts kept out follow the jobs (also when there are none), with
+// until when in UTC and the time left; --json has them too.
+TEST(ExcludedHostsStatusTest, TheTableAndTheJsonListTheHostsKeptOut) {
+  StatusReport report;
+  report.excluded_hosts.push_back({"127.0.0.3", "it failed its health check", "job-a",
+                                   "127.0.0.3:77", unix_ms(kT0), unix_ms(kT0 + 2h + 5min)});
+  const std::string table = render_status_table(report, kT0);
+  EXPECT_EQ(table.rfind("no jobs\n", 0), 0u) << table;
+  EXPECT_NE(table.find("EXCLUDED HOST"), std::string::npos) << table;
+  EXPECT_NE(table.find("127.0.0.3"), std::string::npos) << table;
+  EXPECT_NE(table.find("2026-11-28T02:05:00Z"), std::string::npos) << table;
+  EXPECT_NE(table.find("2h05m"), std::string::npos) << table;
+  EXPECT_NE(table.find("it failed its health check"), std::string::npos) << table;
+  EXPECT_EQ(render_status_table(StatusReport{}, kT0), "no jobs\n") << "no section without hosts";
+  const auto json = status_to_json(report);
+  ASSERT_EQ(json["excluded_hosts"].size(), 1u);
+  EXPECT_EQ(json["excluded_hosts"][0]["host"], "127.0.0.3");
+  EXPECT_EQ(json["excluded_hosts"][0]["until"], "2026-11-28T02:05:00Z");
+  EXPECT_EQ(json["excluded_hosts"][0]["job_id"], "job-a");
 }
 
 // A connection as the registry sees it.
