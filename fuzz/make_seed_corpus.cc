@@ -107,6 +107,9 @@ void rendezvous_client_seeds() {
       {"progress", ProgressMsg{8, 2, 0, sample_ranks()}},
       {"progress_stragglers", ProgressMsg{9, 2, 1500, sample_ranks()}},
       {"progress_query", ProgressQueryMsg{7}},
+      {"status_query", StatusQuery{kProtocolMagic, kProtocolVersion, kNonce, ""}},
+      // `ddp-rendezvous release`: a status query naming the host to let back in (since v8).
+      {"status_query_release", StatusQuery{kProtocolMagic, kProtocolVersion, "", "127.0.0.3"}},
   };
   std::string session;
   for (const auto& [name, message] : frames) {
@@ -114,6 +117,19 @@ void rendezvous_client_seeds() {
     session += encode_frame(message);
   }
   seed("rdzv_client_frames", "session", session);
+}
+
+// A status report with a job, a node and a host kept out (since v8).
+rdzv::StatusReport excluded_report() {
+  using namespace rdzv;
+  StatusReport report;
+  JobStatus job{"job-42", JobPhase::kRunning, 2, 1, 3, 2, 2, 1, {}, {}};
+  job.nodes.push_back({"node-1:4242:9f3a", "127.0.0.1:40000", NodePhase::kMember, 0, 2, 120});
+  report.jobs.push_back(job);
+  report.excluded_hosts.push_back({"127.0.0.3", "its workers caused 2 of the last 3 failures",
+                                   "job-42", "127.0.0.3:4243", 1'790'000'000'000,
+                                   1'790'003'600'000});
+  return report;
 }
 
 void rendezvous_server_seeds() {
@@ -140,6 +156,7 @@ void rendezvous_server_seeds() {
       {"job_succeeded", JobSucceeded{2}},
       {"heartbeat_ack", HeartbeatAck{}},
       {"error", ErrorMsg{"rendezvous server shutting down"}},
+      {"status_report_excluded", excluded_report()},
   };
   std::string session;
   for (const auto& [name, message] : frames) {

@@ -142,6 +142,7 @@ Result<rdzv::ServerOptions> hosted_server_options(const RendezvousSettings& r,
   if (!credentials) return credentials.status().with_context("--rdzv_conf");
   options.credentials = std::move(*credentials);
   options.host_node_id = node_id;
+  options.exclude_cooldown = r.conf.exclude_cooldown;
   return options;
 }
 

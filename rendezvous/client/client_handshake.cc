@@ -11,7 +11,8 @@ namespace {
 
 // What the connection opens with, and how messages name it and the settings to check.
 struct Opening {
-  std::string job_id;  // Hello for this job; empty: a StatusQuery
+  std::string job_id;        // Hello for this job; empty: a StatusQuery
+  std::string release_host;  // a StatusQuery's StatusQuery::release_host
   bool status_query() const { return job_id.empty(); }
   std::string subject() const { return status_query() ? "the status query" : "job " + job_id; }
   // The settings, as the agent (--rdzv_conf) or ddp-rendezvous status names them.
@@ -98,7 +99,9 @@ asio::awaitable<Status> answer_challenge(Stream& stream, const AuthChallenge& ch
 }
 
 ClientMessage opening_frame(const Opening& opening, const std::string& nonce) {
-  if (opening.status_query()) return StatusQuery{kProtocolMagic, kProtocolVersion, nonce};
+  if (opening.status_query()) {
+    return StatusQuery{kProtocolMagic, kProtocolVersion, nonce, opening.release_host};
+  }
   return Hello{kProtocolMagic, kProtocolVersion, opening.job_id, nonce};
 }
 
@@ -168,15 +171,18 @@ asio::awaitable<Status> client_handshake(Stream& stream, const std::string& job_
       "endpoint?");
 }
 
-asio::awaitable<Result<StatusReport>> client_status_query(Stream& stream,
-                                                          const ClientCredentials& credentials,
-                                                          const std::string& server_name,
-                                                          const CodecLimits& limits,
-                                                          std::optional<Redirect>* redirect) {
-  const Opening opening{};  // named: GCC 12 mishandles temporaries in co_await
+asio::awaitable<Result<StatusReport>> client_status_query(
+    Stream& stream, const ClientCredentials& credentials, const std::string& server_name,
+    const CodecLimits& limits, std::optional<Redirect>* redirect, const std::string& release_host) {
+  // Named: GCC 12 mishandles temporaries in co_await.
+  const Opening opening{std::string(), release_host};
   auto reply = co_await open_connection(stream, opening, credentials, server_name, limits);
   if (!reply) co_return reply.status();
   if (auto* report = std::get_if<StatusReport>(&*reply)) co_return std::move(*report);
+  if (const auto* answer = std::get_if<Reply>(&*reply); answer && !release_host.empty()) {
+    if (!answer->ok) co_return Status::not_found(answer->error);
+    co_return StatusReport{};
+  }
   if (const auto* to = std::get_if<Redirect>(&*reply)) {
     if (redirect) *redirect = *to;
     co_return redirected(*to);

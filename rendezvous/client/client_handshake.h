@@ -40,8 +40,12 @@ boost::asio::awaitable<Status> client_handshake(Stream& stream, const std::strin
 // The status query's opening and its answer. Errors as client_handshake's (a replica that
 // does not lead: kUnavailable naming the leader, with the Redirect in `*redirect` when not
 // null), kMalformed when the server answered with something else than a report.
+// With `release_host` (`ddp-rendezvous release`), the query asks the server to release that
+// host (protocol.md, "Status query"): an empty report when it did, kNotFound with the server's
+// sentence when the host was not kept out.
 boost::asio::awaitable<Result<StatusReport>> client_status_query(
     Stream& stream, const ClientCredentials& credentials, const std::string& server_name,
-    const CodecLimits& limits, std::optional<Redirect>* redirect = nullptr);
+    const CodecLimits& limits, std::optional<Redirect>* redirect = nullptr,
+    const std::string& release_host = {});
 
 }  // namespace ddprun::rdzv

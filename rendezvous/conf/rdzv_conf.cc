@@ -127,6 +127,9 @@ const std::vector<ConfKey>& conf_keys() {
        }},
       {"read_timeout", "deadline of one exchange and of connecting (60 s)",
        set_duration<&C::read_timeout>},
+      {"exclude_cooldown",
+       "hosting: how long a node's host that left unfit stays out of the job (3600 s; 0: not)",
+       set_duration<&C::exclude_cooldown>},
       {"is_host", "whether this node hosts the server (default: by the endpoint's host)",
        [](std::string_view v, ConfParse& p) {
          auto b = parse_bool(v);

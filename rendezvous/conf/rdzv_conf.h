@@ -49,6 +49,9 @@ struct RendezvousConf {
   int keep_alive_max_attempt = 3;
   // Deadline of one request/reply exchange and of connecting. Default 60 s.
   Millis read_timeout{60'000};
+  // When this agent hosts the server: how long the host of a node that left unfit to train is
+  // kept out of the job (ServerOptions::exclude_cooldown; 0: not kept out). Default 1 h.
+  Millis exclude_cooldown{3'600'000};
   // Whether this agent hosts the server; nullopt = decide by matching the endpoint's host.
   std::optional<bool> is_host;
 

@@ -40,6 +40,15 @@ std::vector<Flag<DaemonFlags>> daemon_flags() {
         .default_text = "2",
         .check = is_duration},
        &F::shutdown_grace},
+      {{.name = "exclude_cooldown",
+        .type = T::kScalar,
+        .help = "Keep the host of a node that left a job unfit to train (too many failures, "
+                "a failed health check, a rank's request) out of every job this long (s, or "
+                "500ms); 0: only out of the job it left. `ddp-rendezvous release HOST` "
+                "lets one in sooner",
+        .default_text = "3600",
+        .check = is_duration},
+       &F::exclude_cooldown},
       {metrics::metrics_port_flag(), &F::metrics_port},
       {metrics::metrics_addr_flag(), &F::metrics_addr},
   };

@@ -19,6 +19,7 @@ struct DaemonFlags {
   std::string log_level;  // empty: $DDPRUN_LOG_LEVEL, else info
   std::string idle_timeout;
   std::string shutdown_grace;
+  std::string exclude_cooldown;     // how long a host is kept out after a node left unfit
   std::optional<int> metrics_port;  // unset: no metrics endpoint
   std::string metrics_addr;
   DaemonSecurityFlags security;

@@ -38,6 +38,7 @@
 #include "rendezvous/conf/rdzv_conf.h"
 #include "rendezvous/daemon/daemon_flags.h"
 #include "rendezvous/daemon/daemon_security.h"
+#include "rendezvous/daemon/release_command.h"
 #include "rendezvous/daemon/replica.h"
 #include "rendezvous/daemon/status_command.h"
 #include "rendezvous/server/server.h"
@@ -126,8 +127,11 @@ ddprun::Result<ddprun::rdzv::ServerOptions> server_options(const DaemonFlags& fl
   if (!idle) return idle.status().with_context("--idle-timeout");
   auto grace = rdzv::parse_duration(flags.shutdown_grace);
   if (!grace) return grace.status().with_context("--shutdown-grace");
+  auto cooldown = rdzv::parse_duration(flags.exclude_cooldown);
+  if (!cooldown) return cooldown.status().with_context("--exclude-cooldown");
   options.idle_timeout = *idle;
   options.shutdown_grace = *grace;
+  options.exclude_cooldown = *cooldown;
   if (Status s = rdzv::apply_security(flags.security, flags.host, options); !s) {
     // The files and settings its flags name: whatever failed, the fix is in the command line.
     return s.with_kind(ErrorKind::kInvalidArgument);
@@ -283,11 +287,17 @@ int main(int argc, char** argv) {
   if (!args.empty() && args.front() == "status") {
     return ddprun::rdzv::status_main({args.begin() + 1, args.end()}, stdout, stderr);
   }
+  if (!args.empty() && args.front() == "release") {
+    return ddprun::rdzv::release_main({args.begin() + 1, args.end()}, stdout, stderr);
+  }
   CLI::App app{"ddp-rendezvous: rendezvous server for ddprun jobs (many jobs, one daemon)",
                "ddp-rendezvous"};
   app.footer(
       "ddp-rendezvous status [--endpoint host:port] [--json]: show a running daemon's jobs, "
-      "rounds, nodes and restarts (ddp-rendezvous status --help)");
+      "rounds, nodes, restarts and the hosts kept out (ddp-rendezvous status --help)\n"
+      "ddp-rendezvous release HOST [--endpoint host:port]: let a host kept out after a node of "
+      "it left unfit join again before its --exclude-cooldown ends (ddp-rendezvous release "
+      "--help)");
   app.set_version_flag("--version", std::string("ddp-rendezvous ") + DDPRUN_VERSION);
   DaemonFlags flags;
   auto parsed = ddprun::rdzv::daemon_flag_table().parse(app, flags, args, {});

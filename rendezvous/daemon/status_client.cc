@@ -44,8 +44,8 @@ asio::awaitable<Result<StatusReport>> exchange(asio::any_io_executor ex,
   }
   const std::string server_name =
       credentials.tls_server_name.empty() ? options.host : credentials.tls_server_name;
-  auto report =
-      co_await client_status_query(*stream, credentials, server_name, options.limits, redirect);
+  auto report = co_await client_status_query(*stream, credentials, server_name, options.limits,
+                                             redirect, options.release_host);
   if (!report && report.status().is_closed()) {
     co_return Status::unavailable("the server closed the connection without a report (" +
                                   report.status().message() + ")");

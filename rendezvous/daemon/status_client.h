@@ -29,6 +29,9 @@ struct StatusQueryOptions {
   CodecLimits limits;    // for the report
   // The daemon-wide token (the daemon's --token-file) and TLS; default none (plain TCP).
   ClientCredentials credentials;
+  // Non-empty: ask the server to release this host (`ddp-rendezvous release`) instead of
+  // reporting; the answer's report is then empty.
+  std::string release_host;
 };
 
 inline constexpr int kMaxStatusRedirects = 3;
@@ -44,7 +47,8 @@ struct StatusAnswer {
 // (refused, unreachable, resolution failed), hung up without a report, or is a replica while
 // no replica leads (an election is under way), kTimedOut when no report came in time,
 // kRefused when authentication failed either way or the server answered with an Error frame
-// (saying why), kMalformed for anything else it sent (or redirects without end).
+// (saying why), kMalformed for anything else it sent (or redirects without end); with
+// release_host, kNotFound when the server keeps no such host out.
 Result<StatusAnswer> query_status(const StatusQueryOptions& options);
 
 }  // namespace ddprun::rdzv

@@ -8,6 +8,7 @@
 #include "rendezvous/daemon/status_client.h"
 #include "rendezvous/security/tls_context.h"
 #include "rendezvous/security/token_file.h"
+#include "rendezvous/server/excluded_hosts.h"
 #include "rendezvous/wire/server_address.h"
 
 namespace ddprun::rdzv {
@@ -22,6 +23,25 @@ std::string heard(int64_t ms) {
 
 std::string rank(int32_t r) { return r < 0 ? "-" : std::to_string(r); }
 
+// How long until `until_ms` from `now_ms`, for people: "in 42m", "in 3h05m".
+std::string time_left(int64_t until_ms, int64_t now_ms) {
+  const int64_t minutes = std::max<int64_t>(0, (until_ms - now_ms + 59'999) / 60'000);
+  if (minutes < 60) return fmt::format("{}m", minutes);
+  return fmt::format("{}h{:02}m", minutes / 60, minutes % 60);
+}
+
+std::string render_excluded_hosts(const StatusReport& report, int64_t now_ms) {
+  if (report.excluded_hosts.empty()) return {};
+  std::string out = fmt::format("\n{:<24} {:<21} {:>7} {:<20} {:<24} {}\n", "EXCLUDED HOST",
+                                "UNTIL (UTC)", "LEFT", "JOB", "NODE", "REASON");
+  for (const ExcludedHostStatus& h : report.excluded_hosts) {
+    out += fmt::format("{:<24} {:<21} {:>7} {:<20} {:<24} {}\n", h.host,
+                       format_utc(from_unix_ms(h.until_ms)), time_left(h.until_ms, now_ms),
+                       h.job_id, h.node, h.reason);
+  }
+  return out;
+}
+
 std::string node_range(const JobStatus& j) {
   if (j.phase == JobPhase::kNoRound) return "-";
   return j.min_nodes == j.max_nodes ? std::to_string(j.max_nodes)
@@ -30,8 +50,8 @@ std::string node_range(const JobStatus& j) {
 
 }  // namespace
 
-std::string render_status_table(const StatusReport& report) {
-  if (report.jobs.empty()) return "no jobs\n";
+std::string render_status_table(const StatusReport& report, WallTime now) {
+  if (report.jobs.empty()) return "no jobs\n" + render_excluded_hosts(report, unix_ms(now));
   std::string out = fmt::format("{:<24} {:<10} {:>6} {:>9} {:>6} {:>6} {:>11}\n", "JOB", "STATE",
                                 "ROUND", "RESTARTS", "NODES", "OF", "CONNECTIONS");
   for (const JobStatus& j : report.jobs) {
@@ -59,7 +79,10 @@ std::string render_status_table(const StatusReport& report) {
                          to_string(n.phase), n.local_world_size, heard(n.last_heard_ms));
     }
   }
-  if (report.truncated) out += "(truncated: more jobs or nodes than one report holds)\n";
+  out += render_excluded_hosts(report, unix_ms(now));
+  if (report.truncated) {
+    out += "(truncated: more jobs, nodes or excluded hosts than one report holds)\n";
+  }
   return out;
 }
 
@@ -103,7 +126,19 @@ nlohmann::json status_to_json(const StatusReport& report) {
                     {"nodes", std::move(nodes)},
                     {"stragglers", std::move(stragglers)}});
   }
-  return {{"jobs", std::move(jobs)}, {"truncated", report.truncated}};
+  nlohmann::json excluded = nlohmann::json::array();
+  for (const ExcludedHostStatus& h : report.excluded_hosts) {
+    excluded.push_back({{"host", h.host},
+                        {"reason", h.reason},
+                        {"job_id", h.job_id},
+                        {"node", h.node},
+                        {"since", format_utc(from_unix_ms(h.since_ms))},
+                        {"until", format_utc(from_unix_ms(h.until_ms))},
+                        {"until_unix_ms", h.until_ms}});
+  }
+  return {{"jobs", std::move(jobs)},
+          {"excluded_hosts", std::move(excluded)},
+          {"truncated", report.truncated}};
 }
 
 namespace {
@@ -191,36 +226,38 @@ int status_main(const std::vector<std::string>& args, std::FILE* out, std::FILE*
   return run_status_command(options, out, err);
 }
 
-int run_status_command(const StatusCommandOptions& options, std::FILE* out, std::FILE* err) {
+Result<StatusQueryOptions> status_query_options(const StatusCommandOptions& options) {
   auto endpoint = parse_host_port(options.endpoint, kDefaultPort);
-  if (!endpoint) {
-    (void)std::fprintf(err, "ddp-rendezvous status: --endpoint %s\n",
-                       endpoint.error_message().c_str());
-    return exit_code_for(endpoint.status());
-  }
+  if (!endpoint) return endpoint.status().with_context("--endpoint");
   auto credentials = load_credentials(options);
-  if (!credentials) {
-    (void)std::fprintf(err, "ddp-rendezvous status: %s\n", credentials.error_message().c_str());
-    return exit_code_for(credentials.status());
-  }
+  if (!credentials) return credentials.status();
   StatusQueryOptions query;
   query.host = endpoint->host;
   query.port = endpoint->port;
   query.timeout = options.timeout;
   query.credentials = std::move(*credentials);
-  auto answer = query_status(query);
+  return query;
+}
+
+int run_status_command(const StatusCommandOptions& options, std::FILE* out, std::FILE* err) {
+  auto query = status_query_options(options);
+  if (!query) {
+    (void)std::fprintf(err, "ddp-rendezvous status: %s\n", query.error_message().c_str());
+    return exit_code_for(query.status());
+  }
+  auto answer = query_status(*query);
   if (!answer) {
     (void)std::fprintf(err, "ddp-rendezvous status: %s\n", answer.error_message().c_str());
     return exit_code_for(answer.status());
   }
-  const std::string asked = to_string(ServerAddress{query.host, query.port});
+  const std::string asked = to_string(ServerAddress{query->host, query->port});
   std::string text;
   if (options.json) {
     nlohmann::json json = status_to_json(answer->report);
     json["answered_by"] = answer->answered_by;
     text = json.dump(2) + "\n";
   } else {
-    text = render_status_table(answer->report);
+    text = render_status_table(answer->report, std::chrono::system_clock::now());
     if (answer->answered_by != asked) {
       // The replica asked does not lead; the table is the leader's.
       text =

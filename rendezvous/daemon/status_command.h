@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/flag_table.h"
 #include "common/result.h"
+#include "rendezvous/daemon/status_client.h"
 #include "rendezvous/wire/messages.h"
 
 namespace ddprun::rdzv {
@@ -46,9 +47,14 @@ int run_status_command(const StatusCommandOptions& options, std::FILE* out, std:
 // runs the query; --help prints to `out`. Returns the exit code as above.
 int status_main(const std::vector<std::string>& args, std::FILE* out, std::FILE* err);
 
-// The report as a table a person reads (one line per job, then its nodes indented), and as
-// JSON for tools. Pure.
-std::string render_status_table(const StatusReport& report);
+// The query the flags describe (endpoint, token, TLS; shared with `ddp-rendezvous release`).
+// Errors name the flag; kInvalidArgument for a file a flag names that cannot be used.
+Result<StatusQueryOptions> status_query_options(const StatusCommandOptions& options);
+
+// The report as a table a person reads (one line per job, then its nodes indented, then the
+// hosts kept out with the time left at `now`), and as JSON for tools. Pure.
+std::string render_status_table(const StatusReport& report,
+                                WallTime now = std::chrono::system_clock::now());
 nlohmann::json status_to_json(const StatusReport& report);
 
 }  // namespace ddprun::rdzv

@@ -62,6 +62,7 @@ void JobRegistry::join(Job& job, Peer& peer, const JoinMsg& msg, std::string& no
   auto fail = [&](std::string why) { peer.send(error_reply(msg.request_id, std::move(why))); };
   const std::string& joining = msg.node.node_id;
   if (joining.empty()) return fail("join without a node id");
+  if (refuse_excluded(peer, msg)) return;
   if (!node_id.empty() && node_id != joining) {
     return fail(
         fmt::format("this connection already joined as node '{}'", node_display_name(node_id)));
@@ -195,6 +196,7 @@ void JobRegistry::leave(Job& job, Peer& peer, const LeaveMsg& msg, std::string& 
   ok.request_id = msg.request_id;
   peer.send(ok);
   if (node_id.empty()) return;
+  if (!msg.exclude_reason.empty()) exclude_host(job, node_id, msg.exclude_reason);
   const std::string leaving = std::exchange(node_id, std::string());
   job.links.erase(leaving);
   if (!job.round) return;

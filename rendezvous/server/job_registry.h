@@ -26,6 +26,7 @@
 #include "common/clock.h"
 #include "rendezvous/server/decision_journal.h"
 #include "rendezvous/server/delivery_log.h"
+#include "rendezvous/server/excluded_hosts.h"
 #include "rendezvous/server/round_state.h"
 #include "rendezvous/server/server_counters.h"
 #include "rendezvous/wire/messages.h"
@@ -102,6 +103,9 @@ class JobRegistry {
   // a successor (the standby of the member with the lowest group rank other than that node).
   // Empty (the default, ddp-rendezvous): no successor is named.
   void set_host_node(std::string node_id) { host_node_id_ = std::move(node_id); }
+  // How long the host of a node that leaves unfit (LeaveMsg::exclude_reason) is kept out of
+  // every job of this registry (excluded_hosts.h). 0: not beyond the job it left. Default 0.
+  void set_exclude_cooldown(Millis cooldown) { exclude_cooldown_ = cooldown; }
 
   // A connection said Hello for `job_id`; the job is created on first use.
   Job& open_connection(const std::string& job_id);
@@ -137,9 +141,15 @@ class JobRegistry {
   // Cancels every job timer (server shutdown).
   void cancel_timers();
 
-  // Loads every job `store` holds (each node then has its heartbeat_timeout to resume; see
-  // job_snapshot.h) and records every later change there. Call once, before serving. Errors
-  // name the store and the job whose state cannot be read; nothing is loaded then.
+  // Hosts kept out now (by host name), and releasing one (`ddp-rendezvous release`): true when
+  // it was kept out. The release is saved to the state store, if any, without waiting.
+  std::vector<ExcludedHost> excluded_hosts();
+  bool release_host(const std::string& host);
+
+  // Loads every job and every excluded host (expired ones dropped) `store` holds (each node then
+  // has its heartbeat_timeout to resume; see job_snapshot.h) and records every later change there.
+  // Call once, before serving. Errors name the store and the job whose state cannot be read;
+  // nothing is loaded then.
   Status restore(state::StateStore& store, DecisionJournal::FailureHandler on_failure);
   // Stops recording (server shutdown; see DecisionJournal::detach).
   void stop_recording() { journal_.detach(); }
@@ -167,6 +177,13 @@ class JobRegistry {
   void schedule(Job& job);
   void on_timer(const std::string& job_id);
   void erase_if_idle(Job& job);
+  // job_registry_exclusion.cc: a Join from a host kept out is refused (true: answered).
+  bool refuse_excluded(Peer& peer, const JoinMsg& msg);
+  // Keeps the host of `node_id`, which left `job` unfit, out for the cool-down.
+  void exclude_host(const Job& job, const std::string& node_id, const std::string& reason);
+  // Saves (nullopt: removes) one host's record in the store, if any; a failure is logged.
+  void save_host(const std::string& host, std::optional<std::string> record);
+  Status restore_excluded_hosts(state::StateStore& store);
   static Reply error_reply(uint32_t request_id, std::string message);
 
   boost::asio::any_io_executor executor_;
@@ -175,7 +192,10 @@ class JobRegistry {
   std::unordered_map<std::string, std::unique_ptr<Job>> jobs_;
   std::mt19937_64 token_rng_;
   std::string host_node_id_;  // set_host_node; empty: no successors
-  DecisionJournal journal_;   // last member: its completions refer to the registry
+  Millis exclude_cooldown_{0};
+  ExcludedHosts excluded_;
+  state::StateStore* host_store_ = nullptr;  // restore()'s store: excluded hosts are saved there
+  DecisionJournal journal_;                  // last member: its completions refer to the registry
 };
 
 }  // namespace ddprun::rdzv

@@ -39,6 +39,7 @@ state::JobChange JobRegistry::changes(Job& job) {
 Status JobRegistry::restore(state::StateStore& store, DecisionJournal::FailureHandler on_failure) {
   auto stored = store.load_all();
   if (!stored) return stored.status().with_context("loading the state from " + store.describe());
+  if (Status hosts = restore_excluded_hosts(store); !hosts) return hosts;
   const SteadyTime now = clock_.steady_now();
   std::vector<std::pair<std::string, JobSnapshot>> jobs;
   for (auto& [id, bytes] : *stored) {

@@ -36,6 +36,7 @@ RendezvousServer::RendezvousServer(asio::io_context& io, ServerOptions options, 
       registry_(std::make_shared<JobRegistry>(io.get_executor(), clock_, counters_)),
       listener_(io, listener_options(options_), clock_) {
   registry_->set_host_node(options_.host_node_id);
+  registry_->set_exclude_cooldown(options_.exclude_cooldown);
 }
 
 RendezvousServer::~RendezvousServer() {
@@ -105,6 +106,7 @@ void RendezvousServer::redirect_clients(std::optional<Redirect> to) {
       [&](ServedConnection& c) { static_cast<Session&>(c).close_with(**redirect_); });
   registry_ = std::make_shared<JobRegistry>(io_.get_executor(), clock_);
   registry_->set_host_node(options_.host_node_id);
+  registry_->set_exclude_cooldown(options_.exclude_cooldown);
 }
 
 ServerStats RendezvousServer::stats() const {
@@ -118,7 +120,8 @@ ServerStats RendezvousServer::stats() const {
       refused(Refusal::kConnectionsPerSource);
   totals.rejected_limit[static_cast<size_t>(Limit::kFileDescriptors)] =
       refused(Refusal::kDescriptors);
-  return ServerStats{listener_.connections(), registry_->job_count(), totals};
+  return ServerStats{listener_.connections(), registry_->job_count(),
+                     registry_->excluded_hosts().size(), totals};
 }
 
 std::vector<JobRegistry::JobView> RendezvousServer::jobs() const { return registry_->views(); }

@@ -36,9 +36,10 @@ namespace ddprun::rdzv {
 class Session;
 
 struct ServerStats {
-  size_t connections = 0;  // open now
-  size_t jobs = 0;         // known now
-  ServerCounters totals;   // since start
+  size_t connections = 0;     // open now
+  size_t jobs = 0;            // known now
+  size_t excluded_hosts = 0;  // hosts kept out now (excluded_hosts.h)
+  ServerCounters totals;      // since start
 };
 
 class RendezvousServer {
@@ -67,6 +68,10 @@ class RendezvousServer {
   bool stopping() const { return listener_.stopping(); }
   // Every job as it is now (status queries and metrics read the same view).
   std::vector<JobRegistry::JobView> jobs() const;
+  // The hosts kept out of every job now, after a node of theirs left unfit (excluded_hosts.h),
+  // and releasing one (true: it was kept out; saved to the state store, if any).
+  std::vector<ExcludedHost> excluded_hosts() const { return registry_->excluded_hosts(); }
+  bool release_host(const std::string& host) { return registry_->release_host(host); }
 
   // Durable state (--state-dir): loads the jobs `store` holds, whose nodes then have their
   // heartbeat_timeout to resume, and from now on records every decision there before any

@@ -80,6 +80,10 @@ struct ServerCounters {
   std::array<uint64_t, std::variant_size_v<ServerMessage>> messages_out{};
   uint64_t bytes_in = 0;
   uint64_t bytes_out = 0;
+  // Nodes that left unfit and had their host kept out (a cool-down begun or extended), and
+  // joins refused because their host was kept out (excluded_hosts.h).
+  uint64_t hosts_excluded = 0;
+  uint64_t joins_refused_excluded = 0;
   // Rounds closed (ranks assigned), all jobs, and how long each had been open.
   RoundDurations round_durations;
 

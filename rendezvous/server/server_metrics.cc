@@ -74,6 +74,22 @@ void collect_connections(const ServerStats& s, std::vector<FamilyData>& out) {
   bytes.add({{"direction", "out"}}, static_cast<double>(c.bytes_out));
 }
 
+void collect_excluded_hosts(const ServerStats& s, std::vector<FamilyData>& out) {
+  family(out, "ddprun_rendezvous_excluded_hosts",
+         "Hosts kept out of every job now: a node of theirs left unfit to train, and their "
+         "cool-down (--exclude-cooldown) has not ended nor been released.",
+         MetricType::kGauge)
+      .add({}, static_cast<double>(s.excluded_hosts));
+  family(out, "ddprun_rendezvous_host_exclusions_total",
+         "Nodes that left a job unfit to train and had their host kept out (a cool-down begun "
+         "or extended).",
+         MetricType::kCounter)
+      .add({}, static_cast<double>(s.totals.hosts_excluded));
+  family(out, "ddprun_rendezvous_joins_refused_excluded_total",
+         "Joins refused because the node's host was kept out.", MetricType::kCounter)
+      .add({}, static_cast<double>(s.totals.joins_refused_excluded));
+}
+
 void collect_round_durations(const RoundDurations& d, std::vector<FamilyData>& out) {
   FamilyData& h = family(out, "ddprun_rendezvous_round_duration_seconds",
                          "Time from a round opening to its ranks being assigned, all jobs.",
@@ -91,6 +107,10 @@ void collect_round_durations(const RoundDurations& d, std::vector<FamilyData>& o
 }
 
 void collect_jobs(const std::vector<JobRegistry::JobView>& jobs, std::vector<FamilyData>& out) {
+  // The families below are held by reference while the next ones are added: no reallocation
+  // may move them (it did once three families were added before these, issue 36).
+  constexpr size_t kJobFamilies = 8;
+  out.reserve(out.size() + kJobFamilies);
   family(out, "ddprun_rendezvous_jobs", "Jobs the server knows now.", MetricType::kGauge)
       .add({}, static_cast<double>(jobs.size()));
   FamilyData& state = family(out, "ddprun_rendezvous_job_state",
@@ -151,6 +171,7 @@ void add_server_metrics(metrics::Registry& registry, const RendezvousServer& ser
     const ServerStats stats = server.stats();
     collect_connections(stats, out);
     collect_round_durations(stats.totals.round_durations, out);
+    collect_excluded_hosts(stats, out);
     collect_jobs(server.jobs(), out);
   });
 }

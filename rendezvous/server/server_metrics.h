@@ -9,6 +9,9 @@
 //   ddprun_rendezvous_messages_total{direction,type}        in | out; frame type
 //   ddprun_rendezvous_bytes_total{direction}
 //   ddprun_rendezvous_round_duration_seconds                round opened → ranks assigned
+//   ddprun_rendezvous_excluded_hosts                        hosts kept out now
+//   ddprun_rendezvous_host_exclusions_total                 nodes that left unfit
+//   ddprun_rendezvous_joins_refused_excluded_total          joins refused: host kept out
 //   ddprun_rendezvous_jobs
 //   ddprun_rendezvous_job_state{job_id,state}               1 for the job's state
 //   ddprun_rendezvous_job_nodes{job_id,state}               pending | standby | member | idle

@@ -42,6 +42,11 @@ struct ServerOptions {
   // the replies) is refused with an Error and closed. Pushes count too, so the default is far
   // above what a node ever has outstanding (a handful). Default 256.
   size_t max_requests_in_flight = 256;
+  // A node that leaves a job unfit to train (LeaveMsg::exclude_reason) has its host kept out of
+  // every job of this server this long: its joins are refused (kJoinRefusedHostExcluded) until
+  // then, or until an operator releases it (excluded_hosts.h). 0: not beyond the job it left.
+  // Default 1 hour.
+  Millis exclude_cooldown{3'600'000};
   // Who may talk to the server: the job tokens and TLS (security/credentials.h); null = anyone
   // who can reach the port (the network is trusted).
   std::shared_ptr<const ServerCredentials> credentials;

@@ -212,14 +212,32 @@ void Session::count_in(const ClientMessage& message, size_t body_bytes) {
   last_heard_ = registry_.clock().steady_now();
 }
 
-// A status query that passed the handshake: one report of every job, then close.
+// A status query that passed the handshake: one report of every job, then close; or, when it
+// asks to release a host, the answer to that.
 void Session::answer_status() {
+  if (!release_host_.empty()) return answer_release();
   send(build_status_report(registry_.views(), registry_.clock().steady_now(),
-                           options_.limits.max_frame_bytes));
+                           options_.limits.max_frame_bytes, registry_.excluded_hosts()));
+  close_after_flush();
+}
+
+void Session::answer_release() {
+  Reply answer;
+  answer.ok = registry_.release_host(release_host_);
+  if (answer.ok) {
+    spdlog::info("rendezvous: {} released host {}", peer_name_, release_host_);
+  } else {
+    answer.error = fmt::format(
+        "host {} is not kept out of this server's jobs: nothing to release (`ddp-rendezvous "
+        "status` lists the hosts kept out)",
+        release_host_);
+  }
+  send(answer);
   close_after_flush();
 }
 
 Status Session::handshake(const ClientMessage& frame) {
+  if (const auto* query = std::get_if<StatusQuery>(&frame)) release_host_ = query->release_host;
   const bool opening =
       std::holds_alternative<Hello>(frame) || std::holds_alternative<StatusQuery>(frame);
   if (*redirect_ && opening && !handshake_.awaiting_proof()) {

@@ -10,8 +10,8 @@
 // of the wrong kind ends the connection with an Error frame; no other connection notices.
 //
 // A connection whose first frame is a StatusQuery (instead of Hello) gets, once authenticated
-// like a Hello (server_handshake.h), one StatusReport of every job and is closed: it never
-// belongs to a job.
+// like a Hello (server_handshake.h), one StatusReport of every job (or, when it names a host to
+// release, one Reply) and is closed: it never belongs to a job.
 //
 // Lifetime: owned by shared_ptr; both coroutines hold one. When the reader ends the session
 // leaves the registry and calls `on_end` (the server forgets it).
@@ -78,6 +78,7 @@ class Session final : public Peer,
   boost::asio::awaitable<bool> speaks_tls();
   Status handshake(const ClientMessage& frame);
   void answer_status();
+  void answer_release();
   void count_in(const ClientMessage& message, size_t body_bytes);
   void close_after_flush();
   // A limit refuses the request or connection: count, log (rate-limited) and say why.
@@ -99,6 +100,7 @@ class Session final : public Peer,
   boost::asio::ip::address source_;
   ServerHandshake handshake_;
   std::optional<std::string> refusal_;  // start_refusing()
+  std::string release_host_;            // a status query's StatusQuery::release_host
 
   JobRegistry::Job* job_ = nullptr;       // set by Hello; valid until finish()
   std::string node_id_;                   // the node this connection carries, if any

@@ -10,6 +10,24 @@ constexpr size_t kReportFixedBytes = kFrameHeaderBytes + 1 + 1 + 4;
 constexpr size_t kJobFixedBytes = 4 + 1 + 8 + 4 * 5 + 4 + 4 + 4 + 8 + 4;
 constexpr size_t kStragglerFixedBytes = 4 + 4 + 4 + 8;
 constexpr size_t kNodeFixedBytes = 4 + 4 + 1 + 4 + 4 + 8;
+constexpr size_t kExcludedListBytes = 4;
+constexpr size_t kExcludedFixedBytes = 4 * 4 + 8 + 8;
+
+// Adds the hosts kept out that fit in what is left of the frame after `size` bytes.
+void add_excluded_hosts(StatusReport& report, const std::vector<ExcludedHost>& excluded,
+                        size_t size, uint32_t max_frame_bytes) {
+  for (const ExcludedHost& host : excluded) {
+    const size_t bytes = kExcludedFixedBytes + host.host.size() + host.reason.size() +
+                         host.job_id.size() + host.node.size();
+    if (size + bytes > max_frame_bytes) {
+      report.truncated = true;
+      return;
+    }
+    size += bytes;
+    report.excluded_hosts.push_back(ExcludedHostStatus{
+        host.host, host.reason, host.job_id, host.node, unix_ms(host.since), unix_ms(host.until)});
+  }
+}
 
 JobStatus job_status(const JobRegistry::JobView& job) {
   JobStatus j;
@@ -63,9 +81,10 @@ JobPhase job_phase(const JobRegistry::JobView& job) {
 }
 
 StatusReport build_status_report(const std::vector<JobRegistry::JobView>& jobs, SteadyTime now,
-                                 uint32_t max_frame_bytes) {
+                                 uint32_t max_frame_bytes,
+                                 const std::vector<ExcludedHost>& excluded) {
   StatusReport report;
-  size_t size = kReportFixedBytes;
+  size_t size = kReportFixedBytes + kExcludedListBytes;
   for (const auto& job : jobs) {
     const size_t job_bytes = kJobFixedBytes + job.id.size();
     if (size + job_bytes > max_frame_bytes) {
@@ -100,6 +119,7 @@ StatusReport build_status_report(const std::vector<JobRegistry::JobView>& jobs, 
     report.jobs.push_back(std::move(status));
     if (report.truncated) break;
   }
+  if (!report.truncated) add_excluded_hosts(report, excluded, size, max_frame_bytes);
   return report;
 }
 

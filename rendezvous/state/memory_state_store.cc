@@ -22,4 +22,22 @@ void MemoryStateStore::save(std::string job_id, JobChange change,
   boost::asio::post(io_, [done = std::move(done), result = std::move(result)] { done(result); });
 }
 
+Result<std::map<std::string, std::string>> MemoryStateStore::load_excluded_hosts() {
+  if (!failure_) return failure_;
+  return hosts_;
+}
+
+void MemoryStateStore::save_excluded_host(std::string host, std::optional<std::string> record,
+                                          std::function<void(Status)> done) {
+  Status result = failure_;
+  if (result) {
+    if (record) {
+      hosts_[host] = std::move(*record);
+    } else {
+      hosts_.erase(host);
+    }
+  }
+  boost::asio::post(io_, [done = std::move(done), result = std::move(result)] { done(result); });
+}
+
 }  // namespace ddprun::rdzv::state

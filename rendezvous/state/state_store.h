@@ -70,6 +70,16 @@ class StateStore {
     save(std::move(job_id), JobChange{std::move(job_record), {}}, std::move(done));
   }
 
+  // Hosts kept out of the server's jobs after a node left unfit (server/excluded_hosts.h):
+  // one opaque record per host, apart from the jobs. Everything stored, by host; blocks like
+  // load_all().
+  virtual Result<std::map<std::string, std::string>> load_excluded_hosts() = 0;
+  // Durably sets (`record`) or removes (nullopt; removing a host not stored is not an error)
+  // one host's record. The contract of save(): posted completion, the saves of one host in
+  // order, done(ok) once on the medium. Does not block.
+  virtual void save_excluded_host(std::string host, std::optional<std::string> record,
+                                  std::function<void(Status)> done) = 0;
+
   // Where the state lives, for logs: "memory:", "sqlite:/var/lib/ddprun/rendezvous.db",
   // "etcd://127.0.0.1:2379,... (cluster default)".
   virtual std::string describe() const = 0;

@@ -42,6 +42,8 @@ enum Type : uint8_t {
   kRedirect = 0x8b,
 };
 
+// An excluded host in a StatusReport: four strings and two times.
+constexpr size_t kMinExcludedHostBytes = 4 * 4 + 8 + 8;
 // The fewest bytes one job's status takes (record_codec.h has the rest of such bounds).
 constexpr size_t kMinJobStatusBytes = 4 + 1 + 8 + 4 * 5 + 4 + detail::kStragglerFindingBytes;
 void put(ByteWriter& w, const Hello& m) {
@@ -72,6 +74,7 @@ void put(ByteWriter& w, const ProgressMsg& m) {
 void put(ByteWriter& w, const ProgressQueryMsg& m) { w.u8(kProgressQuery), w.u32(m.request_id); }
 void put(ByteWriter& w, const StatusQuery& m) {
   w.u8(kStatusQuery), w.u32(m.magic), w.u16(m.version), w.str(m.client_nonce);
+  w.str(m.release_host);
 }
 void put(ByteWriter& w, const AuthProofMsg& m) { w.u8(kAuthProof), w.str(m.proof); }
 void put(ByteWriter& w, const HelloAck& m) { w.u8(kHelloAck), w.u16(m.version); }
@@ -102,6 +105,11 @@ void put(ByteWriter& w, const ErrorMsg& m) { w.u8(kError), w.str(m.message); }
 void put(ByteWriter& w, const StatusReport& m) {
   w.u8(kStatusReport), w.u8(m.truncated ? 1 : 0), w.u32(static_cast<uint32_t>(m.jobs.size()));
   for (const JobStatus& j : m.jobs) put(w, j);
+  w.u32(static_cast<uint32_t>(m.excluded_hosts.size()));
+  for (const ExcludedHostStatus& h : m.excluded_hosts) {
+    w.str(h.host), w.str(h.reason), w.str(h.job_id), w.str(h.node);
+    w.i64(h.since_ms), w.i64(h.until_ms);
+  }
 }
 void put(ByteWriter& w, const Redirect& m) { w.u8(kRedirect), w.str(m.host), w.u16(m.port); }
 
@@ -154,8 +162,10 @@ bool get(ByteReader& r, const CodecLimits& l, ProgressMsg& m) {
          get_entries(r, l, m.ranks);
 }
 bool get(ByteReader& r, const CodecLimits&, ProgressQueryMsg& m) { return r.u32(m.request_id); }
-bool get(ByteReader& r, const CodecLimits&, StatusQuery& m) {
-  return r.u32(m.magic) && r.u16(m.version) && r.str(m.client_nonce, kMaxAuthFieldBytes);
+bool get(ByteReader& r, const CodecLimits& l, StatusQuery& m) {
+  // An excluded host is whatever precedes an agent's pid in its node id: as long as a string.
+  return r.u32(m.magic) && r.u16(m.version) && r.str(m.client_nonce, kMaxAuthFieldBytes) &&
+         r.str(m.release_host, l.max_string_bytes);
 }
 bool get(ByteReader& r, const CodecLimits&, HelloAck& m) { return r.u16(m.version); }
 bool get(ByteReader& r, const CodecLimits& l, Reply& m) {
@@ -201,6 +211,16 @@ bool get(ByteReader& r, const CodecLimits& l, StatusReport& m) {
   m.jobs.resize(jobs);
   for (JobStatus& j : m.jobs) {
     if (!get(r, l, j)) return false;
+  }
+  uint32_t excluded = 0;
+  if (!r.u32(excluded) || !r.count_fits(excluded, kMinExcludedHostBytes)) return false;
+  m.excluded_hosts.resize(excluded);
+  for (ExcludedHostStatus& h : m.excluded_hosts) {
+    if (!r.str(h.host, l.max_string_bytes) || !r.str(h.reason, l.max_string_bytes) ||
+        !r.str(h.job_id, l.max_string_bytes) || !r.str(h.node, l.max_string_bytes) ||
+        !r.i64(h.since_ms) || !r.i64(h.until_ms)) {
+      return false;
+    }
   }
   return true;
 }

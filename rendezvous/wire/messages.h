@@ -134,6 +134,10 @@ struct StatusQuery {
   uint32_t magic = kProtocolMagic;
   uint16_t version = kProtocolVersion;
   std::string client_nonce;  // as Hello's: empty, or a fresh nonce when the client has a token
+  // Non-empty: release this host, kept out after a node left unfit (`ddp-rendezvous release`),
+  // instead of asking for the report; the answer is then one Reply (ok: released; else why
+  // not). Since v8.
+  std::string release_host;
 };
 using ClientMessage =
     std::variant<Hello, JoinMsg, ResumeMsg, HeartbeatMsg, ReportFailureMsg, ReportSuccessMsg,
@@ -251,10 +255,21 @@ struct JobStatus {
   // The job's stragglers now, when its nodes asked for them (--straggler_threshold).
   StragglerFinding stragglers;
 };
+// A host the server keeps out of its jobs after a node left unfit (server/excluded_hosts.h).
+struct ExcludedHostStatus {
+  std::string host;
+  std::string reason;    // the leaving node's sentence
+  std::string job_id;    // the job it left
+  std::string node;      // the node that left, as people name it
+  int64_t since_ms = 0;  // when it left, Unix ms
+  int64_t until_ms = 0;  // its joins are refused until then, Unix ms
+  bool operator==(const ExcludedHostStatus&) const = default;
+};
 struct StatusReport {
-  // Jobs or nodes were left out to keep the frame within the frame size limit.
+  // Jobs, nodes or excluded hosts were left out to keep the frame within the frame size limit.
   bool truncated = false;
   std::vector<JobStatus> jobs;
+  std::vector<ExcludedHostStatus> excluded_hosts;  // by host name; since v8
 };
 
 using ServerMessage =

@@ -15,4 +15,10 @@ namespace ddprun::rdzv {
 // agents) is its own name. Pure.
 std::string node_display_name(std::string_view node_id);
 
+// "<host>:<pid>:<random>" → "<host>": the node's host identity, what the server keeps out after
+// a node left unfit (server/excluded_hosts.h). Only the last two components are stripped, so
+// an IPv6 literal ("fd00::7:41234:99" → "fd00::7") keeps its colons. Any other id is its own
+// host. Pure.
+std::string node_host(std::string_view node_id);
+
 }  // namespace ddprun::rdzv

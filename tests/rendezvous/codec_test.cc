@@ -33,6 +33,7 @@ std::vector<ClientMessage> sample_client_messages() {
           ProgressQueryMsg{8},
           StatusQuery{},
           StatusQuery{kProtocolMagic, kProtocolVersion, std::string(32, 'n')},
+          StatusQuery{kProtocolMagic, kProtocolVersion, {}, "127.0.0.3"},
           AuthProofMsg{std::string(32, 'p')}};
 }
 
@@ -44,6 +45,8 @@ StatusReport sample_status_report() {
   j.nodes.push_back({"node-b", "", NodePhase::kIdle, -1, 1, -1});
   report.jobs.push_back(j);
   report.jobs.push_back({"job-2", JobPhase::kNoRound, 0, 0, 0, 0, 0, 1, {}, {}});
+  report.excluded_hosts.push_back({"fd00::7", "its workers caused 3 of the job's failures", "job-1",
+                                   "fd00::7:41234", 1'790'000'000'000, 1'790'003'600'000});
   return report;
 }
 
@@ -281,6 +284,7 @@ TEST(CodecTest, StatusReportTravelsWhole) {
   EXPECT_EQ(back.jobs[0].nodes[0].last_heard_ms, 120);
   EXPECT_EQ(back.jobs[0].nodes[1].group_rank, -1);
   EXPECT_EQ(back.jobs[0].nodes[1].phase, NodePhase::kIdle);
+  EXPECT_EQ(back.excluded_hosts, report.excluded_hosts);
 }
 
 // The body of a StatusReport frame, for corrupting.
@@ -313,13 +317,26 @@ TEST(CodecTest, StatusReportCountsAndEnumsAreChecked) {
   std::string node_body = status_body(with_node);
   std::string bad_rank = node_body;
   // The node's group rank (i32) follows node_id, address and phase, and is followed by its
-  // local world size, its last_heard and the job's straggler finding (20 bytes, none named):
-  // make it -2.
-  const size_t rank_at = node_body.size() - 20 - 8 - 4 - 4;
+  // local world size, its last_heard, the job's straggler finding (20 bytes, none named) and
+  // the report's excluded host count (4): make it -2.
+  const size_t rank_at = node_body.size() - 4 - 20 - 8 - 4 - 4;
   bad_rank[rank_at] = '\xff', bad_rank[rank_at + 1] = '\xff', bad_rank[rank_at + 2] = '\xff';
   bad_rank[rank_at + 3] = '\xfe';
   EXPECT_FALSE(decode_body(bad_rank).ok());
   EXPECT_TRUE(decode_body(node_body).ok());
+}
+
+// Issue 36: the report's excluded hosts are counted like its jobs: a count beyond the bytes
+// present is refused before anything is reserved.
+TEST(CodecTest, StatusReportExcludedHostCountIsChecked) {
+  StatusReport report;
+  report.excluded_hosts.push_back({"h", "r", "j", "h:1", 1, 2});
+  const std::string body = status_body(report);
+  ASSERT_TRUE(decode_body(body).ok());
+  std::string huge = body;
+  huge[1 + 1 + 4] = '\x7f';  // type, truncated, job count 0, then the host count
+  EXPECT_TRUE(decode_body(huge).status().is_malformed());
+  EXPECT_FALSE(decode_body(body + "x").ok());
 }
 
 }  // namespace

@@ -18,5 +18,19 @@ TEST(NodeName, AnyOtherIdIsItsOwnName) {
   }
 }
 
+TEST(NodeName, AnAgentsHostIsItsIdWithoutPidAndRandomPart) {
+  EXPECT_EQ(node_host("gpu-07:41234:2718281828"), "gpu-07");
+  EXPECT_EQ(node_host("127.0.0.3:77:1"), "127.0.0.3");
+  // An IPv6 --local_addr keeps its colons: only the last two components are the agent's.
+  EXPECT_EQ(node_host("fd00::7:41234:99"), "fd00::7");
+  EXPECT_EQ(node_host("::1:5:6"), "::1");
+}
+
+TEST(NodeName, AnyOtherIdIsItsOwnHost) {
+  for (const char* id : {"node-a", "a:b:c", "host:12", ":12:34", "host::34", "host:x1:34", ""}) {
+    EXPECT_EQ(node_host(id), id) << id;
+  }
+}
+
 }  // namespace
 }  // namespace ddprun::rdzv

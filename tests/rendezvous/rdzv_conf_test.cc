@@ -15,6 +15,16 @@ TEST(RdzvConfTest, DefaultsMatchTorchrun) {
   EXPECT_EQ(conf->keep_alive_interval, Millis(5'000));
   EXPECT_EQ(conf->heartbeat_timeout, Millis(15'000));
   EXPECT_FALSE(conf->is_host.has_value());
+  EXPECT_EQ(conf->exclude_cooldown, Millis(3'600'000));
+}
+
+// Issue 36: the cool-down of an agent-hosted server, 0 meaning none.
+TEST(RdzvConfTest, ExcludeCooldownIsADuration) {
+  auto conf = parse_rdzv_conf("exclude_cooldown=90");
+  ASSERT_TRUE(conf.ok()) << conf.error_message();
+  EXPECT_EQ(conf->exclude_cooldown, Millis(90'000));
+  EXPECT_EQ(parse_rdzv_conf("exclude_cooldown=0")->exclude_cooldown, Millis(0));
+  EXPECT_FALSE(parse_rdzv_conf("exclude_cooldown=soon").ok());
 }
 
 TEST(RdzvConfTest, ParsesSecondsAndMillisecondsAndBooleans) {

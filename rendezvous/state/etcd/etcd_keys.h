@@ -1,6 +1,7 @@
 // Where a rendezvous cluster keeps its things in etcd (README.md, "etcd key layout"):
 //   /ddprun/<cluster>/jobs/<job id>   one job's state (opaque bytes)
 //   /ddprun/<cluster>/leader          the leading replica's advertised address, on its lease
+//   /ddprun/<cluster>/excluded/<host> a host kept out after a node left unfit (opaque bytes)
 // Several clusters (or test runs) share one etcd by using different names.
 #pragma once
 
@@ -16,6 +17,8 @@ class EtcdKeys {
   std::string jobs_prefix() const { return root_ + "jobs/"; }
   std::string job(const std::string& job_id) const { return jobs_prefix() + job_id; }
   std::string leader() const { return root_ + "leader"; }
+  std::string excluded_prefix() const { return root_ + "excluded/"; }
+  std::string excluded_host(const std::string& host) const { return excluded_prefix() + host; }
   const std::string& root() const { return root_; }
 
  private:

@@ -20,7 +20,7 @@ std::string EtcdStateStore::describe() const {
                      keys_.jobs_prefix());
 }
 
-Result<std::map<std::string, StoredJob>> EtcdStateStore::load_all() {
+Result<std::vector<etcd::KeyValue>> EtcdStateStore::load_prefix(const std::string& prefix) {
   // A private loop and client: load_all may be called from a handler on the owner's loop,
   // which must not be run re-entrantly. The private client starts at the member that answered
   // the shared one last.
@@ -30,29 +30,50 @@ Result<std::map<std::string, StoredJob>> EtcdStateStore::load_all() {
               std::find(o.endpoints.begin(), o.endpoints.end(), client_->current_endpoint()),
               o.endpoints.end());
   auto client = std::make_shared<EtcdClient>(io, std::move(o));
-  const std::string prefix = keys_.jobs_prefix();
   etcd::RangeRequest request{prefix, etcd::prefix_range_end(prefix), options_.load_page_size, 0};
-  std::map<std::string, StoredJob> jobs;
+  std::vector<etcd::KeyValue> kvs;
   for (;;) {
     std::optional<Result<etcd::RangeResponse>> page;
     client->range(request, [&](Result<etcd::RangeResponse> r) { page = std::move(r); });
     io.run();  // ends when the request has completed: it is the only work
     io.restart();
     if (!page) return Status::error("etcd range ended without an answer");
-    if (!*page) return page->status().with_context("loading the rendezvous state from etcd");
-    for (auto& kv : (*page)->kvs) {
-      std::string job_id = kv.key.substr(prefix.size());
-      auto stored = decode_job_records(kv.value);
-      if (!stored) return stored.status().with_context(fmt::format("etcd key {}", kv.key));
-      jobs[std::move(job_id)] = std::move(*stored);
-    }
+    if (!*page) return page->status();
+    for (auto& kv : (*page)->kvs) kvs.push_back(std::move(kv));
     if (!(*page)->more || (*page)->kvs.empty()) break;
     // The next page at the same revision, from just after the last key.
     request.revision = (*page)->revision;
-    request.key = (*page)->kvs.back().key + '\0';
+    request.key = kvs.back().key + '\0';
+  }
+  return kvs;
+}
+
+Result<std::map<std::string, StoredJob>> EtcdStateStore::load_all() {
+  const std::string prefix = keys_.jobs_prefix();
+  auto kvs = load_prefix(prefix);
+  if (!kvs) return kvs.status().with_context("loading the rendezvous state from etcd");
+  std::map<std::string, StoredJob> jobs;
+  for (auto& kv : *kvs) {
+    auto stored = decode_job_records(kv.value);
+    if (!stored) return stored.status().with_context(fmt::format("etcd key {}", kv.key));
+    jobs[kv.key.substr(prefix.size())] = std::move(*stored);
   }
   jobs_ = jobs;
   return jobs;
+}
+
+Result<std::map<std::string, std::string>> EtcdStateStore::load_excluded_hosts() {
+  const std::string prefix = keys_.excluded_prefix();
+  auto kvs = load_prefix(prefix);
+  if (!kvs) return kvs.status().with_context("loading the excluded hosts from etcd");
+  std::map<std::string, std::string> hosts;
+  for (auto& kv : *kvs) hosts[kv.key.substr(prefix.size())] = std::move(kv.value);
+  return hosts;
+}
+
+void EtcdStateStore::save_excluded_host(std::string host, std::optional<std::string> record,
+                                        std::function<void(Status)> done) {
+  write(keys_.excluded_host(host), std::move(record), std::move(done));
 }
 
 void EtcdStateStore::save(std::string job_id, JobChange change, std::function<void(Status)> done) {
@@ -67,25 +88,29 @@ void EtcdStateStore::save(std::string job_id, JobChange change, std::function<vo
     boost::asio::post(client_->io(), [done = std::move(done), too_big] { done(too_big); });
     return;
   }
-  JobQueue& q = queues_[job_id];
-  q.has_next = true;
-  q.next = std::move(state);
-  q.next_done.push_back(std::move(done));
-  if (!q.in_flight) send(job_id);
+  write(keys_.job(job_id), std::move(state), std::move(done));
 }
 
-void EtcdStateStore::send(const std::string& job_id) {
-  JobQueue& q = queues_[job_id];
+void EtcdStateStore::write(const std::string& key, std::optional<std::string> value,
+                           std::function<void(Status)> done) {
+  KeyQueue& q = queues_[key];
+  q.has_next = true;
+  q.next = std::move(value);
+  q.next_done.push_back(std::move(done));
+  if (!q.in_flight) send(key);
+}
+
+void EtcdStateStore::send(const std::string& key) {
+  KeyQueue& q = queues_[key];
   q.in_flight = true;
   q.has_next = false;
   q.sent = std::move(q.next_done);
   q.next_done.clear();
-  const std::string key = keys_.job(job_id);
   etcd::RequestOp op = q.next ? etcd::RequestOp(etcd::PutRequest{key, std::move(*q.next), 0})
                               : etcd::RequestOp(etcd::DeleteRangeRequest{key, {}});
   q.next.reset();
-  auto on_done = [this, alive = alive_, job_id](const Status& s) {
-    if (*alive) finish(job_id, s);
+  auto on_done = [this, alive = alive_, key](const Status& s) {
+    if (*alive) finish(key, s);
   };
   if (!fence_) {
     if (auto* put = std::get_if<etcd::PutRequest>(&op)) {
@@ -111,12 +136,12 @@ void EtcdStateStore::send(const std::string& job_id) {
   });
 }
 
-void EtcdStateStore::finish(const std::string& job_id, const Status& result) {
-  auto it = queues_.find(job_id);
+void EtcdStateStore::finish(const std::string& key, const Status& result) {
+  auto it = queues_.find(key);
   auto sent = std::move(it->second.sent);
   it->second.in_flight = false;
   if (it->second.has_next) {
-    send(job_id);
+    send(key);
   } else {
     queues_.erase(it);
   }

@@ -11,9 +11,12 @@
 // wrote or loaded in memory, applies each change there and writes the whole job: O(job) per
 // save, and a job's size is bounded by max_state_bytes (about 5,000 nodes at 1 MiB).
 //
-// Saves of one job are sent one at a time (the next waits for the answer to the previous), so
-// they reach etcd in order even when a request fails over to another member; saves made while
-// one is in flight are merged into one write of the newest state.
+// Excluded hosts (server/excluded_hosts.h) are one key per host under
+// /ddprun/<cluster>/excluded/, written (and fenced) like jobs.
+//
+// Saves of one job (or host) are sent one at a time (the next waits for the answer to the
+// previous), so they reach etcd in order even when a request fails over to another member; saves
+// made while one is in flight are merged into one write of the newest state.
 #pragma once
 
 #include <cstddef>
@@ -54,6 +57,9 @@ class EtcdStateStore final : public StateStore {
   Result<std::map<std::string, StoredJob>> load_all() override;
   void save(std::string job_id, JobChange change, std::function<void(Status)> done) override;
   using StateStore::save;
+  Result<std::map<std::string, std::string>> load_excluded_hosts() override;
+  void save_excluded_host(std::string host, std::optional<std::string> record,
+                          std::function<void(Status)> done) override;
   std::string describe() const override;
 
   // From now on, saves write only while `fence.leader_key` still has `fence.create_revision`;
@@ -62,22 +68,28 @@ class EtcdStateStore final : public StateStore {
   const EtcdKeys& keys() const { return keys_; }
 
  private:
-  // One job's writes: at most one in flight; the newest state waiting behind it.
-  struct JobQueue {
+  // One key's writes (a job's, or an excluded host's): at most one in flight; the newest value
+  // waiting behind it.
+  struct KeyQueue {
     bool in_flight = false;
     std::vector<std::function<void(Status)>> sent;  // completions of the write in flight
     bool has_next = false;
     std::optional<std::string> next;
     std::vector<std::function<void(Status)>> next_done;
   };
-  void send(const std::string& job_id);
-  void finish(const std::string& job_id, const Status& result);
+  // Every key under `prefix` at one revision, page by page (see load_all).
+  Result<std::vector<etcd::KeyValue>> load_prefix(const std::string& prefix);
+  // Writes `value` (nullopt: deletes) at `key` after the writes queued there before.
+  void write(const std::string& key, std::optional<std::string> value,
+             std::function<void(Status)> done);
+  void send(const std::string& key);
+  void finish(const std::string& key, const Status& result);
 
   std::shared_ptr<EtcdClient> client_;
   const EtcdStateStoreOptions options_;
   const EtcdKeys keys_;
   std::optional<LeaderFence> fence_;
-  std::unordered_map<std::string, JobQueue> queues_;  // jobs with a write in flight
+  std::unordered_map<std::string, KeyQueue> queues_;  // keys with a write in flight
   std::map<std::string, StoredJob> jobs_;             // every job as loaded and changed since
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // false once destroyed
 };

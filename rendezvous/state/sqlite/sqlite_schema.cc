@@ -25,6 +25,9 @@ constexpr const char* kCreateNodes =
     "CREATE TABLE nodes (job_id TEXT NOT NULL, node_id TEXT NOT NULL, state BLOB NOT NULL,"
     " PRIMARY KEY (job_id, node_id)) WITHOUT ROWID;";
 
+constexpr const char* kCreateExcludedHosts =
+    "CREATE TABLE excluded_hosts (host TEXT PRIMARY KEY NOT NULL, record BLOB NOT NULL);";
+
 Status create_schema(SqliteDatabase& db) {
   return db.exec(
       fmt::format("BEGIN IMMEDIATE;"
@@ -33,9 +36,9 @@ Status create_schema(SqliteDatabase& db) {
                   "INSERT INTO schema_version (version) VALUES ({});"
                   "CREATE TABLE jobs (job_id TEXT PRIMARY KEY NOT NULL, state BLOB NOT NULL,"
                   " updated_ms INTEGER NOT NULL DEFAULT 0);"
-                  "{}"
+                  "{}{}"
                   "COMMIT;",
-                  kApplicationId, kSchemaVersion, kCreateNodes));
+                  kApplicationId, kSchemaVersion, kCreateNodes, kCreateExcludedHosts));
 }
 
 // Step from `from` to `from + 1`. Each step is plain SQL run inside the migration's transaction.
@@ -45,6 +48,8 @@ const char* migration_step(int64_t from) {
       return "ALTER TABLE jobs ADD COLUMN updated_ms INTEGER NOT NULL DEFAULT 0;";
     case 2:
       return kCreateNodes;  // version 2 jobs keep their nodes inside their own record
+    case 3:
+      return kCreateExcludedHosts;
     default:
       return nullptr;
   }

@@ -7,9 +7,11 @@
 //   schema_version(version INTEGER NOT NULL)            exactly one row
 //   jobs(job_id TEXT PRIMARY KEY, state BLOB NOT NULL, updated_ms INTEGER NOT NULL)
 //   nodes(job_id TEXT, node_id TEXT, state BLOB NOT NULL, PRIMARY KEY (job_id, node_id))
+//   excluded_hosts(host TEXT PRIMARY KEY, record BLOB NOT NULL)
 // History: version 1 had no `updated_ms`; version 2 adds it (wall-clock ms of the last save,
-// for operators inspecting the file); version 3 (current) adds `nodes`, one row per node, so
-// that a save writes the nodes that changed instead of the whole job (issue 25).
+// for operators inspecting the file); version 3 adds `nodes`, one row per node, so that a save
+// writes the nodes that changed instead of the whole job (issue 25); version 4 (current) adds
+// `excluded_hosts`, the hosts kept out after a node left unfit (issue 36).
 #pragma once
 
 #include <cstdint>
@@ -22,7 +24,7 @@ namespace ddprun::rdzv::state {
 // "ddpr": marks the file as ours (`file` and `sqlite3` show it).
 inline constexpr int32_t kApplicationId = 0x64647072;
 // The schema this build writes; it reads every version up to this one (older ones migrate).
-inline constexpr int64_t kSchemaVersion = 3;
+inline constexpr int64_t kSchemaVersion = 4;
 
 // Brings `db` to the current schema: creates it when the file is new and empty, migrates an
 // older version in one transaction, and refuses (kRefused for a newer version or a foreign

@@ -77,8 +77,15 @@ Result<std::unique_ptr<SqliteStateStore>> SqliteStateStore::open(boost::asio::io
   if (!erase_node) return erase_node.status();
   auto erase_nodes = db->prepare("DELETE FROM nodes WHERE job_id = ?1;");
   if (!erase_nodes) return erase_nodes.status();
-  Statements sql{std::move(*upsert_job), std::move(*erase_job), std::move(*upsert_node),
-                 std::move(*erase_node), std::move(*erase_nodes)};
+  auto upsert_host = db->prepare(
+      "INSERT INTO excluded_hosts (host, record) VALUES (?1, ?2) ON CONFLICT (host) DO UPDATE "
+      "SET record = excluded.record;");
+  if (!upsert_host) return upsert_host.status();
+  auto erase_host = db->prepare("DELETE FROM excluded_hosts WHERE host = ?1;");
+  if (!erase_host) return erase_host.status();
+  Statements sql{std::move(*upsert_job), std::move(*erase_job),   std::move(*upsert_node),
+                 std::move(*erase_node), std::move(*erase_nodes), std::move(*upsert_host),
+                 std::move(*erase_host)};
   return std::unique_ptr<SqliteStateStore>(
       new SqliteStateStore(io, path, std::max<size_t>(1, options.max_batch), std::move(*lock),
                            std::move(*db), std::move(sql)));
@@ -139,12 +146,36 @@ Result<std::map<std::string, StoredJob>> SqliteStateStore::load_all() {
   return jobs;
 }
 
+Result<std::map<std::string, std::string>> SqliteStateStore::load_excluded_hosts() {
+  std::lock_guard lock(db_mutex_);
+  std::map<std::string, std::string> hosts;
+  auto rows = db_.prepare("SELECT host, record FROM excluded_hosts;");
+  if (!rows) return rows.status().with_context("loading the excluded hosts");
+  for (;;) {
+    auto row = rows->step();
+    if (!row) return row.status().with_context("loading the excluded hosts");
+    if (!*row) break;
+    hosts.emplace(rows->column_bytes(0), rows->column_bytes(1));
+  }
+  return hosts;
+}
+
 void SqliteStateStore::save(std::string job_id, JobChange change,
                             std::function<void(Status)> done) {
+  enqueue(Pending{std::move(job_id), std::move(change), std::move(done),
+                  boost::asio::make_work_guard(io_)});
+}
+
+void SqliteStateStore::save_excluded_host(std::string host, std::optional<std::string> record,
+                                          std::function<void(Status)> done) {
+  enqueue(Pending{std::move(host), JobChange{std::move(record), {}}, std::move(done),
+                  boost::asio::make_work_guard(io_), true});
+}
+
+void SqliteStateStore::enqueue(Pending save) {
   {
     std::lock_guard lock(queue_mutex_);
-    queue_.push_back(Pending{std::move(job_id), std::move(change), std::move(done),
-                             boost::asio::make_work_guard(io_)});
+    queue_.push_back(std::move(save));
   }
   queue_cv_.notify_one();
 }
@@ -184,7 +215,9 @@ Status SqliteStateStore::commit(const std::vector<Pending>& batch) {
   for (const auto& save : batch) {
     if (Status s = apply(save, now); !s) {
       roll_back();
-      return s.with_context(fmt::format("saving the state of job '{}'", save.job_id));
+      return s.with_context(save.excluded_host
+                                ? fmt::format("saving excluded host '{}'", save.job_id)
+                                : fmt::format("saving the state of job '{}'", save.job_id));
     }
   }
   // With synchronous=FULL the WAL is fsynced before COMMIT returns.
@@ -207,7 +240,18 @@ Status run(SqliteStatement& stmt, Bind bind) {
 }
 }  // namespace
 
+Status SqliteStateStore::apply_host(const Pending& save) {
+  const std::string& host = save.job_id;
+  const std::optional<std::string>& record = save.change.job;
+  return run(record ? sql_.upsert_host : sql_.erase_host, [&](SqliteStatement& st) {
+    Status b = st.bind_text(1, host);
+    if (b && record) b = st.bind_blob(2, *record);
+    return b;
+  });
+}
+
 Status SqliteStateStore::apply(const Pending& save, int64_t now_ms) {
+  if (save.excluded_host) return apply_host(save);
   const std::string& job = save.job_id;
   if (!save.change.job) {
     Status s = run(sql_.erase_nodes, [&](SqliteStatement& st) { return st.bind_text(1, job); });

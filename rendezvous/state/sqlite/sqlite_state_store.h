@@ -56,6 +56,10 @@ class SqliteStateStore final : public StateStore {
   Result<std::map<std::string, StoredJob>> load_all() override;
   void save(std::string job_id, JobChange change, std::function<void(Status)> done) override;
   using StateStore::save;
+  // Excluded hosts: the table excluded_hosts, written by the same writer (and batches) as jobs.
+  Result<std::map<std::string, std::string>> load_excluded_hosts() override;
+  void save_excluded_host(std::string host, std::optional<std::string> record,
+                          std::function<void(Status)> done) override;
   std::string describe() const override { return "sqlite:" + path_; }
 
   const std::string& path() const { return path_; }
@@ -63,19 +67,23 @@ class SqliteStateStore final : public StateStore {
  private:
   using WorkGuard = boost::asio::executor_work_guard<boost::asio::io_context::executor_type>;
   struct Pending {
-    std::string job_id;
-    JobChange change;
+    std::string job_id;  // or the host, for an excluded host's save
+    JobChange change;    // an excluded host's: its record in `job` (nullopt: remove it)
     std::function<void(Status)> done;
     WorkGuard work;  // keeps the owner's io_context running until `done` is posted
+    bool excluded_host = false;
   };
 
   // The statements a save runs, prepared once.
   struct Statements {
-    SqliteStatement upsert_job, erase_job, upsert_node, erase_node, erase_nodes;
+    SqliteStatement upsert_job, erase_job, upsert_node, erase_node, erase_nodes, upsert_host,
+        erase_host;
   };
   SqliteStateStore(boost::asio::io_context& io, std::string path, size_t max_batch, UniqueFd lock,
                    SqliteDatabase db, Statements statements);
+  void enqueue(Pending save);
   void writer_loop();
+  Status apply_host(const Pending& save);
   Status commit(const std::vector<Pending>& batch);
   Status apply(const Pending& save, int64_t now_ms);
   // Ends the open transaction after a failure; a rollback that fails too is logged.

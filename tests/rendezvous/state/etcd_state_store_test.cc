@@ -39,6 +39,17 @@ class EtcdStateStoreTest : public testing::EtcdClusterTest {
     return *result;
   }
 
+  Status save_host_and_wait(StateStore& store, const std::string& host,
+                            std::optional<std::string> record) {
+    std::optional<Status> result;
+    store.save_excluded_host(host, std::move(record), [&](Status s) { result = std::move(s); });
+    if (!run_until(
+            io_, [&] { return result.has_value(); }, 20s)) {
+      return Status::timed_out("save did not complete");
+    }
+    return *result;
+  }
+
   boost::asio::io_context io_;
 };
 
@@ -166,6 +177,36 @@ TEST_F(EtcdStateStoreTest, AFencedStoreRefusesToWriteOnceAnotherLeaderKeyExists)
   EXPECT_TRUE(stale.is_refused()) << stale.message();
   EXPECT_NE(stale.message().find("no longer leads"), std::string::npos) << stale.message();
   EXPECT_EQ(store.load_all()->at("job").job, "mine");
+}
+
+// Issue 36: hosts kept out are one key each under /ddprun/<cluster>/excluded/, apart from the
+// jobs, read back by another replica, removed on release, and fenced like jobs.
+TEST_F(EtcdStateStoreTest, ExcludedHostsAreKeysOfTheirOwnAndFencedLikeJobs) {
+  auto c = client(cluster_->endpoints());
+  EtcdStateStore store(c, {.cluster = "ex"});
+  ASSERT_TRUE(save_and_wait(store, "job", "j").ok());
+  ASSERT_TRUE(save_host_and_wait(store, "127.0.0.3", std::string("r\0one", 5)).ok());
+  ASSERT_TRUE(save_host_and_wait(store, "fd00::7", "r2").ok());
+  ASSERT_TRUE(save_host_and_wait(store, "fd00::7", "r3").ok());
+  ASSERT_TRUE(save_host_and_wait(store, "127.0.0.3", std::nullopt).ok());
+  ASSERT_TRUE(save_host_and_wait(store, "never-kept-out", std::nullopt).ok());
+  EtcdStateStore other(client({cluster_->endpoint(1)}), {.cluster = "ex"});
+  auto hosts = other.load_excluded_hosts();
+  ASSERT_TRUE(hosts.ok()) << hosts.error_message();
+  EXPECT_EQ(*hosts, (std::map<std::string, std::string>{{"fd00::7", "r3"}}));
+  EXPECT_EQ(other.load_all()->size(), 1u) << "hosts are not jobs";
+  EXPECT_EQ(store.keys().excluded_host("h"), "/ddprun/ex/excluded/h");
+
+  // Fenced on a leader key another replica has since re-created: refused.
+  std::optional<Result<etcd::PutResponse>> put;
+  c->put({store.keys().leader(), "replica-2", 0}, [&](auto r) { put = std::move(r); });
+  ASSERT_TRUE(run_until(
+      io_, [&] { return put.has_value(); }, 10s));
+  ASSERT_TRUE(put->ok());
+  store.set_fence(LeaderFence{store.keys().leader(), (*put)->revision + 1000});
+  const Status stale = save_host_and_wait(store, "fd00::7", std::nullopt);
+  EXPECT_TRUE(stale.is_refused()) << stale.message();
+  EXPECT_EQ(other.load_excluded_hosts()->size(), 1u);
 }
 
 }  // namespace
