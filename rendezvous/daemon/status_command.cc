@@ -32,10 +32,10 @@ std::string time_left(int64_t until_ms, int64_t now_ms) {
 
 std::string render_excluded_hosts(const StatusReport& report, int64_t now_ms) {
   if (report.excluded_hosts.empty()) return {};
-  std::string out = fmt::format("\n{:<24} {:<21} {:>7} {:<20} {:<24} {}\n", "EXCLUDED HOST",
-                                "UNTIL (UTC)", "LEFT", "JOB", "NODE", "REASON");
+  std::string out = fmt::format("\n{:<24} {:<21} {:>9} {:<20} {:<24} {}\n", "EXCLUDED HOST",
+                                "UNTIL (UTC)", "REMAINING", "JOB", "NODE", "REASON");
   for (const ExcludedHostStatus& h : report.excluded_hosts) {
-    out += fmt::format("{:<24} {:<21} {:>7} {:<20} {:<24} {}\n", h.host,
+    out += fmt::format("{:<24} {:<21} {:>9} {:<20} {:<24} {}\n", h.host,
                        format_utc(from_unix_ms(h.until_ms)), time_left(h.until_ms, now_ms),
                        h.job_id, h.node, h.reason);
   }

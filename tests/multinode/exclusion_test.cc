@@ -2,6 +2,7 @@
 // waits as a spare. Node 2 is bad: its workers fail every attempt (--node_failure_limit), or a
 // rank of it asks to exclude it (ddprun.exclude_node). Node 2 leaves the job (exit 69), the
 // waiting spare takes its place, and the job finishes on nodes 1 and 3 (exit 0).
+#include <csignal>
 #include <filesystem>
 
 #include "tests/integration/test_files.h"
@@ -105,6 +106,68 @@ TEST_F(ExclusionTest, ARanksExcludeRequestBringsTheSpareIn) {
   for (const auto& [name, m] : markers("run_n3_w4_")) {
     EXPECT_EQ(m["TORCHELASTIC_RESTART_COUNT"], "0") << name << ": a node that leaves is no restart";
   }
+}
+
+// With ddp-rendezvous as the endpoint, the host of a node that left unfit stays out of the
+// daemon's next jobs (its cool-down, 1 h by default): its agent's join is refused, naming the
+// reason and until when, and it exits 69 without starting a worker; `status` lists the host;
+// once an operator releases it, the host runs a job again.
+TEST_F(ExclusionTest, TheDaemonKeepsTheHostOutOfItsNextJobUntilReleased) {
+  std::string daemon_endpoint;
+  auto daemon = start_daemon(&daemon_endpoint);
+  ASSERT_NE(daemon, nullptr);
+  auto job_on_node_2 = [&](const std::string& job, const std::string& bad) {
+    NodeSpec spec = node(2, "exclude");
+    spec.nnodes = "1";
+    spec.endpoint = daemon_endpoint;
+    spec.job = job;
+    spec.entry = {mn_worker("bad_node.py"), "--bad", bad, "--mode", "exclude"};
+    return start_node(spec);
+  };
+  auto daemon_command = [&](std::vector<std::string> args) {
+    ChildOptions options;
+    options.executable = daemon_binary();
+    options.args = std::move(args);
+    options.args.insert(options.args.end(), {"--endpoint", daemon_endpoint});
+    options.env = env_;
+    auto child = ChildProcess::start(options);
+    EXPECT_TRUE(child) << child.error_message();
+    return child ? finish(**child, deadline_after(20s)) : RunResult{};
+  };
+
+  auto first = job_on_node_2("first", "2");
+  ASSERT_NE(first, nullptr);
+  ASSERT_TRUE(wait_for_markers("run_n2_w2_r0_", 2, deadline_after(60s)))
+      << finish(*first, deadline_after(1s)).describe();
+  release("release.fifo", 1);
+  const RunResult excluded = finish(*first, deadline_after(60s));
+  ASSERT_TRUE(ExitedWith(excluded, 69)) << excluded.describe();
+
+  auto refused_run = job_on_node_2("second", "9");
+  ASSERT_NE(refused_run, nullptr);
+  const RunResult refused = finish(*refused_run, deadline_after(60s));
+  EXPECT_TRUE(ExitedWith(refused, 69)) << refused.describe();
+  EXPECT_NE(refused.err.find("node host 127.0.0.2 is kept out of this server's jobs until "),
+            std::string::npos)
+      << refused.err;
+  EXPECT_NE(refused.err.find("asked to exclude this node: ECC errors on GPU 1"), std::string::npos)
+      << refused.err;
+  EXPECT_TRUE(markers("run_n2_w2_r0_").size() == 2u) << "a refused node started workers";
+
+  const RunResult table = daemon_command({"status"});
+  EXPECT_TRUE(ExitedWith(table, 0)) << table.describe();
+  EXPECT_NE(table.out.find("127.0.0.2"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("ECC errors on GPU 1"), std::string::npos) << table.out;
+  const RunResult released = daemon_command({"release", "127.0.0.2"});
+  EXPECT_TRUE(ExitedWith(released, 0)) << released.describe();
+
+  auto third = job_on_node_2("third", "9");
+  ASSERT_NE(third, nullptr);
+  const RunResult ran = finish(*third, deadline_after(60s));
+  EXPECT_TRUE(ExitedWith(ran, 0)) << ran.describe();
+
+  daemon->send_signal(SIGTERM);
+  EXPECT_TRUE(ExitedWith(finish(*daemon, deadline_after(10s)), 0));
 }
 
 }  // namespace
