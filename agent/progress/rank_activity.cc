@@ -112,6 +112,19 @@ std::optional<Frame> rank_frame(const std::vector<Frame>& frames) {
   return *rank;
 }
 
+// Whether the rank's innermost frames, ddprun's own above its first, hold a progress hook's
+// collective wrapper: the rank was at the collective its script called, caught in the wrapper's
+// bookkeeping just before or after it. A rank whose collective failed as its peers were stopped
+// unwinds through there, and the stop can land at that moment (seen in CI: rank 0's barrier
+// failed when the hung rank's node stopped its ranks first, and its stack showed end_waiting).
+bool in_collective_wrapper(const std::vector<Frame>& frames) {
+  for (const Frame& f : frames) {
+    if (!is_ddprun_frame(f)) return false;
+    if (f.path.ends_with("/_ddprun_progress.py") && f.function == "wrapper") return true;
+  }
+  return false;
+}
+
 // faulthandler lists each thread's frames innermost first, newest thread first: the main
 // thread's block comes last.
 ActivityFinding read_faulthandler(const std::vector<std::string>& lines, std::size_t from) {
@@ -134,7 +147,11 @@ ActivityFinding read_faulthandler(const std::vector<std::string>& lines, std::si
       in_block = false;  // a blank line ends the block
     }
   }
-  return from_frame(rank_frame(block));
+  ActivityFinding finding = from_frame(rank_frame(block));
+  if (finding.activity == RankActivity::kElsewhere && in_collective_wrapper(block)) {
+    finding.activity = RankActivity::kInCollective;
+  }
+  return finding;
 }
 
 // "RuntimeError: ...", "torch.distributed.DistBackendError", "KeyboardInterrupt": the line that
