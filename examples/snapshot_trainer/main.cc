@@ -40,10 +40,12 @@ class Trainer {
   void train(int64_t max_epochs) {
     for (int64_t epoch = epochs_run_; epoch < max_epochs; ++epoch) {
       run_epoch(epoch);
-      // Unlike the Python tutorial, every rank calls save(): it is collective (rank 0
-      // writes, the others wait until the snapshot is published).
+      // Unlike the Python tutorial, every rank calls save(): it is collective (each node's
+      // local rank 0 writes a complete copy to its own disk, in the background).
       if ((epoch + 1) % save_every_ == 0) save_snapshot(epoch + 1);
     }
+    // The last background write published (and its failure raised) before the job ends.
+    snapshots_.wait();
   }
 
  private:
@@ -90,7 +92,11 @@ int run(int argc, char** argv) {
   app.add_option("total_epochs", total_epochs, "Total epochs to train")->required();
   app.add_option("save_every", save_every, "Save a snapshot every N epochs")->required();
   app.add_option("--batch_size", batch_size, "Input batch size per rank")->capture_default_str();
-  app.add_option("--snapshot_dir", snapshot_dir, "Where snapshots go")->capture_default_str();
+  app.add_option("--snapshot_dir", snapshot_dir,
+                 "Where each node keeps its snapshots: a node-local path (the same on every "
+                 "node; a peer's copy is received when this node has none); {node} is "
+                 "replaced by the node's GROUP_RANK")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   auto group = ddp::init_process_group();
   Trainer trainer(group, save_every, batch_size, snapshot_dir);

@@ -165,7 +165,8 @@ namespace {
 std::vector<ProcessSpec> rank_specs(const std::string& binary, const std::vector<std::string>& args,
                                     int world_size, const fs::path& log_dir,
                                     const std::map<std::string, std::string>& extra_env,
-                                    const std::string& port, bool agent_store) {
+                                    const std::string& port, bool agent_store, int ranks_per_node) {
+  const int per_node = ranks_per_node > 0 ? ranks_per_node : world_size;
   std::vector<ProcessSpec> specs;
   for (int rank = 0; rank < world_size; ++rank) {
     ProcessSpec spec;
@@ -178,8 +179,11 @@ std::vector<ProcessSpec> rank_specs(const std::string& binary, const std::vector
       }
       spec.env[name] = v;
     }
-    spec.env["RANK"] = spec.env["LOCAL_RANK"] = std::to_string(rank);
-    spec.env["WORLD_SIZE"] = spec.env["LOCAL_WORLD_SIZE"] = std::to_string(world_size);
+    spec.env["RANK"] = std::to_string(rank);
+    spec.env["LOCAL_RANK"] = std::to_string(rank % per_node);
+    spec.env["GROUP_RANK"] = std::to_string(rank / per_node);
+    spec.env["WORLD_SIZE"] = std::to_string(world_size);
+    spec.env["LOCAL_WORLD_SIZE"] = std::to_string(per_node);
     spec.env["MASTER_ADDR"] = "127.0.0.1";
     spec.env["MASTER_PORT"] = port;
     spec.env["TORCHELASTIC_USE_AGENT_STORE"] = agent_store ? "True" : "False";
@@ -211,9 +215,10 @@ std::vector<ProcessResult> run_ranks(const std::string& binary,
     // rank 0 that finished first took a worker-hosted store with it, and the others hung: the
     // flaky PowerSgdTest), and it listens on port 0 before any rank starts (no port race).
     ddprun::store::testing::StoreThread store;
-    return run_processes(rank_specs(binary, args, world_size, log_dir, extra_env,
-                                    std::to_string(store.port()), /*agent_store=*/true),
-                         options);
+    return run_processes(
+        rank_specs(binary, args, world_size, log_dir, extra_env, std::to_string(store.port()),
+                   /*agent_store=*/true, options.ranks_per_node),
+        options);
   }
   // A port found free can be taken before it is bound; like torch's own distributed tests
   // (retry_on_connect_failures), run again on a fresh port when that, and only that, happened.
@@ -221,9 +226,9 @@ std::vector<ProcessResult> run_ranks(const std::string& binary,
   constexpr int kTries = 3;
   for (int attempt = 1;; ++attempt) {
     const std::string port = std::to_string(free_port());
-    auto results = run_processes(
-        rank_specs(binary, args, world_size, log_dir, extra_env, port, /*agent_store=*/false),
-        options);
+    auto results = run_processes(rank_specs(binary, args, world_size, log_dir, extra_env, port,
+                                            /*agent_store=*/false, options.ranks_per_node),
+                                 options);
     if (attempt == kTries || !lost_the_port(results)) return results;
     std::cerr << "run_ranks: port " << port << " was taken before rank 0 bound it; again on "
               << "a fresh port (try " << attempt + 1 << " of " << kTries << ")\n";

@@ -52,6 +52,9 @@ struct RunOptions {
   // instead of the harness. Only for tests of that path: a store in rank 0 dies with it, and a
   // rank still using it then hangs or fails (as under torchrun, pytorch#125743).
   bool rank_zero_hosts_store = false;
+  // run_ranks: ranks per simulated node (0: all on one node). Rank r then gets LOCAL_RANK
+  // r % n, LOCAL_WORLD_SIZE n and GROUP_RANK r / n, as ddprun sets them on each node.
+  int ranks_per_node = 0;
 };
 
 // Starts every spec at once and waits for all, bounded by options.deadline.

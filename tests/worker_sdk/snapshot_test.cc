@@ -108,6 +108,7 @@ TEST(SnapshotTest, CorruptNewestIsReportedAndThePreviousLoaded) {
   }
   scale_parameters(*net, 3.0);
   auto newest = snapshots.save(*net, nullptr, {0, 2, 2, {}});
+  snapshots.wait();  // published (save() writes in the background)
   std::string bytes = read_bytes(newest);
   bytes[bytes.size() - 10] ^= 0x5a;  // one flipped byte in the payload
   write_bytes(newest, bytes);
@@ -130,6 +131,7 @@ TEST(SnapshotTest, VersionMismatchAndTruncationGiveClearMessages) {
   auto net = make_mixed_net();
   ddp::Snapshotter snapshots(group, {dir.path(), 3});
   auto path = snapshots.save(*net, nullptr, {0, 1, 1, {}});
+  snapshots.wait();
   const std::string good = read_bytes(path);
 
   std::string future = good;
@@ -155,13 +157,16 @@ TEST(SnapshotTest, VersionMismatchAndTruncationGiveClearMessages) {
   }
 }
 
-TEST(SnapshotTest, KillDuringWriteLeavesThePreviousSnapshotLoadable) {
+// Dies by SIGKILL while writing step 2 (after the temp file is durable, before the rename),
+// on the writer thread when `background`; step 1 must still load.
+void expect_kill_during_write_leaves_previous(bool background) {
   TempDir dir;
   const auto snaps = dir.path() / "snaps";
   const auto expected_file = dir.path() / "expected.pt";
   ProcessSpec spec;
   spec.argv = {SDK_TEST_WORKER, "snapshot_kill_during_write", "dir=" + snaps.string(),
-               "expected=" + expected_file.string()};
+               "expected=" + expected_file.string(),
+               std::string("background=") + (background ? "1" : "0")};
   spec.output_file = dir.path() / "worker.log";
   auto results = run_processes({spec});
   ASSERT_EQ(results[0].term_signal, SIGKILL) << results[0].describe() << "\n" << results[0].output;
@@ -189,13 +194,22 @@ TEST(SnapshotTest, KillDuringWriteLeavesThePreviousSnapshotLoadable) {
 
   // The next save clears the stale temp file.
   snapshots.save(*net, nullptr, {0, 3, 3, {}});
+  snapshots.wait();
   for (const auto& entry : fs::directory_iterator(snaps)) {
     EXPECT_NE(entry.path().filename().string().rfind(".tmp-snapshot-", 0), 0u) << entry.path();
   }
 }
 
+TEST(SnapshotTest, KillDuringWriteLeavesThePreviousSnapshotLoadable) {
+  expect_kill_during_write_leaves_previous(/*background=*/false);
+}
+
+TEST(SnapshotTest, KillDuringABackgroundWriteLeavesThePreviousSnapshotLoadable) {
+  expect_kill_during_write_leaves_previous(/*background=*/true);
+}
+
 // Each rank reads its own copy (<dir>/rank_<r>, as on node-local disks) of the snapshots of
-// global steps 4 and 8; `damage` then spoils some of rank 1's.
+// global steps 4 and 8; `damage` then spoils some of them (it gets <dir>).
 std::vector<ProcessResult> load_on_two_ranks(const TempDir& dir,
                                              const std::function<void(const fs::path&)>& damage) {
   {
@@ -207,37 +221,65 @@ std::vector<ProcessResult> load_on_two_ranks(const TempDir& dir,
     snapshots.save(*net, nullptr, {0, 8, 8, {}});
   }
   fs::copy(dir.path() / "rank_0", dir.path() / "rank_1", fs::copy_options::recursive);
-  damage(dir.path() / "rank_1");
+  damage(dir.path());
   fs::create_directories(dir.path() / "logs");
   return run_ranks(SDK_TEST_WORKER, {"snapshot_agree", "dir=" + dir.path().string()}, 2,
                    dir.path() / "logs");
 }
 
-TEST(SnapshotAgreementTest, RanksLoadTheNewestSnapshotThatEveryRankCanRead) {
+void flip_a_payload_byte(const fs::path& file) {
+  std::string bytes = read_bytes(file);
+  bytes[bytes.size() - 10] ^= 0x5a;
+  write_bytes(file, bytes);
+}
+
+// Issue 37: a node whose copy is damaged gets rank 0's, stores it, and every rank loads the
+// newest snapshot.
+TEST(SnapshotAgreementTest, ADamagedCopyIsReplacedByAPeersAndTheNewestLoaded) {
   TempDir dir;
-  auto results = load_on_two_ranks(dir, [](const fs::path& rank_1) {
-    const auto newest = rank_1 / "snapshot-000000000008.ddpsnap";
-    std::string bytes = read_bytes(newest);
-    bytes[bytes.size() - 10] ^= 0x5a;
-    write_bytes(newest, bytes);
-  });
+  const auto newest = [&](int rank) {
+    return dir.path() / ("rank_" + std::to_string(rank)) / "snapshot-000000000008.ddpsnap";
+  };
+  auto results = load_on_two_ranks(dir, [&](const fs::path&) { flip_a_payload_byte(newest(1)); });
   for (const auto& r : results) {
     ASSERT_TRUE(r.ok()) << all_output(results);
-    // Rank 0 could read step 8 but loads step 4, like rank 1; both know why.
-    EXPECT_NE(r.output.find("loaded global step 4"), std::string::npos) << all_output(results);
+    EXPECT_NE(r.output.find("loaded global step 8"), std::string::npos) << all_output(results);
     EXPECT_NE(r.output.find("snapshot-000000000008.ddpsnap: rank 1: checksum mismatch"),
               std::string::npos)
         << all_output(results);
+    EXPECT_NE(r.output.find("the file is corrupt; received from rank 0"), std::string::npos)
+        << all_output(results);
   }
-  EXPECT_NE(results[0].output.find("skipping"), std::string::npos) << results[0].output;
+  EXPECT_EQ(read_bytes(newest(1)), read_bytes(newest(0)));
 }
 
-TEST(SnapshotAgreementTest, WithoutASnapshotEveryRankCanReadAllRanksFailWithOneMessage) {
+// A truncated copy and a missing one are both replaced.
+TEST(SnapshotAgreementTest, ATruncatedOrMissingCopyIsReplacedByAPeers) {
   TempDir dir;
-  auto results = load_on_two_ranks(dir, [](const fs::path& rank_1) {
-    fs::remove(rank_1 / "snapshot-000000000008.ddpsnap");
-    const auto older = rank_1 / "snapshot-000000000004.ddpsnap";
-    write_bytes(older, read_bytes(older).substr(0, 100));
+  auto results = load_on_two_ranks(dir, [](const fs::path& root) {
+    const auto newest = root / "rank_0" / "snapshot-000000000008.ddpsnap";
+    write_bytes(newest, read_bytes(newest).substr(0, 100));
+    fs::remove(root / "rank_1" / "snapshot-000000000004.ddpsnap");
+  });
+  for (const auto& r : results) {
+    ASSERT_TRUE(r.ok()) << all_output(results);
+    EXPECT_NE(r.output.find("loaded global step 8"), std::string::npos) << all_output(results);
+    EXPECT_NE(r.output.find("rank 0: truncated"), std::string::npos) << all_output(results);
+    EXPECT_NE(r.output.find("received from rank 1"), std::string::npos) << all_output(results);
+  }
+  EXPECT_EQ(read_bytes(dir.path() / "rank_0" / "snapshot-000000000008.ddpsnap"),
+            read_bytes(dir.path() / "rank_1" / "snapshot-000000000008.ddpsnap"));
+}
+
+TEST(SnapshotAgreementTest, WithoutAnIntactCopyAnywhereAllRanksFailWithOneMessage) {
+  TempDir dir;
+  auto results = load_on_two_ranks(dir, [](const fs::path& root) {
+    fs::remove(root / "rank_1" / "snapshot-000000000008.ddpsnap");
+    flip_a_payload_byte(root / "rank_0" / "snapshot-000000000008.ddpsnap");
+    for (const char* rank : {"rank_0", "rank_1"}) {
+      const auto older = root / rank / "snapshot-000000000004.ddpsnap";
+      write_bytes(older, read_bytes(older).substr(0, 100));
+    }
   });
   std::vector<std::string> errors;
   for (const auto& r : results) {
@@ -253,6 +295,9 @@ TEST(SnapshotAgreementTest, WithoutASnapshotEveryRankCanReadAllRanksFailWithOneM
     errors.push_back(message);
   }
   EXPECT_EQ(errors[0], errors[1]);
+  EXPECT_NE(errors[0].find("snapshot-000000000008.ddpsnap: rank 0: checksum mismatch"),
+            std::string::npos)
+      << errors[0];
   EXPECT_NE(errors[0].find("snapshot-000000000008.ddpsnap: rank 1: missing on this rank"),
             std::string::npos)
       << errors[0];

@@ -70,6 +70,7 @@ LaunchEnv read_launch_env(const EnvLookup& env, bool allow_single_process) {
   }
   out.local_rank = parse_int(env, "LOCAL_RANK", out.rank, 0);
   out.local_world_size = parse_int(env, "LOCAL_WORLD_SIZE", out.world_size, 1);
+  out.group_rank = parse_int(env, "GROUP_RANK", 0, 0);
   out.master_addr = env("MASTER_ADDR").value_or("127.0.0.1");
   if (out.world_size > 1 && !env("MASTER_PORT")) {
     throw Error(out.rank, kOp, "MASTER_PORT is not set but WORLD_SIZE > 1");

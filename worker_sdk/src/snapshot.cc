@@ -1,14 +1,6 @@
 #include "ddp/snapshot.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <csignal>
-#include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <mutex>
@@ -20,7 +12,10 @@
 
 #include "ddp/error.h"
 #include "ddp/process_group.h"
+#include "snapshot_files.h"
 #include "snapshot_format.h"
+#include "snapshot_transfer.h"
+#include "snapshot_writer.h"
 
 namespace ddp {
 namespace {
@@ -28,70 +23,15 @@ namespace {
 namespace fs = std::filesystem;
 constexpr const char* kSaveOp = "snapshot.save";
 constexpr const char* kLoadOp = "snapshot.load";
-constexpr std::string_view kPrefix = "snapshot-";
-constexpr std::string_view kSuffix = ".ddpsnap";
-constexpr std::string_view kTempPrefix = ".tmp-snapshot-";
+constexpr std::string_view kNodePlaceholder = "{node}";
 
-std::string file_name(int64_t global_step) {
-  char digits[32];
-  std::snprintf(digits, sizeof digits, "%012lld", static_cast<long long>(global_step));
-  return std::string(kPrefix) + digits + std::string(kSuffix);
-}
-
-// The global step a complete snapshot's name encodes, or -1 for any other file.
-int64_t step_of(const fs::path& path) {
-  const std::string name = path.filename().string();
-  if (name.size() != kPrefix.size() + 12 + kSuffix.size() || name.rfind(kPrefix, 0) != 0 ||
-      name.substr(name.size() - kSuffix.size()) != kSuffix) {
-    return -1;
+fs::path expand_node(const fs::path& directory, int group_rank) {
+  std::string text = directory.string();
+  for (auto at = text.find(kNodePlaceholder); at != std::string::npos;
+       at = text.find(kNodePlaceholder)) {
+    text.replace(at, kNodePlaceholder.size(), std::to_string(group_rank));
   }
-  const std::string digits = name.substr(kPrefix.size(), 12);
-  if (!std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
-  return std::stoll(digits);
-}
-
-std::string errno_text(const std::string& what, const fs::path& path) {
-  return what + " " + path.string() + ": " + std::strerror(errno);
-}
-
-// Writes `bytes` to `path` durably: created exclusively, fully written, fsynced.
-void write_durably(const fs::path& path, const std::string& bytes) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error(errno_text("cannot create", path));
-  std::size_t written = 0;
-  while (written < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      std::string message = errno_text("cannot write", path);
-      ::close(fd);
-      throw std::runtime_error(message);
-    }
-    written += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    std::string message = errno_text("cannot fsync", path);
-    ::close(fd);
-    throw std::runtime_error(message);
-  }
-  if (::close(fd) != 0) throw std::runtime_error(errno_text("cannot close", path));
-}
-
-// Makes a rename in `dir` durable.
-void fsync_directory(const fs::path& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error(errno_text("cannot open directory", dir));
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) throw std::runtime_error(errno_text("cannot fsync directory", dir));
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(errno_text("cannot open", path));
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
+  return text;
 }
 
 std::string rng_key(const char* device, int rank) {
@@ -115,127 +55,165 @@ void set_rng_state(at::Generator generator, const at::Tensor& state) {
   generator.set_state(state);
 }
 
-// The states of every rank's generators, gathered on rank 0 (collective).
-std::vector<std::pair<std::string, at::Tensor>> gather_rng_states(ProcessGroup& group) {
-  std::vector<std::pair<std::string, at::Tensor>> out;
+using RngStates = std::vector<std::pair<std::string, at::Tensor>>;
+
+// Every rank's generator states, on every rank (collective): each node's writer needs them
+// all, since any node's copy may be the one the whole job resumes from.
+RngStates gather_rng_states(ProcessGroup& group) {
+  RngStates out;
   // RNG states are CPU byte tensors; an NCCL group moves them through its device.
-  auto gather = [&](at::Tensor state) {
-    auto all = group.gather(state.to(group.device()), 0);
-    for (auto& t : all) t = t.cpu();
-    return all;
+  auto gather = [&](const char* kind, at::Tensor state) {
+    auto all = group.all_gather(state.to(group.device()));
+    for (std::size_t r = 0; r < all.size(); ++r) out.emplace_back(rng_key(kind, r), all[r].cpu());
   };
-  auto cpu = gather(rng_state(at::detail::getDefaultCPUGenerator()));
-  for (std::size_t r = 0; r < cpu.size(); ++r) out.emplace_back(rng_key("cpu", r), cpu[r]);
+  gather("cpu", rng_state(at::detail::getDefaultCPUGenerator()));
   if (auto device = cuda_rng_device(group)) {
-    auto cuda = gather(rng_state(at::globalContext().defaultGenerator(*device)));
-    for (std::size_t r = 0; r < cuda.size(); ++r) out.emplace_back(rng_key("cuda", r), cuda[r]);
+    gather("cuda", rng_state(at::globalContext().defaultGenerator(*device)));
   }
   return out;
 }
 
-// Fault injection for the SDK's own tests, through the environment so that no test hook is
-// part of the library's ABI: with DDP_TEST_FAILPOINT=kill_before_snapshot_rename, the process
-// SIGKILLs itself once a snapshot's temp file is durable, just before the rename that
-// publishes it. Read at each save (a test sets it between two saves); programs never set it.
-void fail_point_before_rename() {
-  const char* fail_point = std::getenv("DDP_TEST_FAILPOINT");
-  if (fail_point && std::strcmp(fail_point, "kill_before_snapshot_rename") == 0) {
-    ::raise(SIGKILL);
+// The complete file: the state serialised in memory, so that training may change it next.
+std::string encode(const torch::nn::Module& model, const torch::optim::Optimizer* optimizer,
+                   const RngStates& rng, const TrainingProgress& progress, int world_size) {
+  torch::serialize::OutputArchive archive;
+  torch::serialize::OutputArchive model_archive;
+  model.save(model_archive);
+  archive.write("model", model_archive);
+  if (optimizer != nullptr) {
+    torch::serialize::OutputArchive optimizer_archive;
+    optimizer->save(optimizer_archive);
+    archive.write("optimizer", optimizer_archive);
   }
+  for (auto& [key, state] : rng) archive.write(key, state);
+  std::ostringstream payload;
+  archive.save_to(payload);
+
+  detail::SnapshotHeader header;
+  header.epoch = progress.epoch;
+  header.step_in_epoch = progress.step_in_epoch;
+  header.global_step = progress.global_step;
+  header.world_size = world_size;
+  header.user = progress.user;
+  return detail::encode_snapshot(header, payload.str());
+}
+
+// "" when `path` holds an intact snapshot (its bytes then in *bytes), else what is wrong.
+std::string check_copy(const fs::path& path, std::string* bytes) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return "missing on this rank";
+  std::string error;
+  *bytes = detail::read_whole_file(path, &error);
+  if (!error.empty()) return error;
+  auto decoded = detail::decode_snapshot(*bytes);
+  return decoded.ok() ? "" : decoded.error_message();
+}
+
+// Collective: throws on every rank when any rank's `error` is not empty.
+void raise_if_any_failed(ProcessGroup& group, const std::string& error, const std::string& what) {
+  const auto errors = group.all_gather_bytes(error);
+  std::string details;
+  for (std::size_t r = 0; r < errors.size(); ++r) {
+    if (!errors[r].empty()) details += "; rank " + std::to_string(r) + ": " + errors[r];
+  }
+  if (details.empty()) return;
+  throw Error(group.global_rank(), kSaveOp,
+              what + " failed" + details + " (the previous snapshots are intact)");
 }
 
 }  // namespace
 
+struct Snapshotter::Impl {
+  detail::SnapshotWriter writer;
+  // A background save was issued and not yet checked collectively. The same on every rank:
+  // every rank calls save()/wait() in the same order.
+  bool pending = false;
+  std::string deferred_error;  // serialising for the pending write failed on this rank
+  bool identified = false;
+  bool writes = false;  // this rank is its directory's writer (lowest rank that sees it)
+};
+
 Snapshotter::Snapshotter(std::shared_ptr<ProcessGroup> group, SnapshotOptions options)
-    : group_(std::move(group)), options_(std::move(options)) {
+    : group_(std::move(group)), options_(std::move(options)), impl_(std::make_unique<Impl>()) {
   if (!group_) throw Error(-1, "Snapshotter", "the process group is null");
   if (options_.directory.empty()) {
     throw Error(group_->global_rank(), "Snapshotter", "SnapshotOptions::directory is empty");
   }
+  options_.directory = expand_node(options_.directory, group_->launch_env().group_rank);
   options_.keep_last = std::max<std::size_t>(options_.keep_last, 1);
 }
 
-std::vector<fs::path> Snapshotter::list() const {
-  std::vector<std::pair<int64_t, fs::path>> found;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(options_.directory, ec)) {
-    const int64_t step = step_of(entry.path());
-    if (step >= 0) found.emplace_back(step, entry.path());
-  }
-  std::sort(found.begin(), found.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::vector<fs::path> out;
-  for (auto& item : found) out.push_back(std::move(item.second));
-  return out;
+Snapshotter::~Snapshotter() = default;
+
+std::vector<fs::path> Snapshotter::list() {
+  impl_->writer.join();
+  return detail::list_snapshots(options_.directory);
+}
+
+void Snapshotter::wait() {
+  if (!impl_->pending) return;
+  impl_->pending = false;
+  std::string error = impl_->writer.finish();
+  if (error.empty()) error.swap(impl_->deferred_error);
+  impl_->deferred_error.clear();
+  raise_if_any_failed(*group_, error, "a background write of a snapshot");
+}
+
+// Collective, once: which ranks share a directory, so that each has exactly one writer.
+void Snapshotter::identify() {
+  if (impl_->identified) return;
+  std::string error;
+  std::string identity = detail::directory_identity(options_.directory, &error);
+  // A directory that cannot be created is nobody else's: this rank writes (and fails, saying
+  // why) rather than leave it without a writer.
+  if (identity.empty()) identity = "unusable:" + std::to_string(group_->rank());
+  const auto all = group_->all_gather_bytes(identity);
+  const int first = static_cast<int>(std::find(all.begin(), all.end(), identity) - all.begin());
+  impl_->writes = first == group_->rank();
+  impl_->identified = true;
 }
 
 fs::path Snapshotter::save(const torch::nn::Module& model, const torch::optim::Optimizer* optimizer,
                            const TrainingProgress& progress) {
-  auto rng = gather_rng_states(*group_);
-  const fs::path target = options_.directory / file_name(progress.global_step);
-  std::string failure;
-  if (group_->is_primary()) {
+  wait();
+  identify();
+  const RngStates rng = gather_rng_states(*group_);
+  const fs::path target = options_.directory / detail::snapshot_file_name(progress.global_step);
+  std::string bytes, error;
+  if (impl_->writes) {
     try {
-      torch::serialize::OutputArchive archive;
-      torch::serialize::OutputArchive model_archive;
-      model.save(model_archive);
-      archive.write("model", model_archive);
-      if (optimizer != nullptr) {
-        torch::serialize::OutputArchive optimizer_archive;
-        optimizer->save(optimizer_archive);
-        archive.write("optimizer", optimizer_archive);
-      }
-      for (auto& [key, state] : rng) archive.write(key, state);
-      std::ostringstream payload;
-      archive.save_to(payload);
-
-      detail::SnapshotHeader header;
-      header.epoch = progress.epoch;
-      header.step_in_epoch = progress.step_in_epoch;
-      header.global_step = progress.global_step;
-      header.world_size = group_->size();
-      header.user = progress.user;
-      const std::string bytes = detail::encode_snapshot(header, payload.str());
-
-      fs::create_directories(options_.directory);
-      // Only rank 0 writes, so any temp file here is left over from a writer that died.
-      for (const auto& entry : fs::directory_iterator(options_.directory)) {
-        if (entry.path().filename().string().rfind(kTempPrefix, 0) == 0) fs::remove(entry.path());
-      }
-      const fs::path temp =
-          options_.directory / (std::string(kTempPrefix) + std::to_string(progress.global_step) +
-                                "-" + std::to_string(::getpid()));
-      write_durably(temp, bytes);
-      fail_point_before_rename();
-      fs::rename(temp, target);
-      fsync_directory(options_.directory);
-      auto all = list();
-      for (std::size_t i = options_.keep_last; i < all.size(); ++i) fs::remove(all[i]);
+      bytes = encode(model, optimizer, rng, progress, group_->size());
+    } catch (const c10::Error& e) {
+      error = e.what_without_backtrace();
     } catch (const std::exception& e) {
-      failure = e.what();
+      error = e.what();
     }
   }
-  // The broadcast doubles as the barrier: the others return once rank 0 has published.
-  at::Tensor status = torch::tensor({failure.empty() ? 0 : 1}, torch::kInt).to(group_->device());
-  group_->broadcast(status, 0);
-  if (!failure.empty()) {
-    throw Error(group_->global_rank(), kSaveOp, "writing " + target.string() + ": " + failure);
+  if (options_.background) {
+    if (impl_->writes && error.empty()) {
+      impl_->writer.start(
+          {options_.directory, progress.global_step, std::move(bytes), options_.keep_last});
+    }
+    impl_->deferred_error = error;
+    impl_->pending = true;
+    return target;
   }
-  if (status.item<int>() != 0) {
-    throw Error(group_->global_rank(), kSaveOp,
-                "rank 0 failed to write " + target.string() + " (see rank 0's error)");
+  if (impl_->writes && error.empty()) {
+    error = detail::publish_snapshot(options_.directory, progress.global_step, bytes,
+                                     options_.keep_last);
   }
+  // Doubles as the barrier: every rank returns once every writer has published.
+  raise_if_any_failed(*group_, error, "writing " + target.filename().string());
   return target;
 }
 
-// Loads one snapshot file into model, optimizer and this rank's RNG. Returns "" on success,
-// else what is wrong (the model may then be partly loaded: a later load overwrites it).
-std::string Snapshotter::load_file(const fs::path& path, torch::nn::Module& model,
-                                   torch::optim::Optimizer* optimizer, TrainingProgress* out) {
-  const int rank = group_->global_rank();
+namespace {
+
+// Loads decoded snapshot bytes into model, optimizer and this rank's RNG. Returns "" on
+// success, else what is wrong (the model may then be partly loaded: a later load overwrites it).
+std::string restore(const std::string& bytes, const ProcessGroup& group, torch::nn::Module& model,
+                    torch::optim::Optimizer* optimizer, TrainingProgress* out) {
   try {
-    if (!fs::exists(path)) return "missing on this rank";
-    const std::string bytes = read_file(path);
     auto decoded = detail::decode_snapshot(bytes);
     if (!decoded.ok()) return decoded.error_message();
     std::istringstream payload{std::string(decoded->payload)};
@@ -249,12 +227,13 @@ std::string Snapshotter::load_file(const fs::path& path, torch::nn::Module& mode
       if (archive.try_read("optimizer", optimizer_archive)) optimizer->load(optimizer_archive);
     }
     // A job resumed with another world size reuses rank 0's RNG state on the extra ranks.
-    at::Tensor state;
+    const int rank = group.rank();
     const int saved_rank = rank < decoded->header.world_size ? rank : 0;
+    at::Tensor state;
     if (archive.try_read(rng_key("cpu", saved_rank), state)) {
       set_rng_state(at::detail::getDefaultCPUGenerator(), state);
     }
-    if (auto device = cuda_rng_device(*group_)) {
+    if (auto device = cuda_rng_device(group)) {
       if (archive.try_read(rng_key("cuda", saved_rank), state)) {
         set_rng_state(at::globalContext().defaultGenerator(*device), state);
       }
@@ -269,44 +248,108 @@ std::string Snapshotter::load_file(const fs::path& path, torch::nn::Module& mode
   }
 }
 
-std::optional<TrainingProgress> Snapshotter::load_latest(torch::nn::Module& model,
-                                                         torch::optim::Optimizer* optimizer) {
-  warnings_.clear();
-  const int rank = group_->global_rank();
-  // The candidates: every step any rank sees, newest first. A file some rank lacks is a
-  // problem to report, not a reason for that rank to load something older on its own.
+int first_empty(const std::vector<std::string>& problems) {
+  for (std::size_t r = 0; r < problems.size(); ++r) {
+    if (problems[r].empty()) return static_cast<int>(r);
+  }
+  return -1;
+}
+
+}  // namespace
+
+// Every step any rank sees, newest first (collective). A file some rank lacks is a copy to
+// send it, not a reason for that rank to load something older on its own.
+std::vector<int64_t> Snapshotter::candidate_steps() {
   std::vector<int64_t> local;
-  for (const auto& path : list()) local.push_back(step_of(path));
+  for (const auto& path : detail::list_snapshots(options_.directory)) {
+    local.push_back(detail::snapshot_step_of(path));
+  }
   std::set<int64_t, std::greater<>> steps;
   const at::Tensor mine = torch::tensor(local, torch::kLong).to(group_->device());
   for (const auto& seen_on_device : group_->all_gather(mine)) {
     const at::Tensor seen = seen_on_device.cpu();
     for (int64_t i = 0; i < seen.numel(); ++i) steps.insert(seen[i].item<int64_t>());
   }
-  for (int64_t step : steps) {
-    const fs::path path = options_.directory / file_name(step);
-    TrainingProgress progress;
-    const std::string problem = load_file(path, model, optimizer, &progress);
-    // Loaded only if loaded everywhere.
-    at::Tensor ok = torch::tensor({problem.empty() ? 1 : 0}, torch::kInt).to(group_->device());
-    group_->all_reduce(ok, ReduceOp::kMin);
-    if (ok.item<int>() == 1) return progress;
-    const auto problems = group_->all_gather_bytes(problem);
-    for (std::size_t r = 0; r < problems.size(); ++r) {
-      if (problems[r].empty()) continue;
-      warnings_.push_back(path.string() + ": rank " + std::to_string(r) + ": " + problems[r]);
-      if (group_->is_primary()) {
-        std::cerr << "ddp rank " << rank << ": " << kLoadOp << ": skipping " << path.string()
-                  << ": rank " << r << ": " << problems[r] << "; trying the previous snapshot\n";
-      }
+  return {steps.begin(), steps.end()};
+}
+
+void Snapshotter::warn(const fs::path& path, const std::vector<std::string>& problems,
+                       const std::string& suffix) {
+  for (std::size_t r = 0; r < problems.size(); ++r) {
+    if (problems[r].empty()) continue;
+    warnings_.push_back(path.string() + ": rank " + std::to_string(r) + ": " + problems[r] +
+                        suffix);
+    if (group_->is_primary()) {
+      std::cerr << "ddp rank " << group_->global_rank() << ": " << kLoadOp << ": "
+                << warnings_.back() << "\n";
     }
+  }
+}
+
+// Collective: sends the copy of `holder` to every rank whose copy is missing or damaged (its
+// directory's writer stores it), then rereads it here when this rank's was one of them.
+std::string Snapshotter::receive_copy(int64_t step, int holder,
+                                      const std::vector<std::string>& problems,
+                                      std::string* bytes) {
+  const fs::path path = options_.directory / detail::snapshot_file_name(step);
+  const bool needed = !problems[group_->rank()].empty();
+  detail::FileTransfer transfer;
+  transfer.root = holder;
+  transfer.source = path;
+  transfer.store = needed && impl_->writes;
+  transfer.directory = options_.directory;
+  transfer.global_step = step;
+  transfer.keep_last = options_.keep_last;
+  const std::string stored = detail::transfer_snapshot(*group_, transfer);
+  // Also the barrier: every stored copy is published before any rank rereads it.
+  const auto store_errors = group_->all_gather_bytes(stored);
+  warn(path, problems, "; received from rank " + std::to_string(holder));
+  warn(path, store_errors, " (storing the received copy)");
+  if (!needed) return "";
+  std::string problem = check_copy(path, bytes);
+  return problem.empty() ? "" : "after receiving a copy: " + problem;
+}
+
+// Collective: loads `step` on every rank or on none (then warnings say why, and nullopt).
+std::optional<TrainingProgress> Snapshotter::load_step(int64_t step, torch::nn::Module& model,
+                                                       torch::optim::Optimizer* optimizer) {
+  const fs::path path = options_.directory / detail::snapshot_file_name(step);
+  std::string bytes;
+  std::string problem = check_copy(path, &bytes);
+  const auto problems = group_->all_gather_bytes(problem);
+  const int holder = first_empty(problems);
+  if (holder < 0) {
+    warn(path, problems, "");
+    return std::nullopt;
+  }
+  if (std::any_of(problems.begin(), problems.end(), [](const auto& p) { return !p.empty(); })) {
+    problem = receive_copy(step, holder, problems, &bytes);
+  }
+  TrainingProgress progress;
+  if (problem.empty()) problem = restore(bytes, *group_, model, optimizer, &progress);
+  // Loaded only if loaded everywhere.
+  at::Tensor ok = torch::tensor({problem.empty() ? 1 : 0}, torch::kInt).to(group_->device());
+  group_->all_reduce(ok, ReduceOp::kMin);
+  if (ok.item<int>() == 1) return progress;
+  warn(path, group_->all_gather_bytes(problem), "");
+  return std::nullopt;
+}
+
+std::optional<TrainingProgress> Snapshotter::load_latest(torch::nn::Module& model,
+                                                         torch::optim::Optimizer* optimizer) {
+  wait();
+  warnings_.clear();
+  identify();
+  const std::vector<int64_t> steps = candidate_steps();
+  for (int64_t step : steps) {
+    if (auto progress = load_step(step, model, optimizer)) return progress;
   }
   if (steps.empty()) return std::nullopt;
   std::string details;
   for (const auto& w : warnings_) details += "\n  " + w;
-  throw Error(rank, kLoadOp,
-              "no snapshot in " + options_.directory.string() + " is readable by every rank:" +
-                  details + "\nmove the directory away to start from scratch");
+  throw Error(group_->global_rank(), kLoadOp,
+              "no snapshot in " + options_.directory.string() + " is intact on any rank:" +
+                  details + "\nmove the directory away on every node to start from scratch");
 }
 
 }  // namespace ddp

@@ -34,7 +34,11 @@ TORCH_MODULE(ResumeNet);
 }  // namespace
 
 int resume(Group g, const Args& args) {
-  constexpr int kSamples = 96, kBatch = 8, kEpochs = 3, kSaveEvery = 4;
+  constexpr int kSamples = 96, kBatch = 8, kSaveEvery = 4;
+  const int epochs = std::stoi(arg(args, "epochs", "3"));
+  // stop_at=N: every rank leaves after global step N (its snapshots written), as when a node
+  // is lost and the job is started again by hand.
+  const int stop_at = std::stoi(arg(args, "stop_at", "-1"));
   const int kill_rank = std::stoi(arg(args, "kill_rank", "-1"));
   const int kill_at = std::stoi(arg(args, "kill_at", "-1"));
   const int hang_rank = std::stoi(arg(args, "hang_rank", "-1"));
@@ -52,16 +56,22 @@ int resume(Group g, const Args& args) {
 
   ResumeNet net;
   torch::optim::Adam optimizer(net->parameters(), torch::optim::AdamOptions(0.01));
-  ddp::Snapshotter snapshots(g, {arg(args, "dir"), 2});
-  auto progress = snapshots.load_latest(*net, &optimizer).value_or(ddp::TrainingProgress{});
-  if (g->launch_env().restart_count > 0) {
+  ddp::SnapshotOptions options;
+  options.directory = arg(args, "dir");
+  options.keep_last = 2;
+  options.background = arg(args, "background", "1") == "1";
+  ddp::Snapshotter snapshots(g, options);
+  auto loaded = snapshots.load_latest(*net, &optimizer);
+  auto progress = loaded.value_or(ddp::TrainingProgress{});
+  for (const auto& w : snapshots.load_warnings()) g->print_primary("warning: ", w);
+  if (loaded) {
     g->print_primary("resumed at epoch ", progress.epoch, " step ", progress.step_in_epoch,
                      " (global step ", progress.global_step, ")");
   }
   ddp::DistributedDataParallel model(net, g);
   ddp::DistributedRandomSampler sampler(kSamples, g->size(), r, /*allow_duplicates=*/false);
   int64_t global = progress.global_step;
-  for (int64_t epoch = progress.epoch; epoch < kEpochs; ++epoch) {
+  for (int64_t epoch = progress.epoch; epoch < epochs; ++epoch) {
     int64_t step = epoch == progress.epoch ? progress.step_in_epoch : 0;
     ddp::seek(sampler, epoch, step, kBatch);
     while (auto indices = sampler.next(kBatch)) {
@@ -78,6 +88,11 @@ int resume(Group g, const Args& args) {
         ::raise(SIGKILL);
       }
       if (global % kSaveEvery == 0) snapshots.save(*net, &optimizer, {epoch, step, global, {}});
+      if (global == stop_at) {
+        snapshots.wait();
+        std::cout << "rank " << r << " stops at global step " << global << std::endl;
+        return 0;
+      }
       if (g->launch_env().restart_count == 0 && r == hang_rank && global == hang_at) {
         std::cout << "rank " << r << " stops making progress after global step " << global
                   << std::endl;
@@ -86,27 +101,34 @@ int resume(Group g, const Args& args) {
       }
     }
   }
+  snapshots.wait();
   if (g->is_primary()) torch::save(ddp_test::parameters_of(*net), arg(args, "out"));
   return 0;
 }
 
 // World size 1: saves step 1, records its weights in `expected`, trains on, and dies by
-// SIGKILL in the middle of writing step 2 (temp file durable, not yet renamed).
+// SIGKILL in the middle of writing step 2 (temp file durable, not yet renamed); background=0
+// writes synchronously, else on the Snapshotter's writer thread.
 int snapshot_kill(Group g, const Args& args) {
   auto net = ddp_test::make_mixed_net();
   ddp::SnapshotOptions options;
   options.directory = arg(args, "dir");
-  ddp::Snapshotter first(g, {options.directory, 3});
-  first.save(*net, nullptr, {0, 1, 1, {{"note", "complete"}}});
+  options.background = arg(args, "background", "1") == "1";
+  {
+    ddp::Snapshotter first(g, options);
+    first.save(*net, nullptr, {0, 1, 1, {{"note", "complete"}}});
+  }
   torch::save(ddp_test::parameters_of(*net), arg(args, "expected"));
   {
     torch::NoGradGuard no_grad;
     for (auto& p : net->parameters()) p.mul_(2.0);
   }
-  // The SDK's fault injection (snapshot.cc): SIGKILL just before the rename.
+  // The SDK's fault injection (snapshot_files.cc): SIGKILL just before the rename, on the
+  // background writer's thread when options.background.
   ::setenv("DDP_TEST_FAILPOINT", "kill_before_snapshot_rename", 1);
   ddp::Snapshotter dying(g, options);
   dying.save(*net, nullptr, {0, 2, 2, {}});
+  dying.wait();
   std::cout << "survived a SIGKILL?" << std::endl;
   return 1;
 }

@@ -1,6 +1,6 @@
 // The launcher's environment contract (torchrun / ddprun), parsed once at start-up.
 //
-// A launcher sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and
+// A launcher sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT and
 // TORCHELASTIC_{RESTART_COUNT,MAX_RESTARTS,RUN_ID,USE_AGENT_STORE} for each worker (see
 // docs/worker_sdk.md). This header has no LibTorch dependency.
 #pragma once
@@ -19,6 +19,8 @@ struct LaunchEnv {
   int world_size = 1;
   int local_rank = 0;
   int local_world_size = 1;
+  // This node's rank among the job's nodes in the current round (GROUP_RANK; 0 when unset).
+  int group_rank = 0;
   std::string master_addr = "127.0.0.1";
   std::uint16_t master_port = 0;
   // Which attempt this is: 0 for the first start, +1 on every restart of the worker group.
