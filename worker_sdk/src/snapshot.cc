@@ -73,9 +73,11 @@ RngStates gather_rng_states(ProcessGroup& group) {
   return out;
 }
 
-// The complete file: the state serialised in memory, so that training may change it next.
-std::string encode(const torch::nn::Module& model, const torch::optim::Optimizer* optimizer,
-                   const RngStates& rng, const TrainingProgress& progress, int world_size) {
+// The state serialised in memory (the copy training may change after save() returns); the
+// framing and checksum happen on the writer thread.
+detail::SnapshotWrite serialise(const torch::nn::Module& model,
+                                const torch::optim::Optimizer* optimizer, const RngStates& rng,
+                                const TrainingProgress& progress, int world_size) {
   torch::serialize::OutputArchive archive;
   torch::serialize::OutputArchive model_archive;
   model.save(model_archive);
@@ -89,13 +91,14 @@ std::string encode(const torch::nn::Module& model, const torch::optim::Optimizer
   std::ostringstream payload;
   archive.save_to(payload);
 
-  detail::SnapshotHeader header;
-  header.epoch = progress.epoch;
-  header.step_in_epoch = progress.step_in_epoch;
-  header.global_step = progress.global_step;
-  header.world_size = world_size;
-  header.user = progress.user;
-  return detail::encode_snapshot(header, payload.str());
+  detail::SnapshotWrite write;
+  write.header.epoch = progress.epoch;
+  write.header.step_in_epoch = progress.step_in_epoch;
+  write.header.global_step = progress.global_step;
+  write.header.world_size = world_size;
+  write.header.user = progress.user;
+  write.payload = payload.str();
+  return write;
 }
 
 // "" when `path` holds an intact snapshot (its bytes then in *bytes), else what is wrong.
@@ -179,10 +182,13 @@ fs::path Snapshotter::save(const torch::nn::Module& model, const torch::optim::O
   identify();
   const RngStates rng = gather_rng_states(*group_);
   const fs::path target = options_.directory / detail::snapshot_file_name(progress.global_step);
-  std::string bytes, error;
+  detail::SnapshotWrite write;
+  std::string error;
   if (impl_->writes) {
     try {
-      bytes = encode(model, optimizer, rng, progress, group_->size());
+      write = serialise(model, optimizer, rng, progress, group_->size());
+      write.directory = options_.directory;
+      write.keep_last = options_.keep_last;
     } catch (const c10::Error& e) {
       error = e.what_without_backtrace();
     } catch (const std::exception& e) {
@@ -190,18 +196,12 @@ fs::path Snapshotter::save(const torch::nn::Module& model, const torch::optim::O
     }
   }
   if (options_.background) {
-    if (impl_->writes && error.empty()) {
-      impl_->writer.start(
-          {options_.directory, progress.global_step, std::move(bytes), options_.keep_last});
-    }
+    if (impl_->writes && error.empty()) impl_->writer.start(std::move(write));
     impl_->deferred_error = error;
     impl_->pending = true;
     return target;
   }
-  if (impl_->writes && error.empty()) {
-    error = detail::publish_snapshot(options_.directory, progress.global_step, bytes,
-                                     options_.keep_last);
-  }
+  if (impl_->writes && error.empty()) error = detail::write_snapshot(write);
   // Doubles as the barrier: every rank returns once every writer has published.
   raise_if_any_failed(*group_, error, "writing " + target.filename().string());
   return target;

@@ -6,6 +6,11 @@
 
 namespace ddp::detail {
 
+std::string write_snapshot(const SnapshotWrite& write) {
+  const std::string bytes = encode_snapshot(write.header, write.payload);
+  return publish_snapshot(write.directory, write.header.global_step, bytes, write.keep_last);
+}
+
 SnapshotWriter::~SnapshotWriter() {
   join();
   // The Snapshotter is going away (the end of training, or an exception unwinding): nobody
@@ -26,7 +31,7 @@ void SnapshotWriter::start(SnapshotWrite write) {
   join();
   thread_ = std::thread([this, write = std::move(write)] {
     try {
-      error_ = publish_snapshot(write.directory, write.global_step, write.bytes, write.keep_last);
+      error_ = write_snapshot(write);
     } catch (const std::exception& e) {
       error_ = e.what();
     } catch (...) {

@@ -1,5 +1,6 @@
-// The background half of Snapshotter::save(): publishes one encoded snapshot on its own
-// thread while training goes on. No LibTorch: the bytes are complete before the thread starts.
+// The background half of Snapshotter::save(): frames, checksums and publishes one snapshot on
+// its own thread while training goes on. No LibTorch: the state is serialised in memory before
+// the thread starts.
 #pragma once
 
 #include <cstdint>
@@ -7,14 +8,20 @@
 #include <string>
 #include <thread>
 
+#include "snapshot_format.h"
+
 namespace ddp::detail {
 
 struct SnapshotWrite {
   std::filesystem::path directory;
-  int64_t global_step = 0;
-  std::string bytes;  // the whole file (encode_snapshot)
+  SnapshotHeader header;  // names the file (global_step)
+  std::string payload;    // the serialised state; framed and checksummed on the thread
   std::size_t keep_last = 1;
 };
+
+// Frames, checksums and publishes `write` (publish_snapshot); "" or what failed. Runs on the
+// writer thread, or on the caller's for synchronous saves.
+std::string write_snapshot(const SnapshotWrite& write);
 
 // Owns at most one write thread at a time. start() first finishes the previous write, so
 // writes of one Snapshotter never overlap and land in step order. The thread catches
