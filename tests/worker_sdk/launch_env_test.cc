@@ -30,6 +30,7 @@ TEST(LaunchEnvTest, ReadsDdprunEnvironment) {
                                         {"WORLD_SIZE", "4"},
                                         {"LOCAL_RANK", "1"},
                                         {"LOCAL_WORLD_SIZE", "2"},
+                                        {"GROUP_RANK", "1"},
                                         {"MASTER_ADDR", "10.0.0.5"},
                                         {"MASTER_PORT", "29501"},
                                         {"TORCHELASTIC_RESTART_COUNT", "2"},
@@ -41,6 +42,7 @@ TEST(LaunchEnvTest, ReadsDdprunEnvironment) {
   EXPECT_EQ(env.world_size, 4);
   EXPECT_EQ(env.local_rank, 1);
   EXPECT_EQ(env.local_world_size, 2);
+  EXPECT_EQ(env.group_rank, 1);
   EXPECT_EQ(env.master_addr, "10.0.0.5");
   EXPECT_EQ(env.master_port, 29501);
   EXPECT_EQ(env.restart_count, 2);
