@@ -251,6 +251,68 @@ TEST(ExactResumeTest, UnderDdprunOnTwoNodesTheHungRankIsNamedByBoth) {
   }
 }
 
+// Issue 37 under real ddprun agents: two nodes (c10d, 127.0.0.1 and 127.0.0.2), each with its
+// own snapshot directory. Rank 0 deletes its node's directory and SIGKILLs itself; both agents
+// restart their workers, node 1's copy is sent to node 0, and the run ends bit-identical.
+std::vector<ProcessResult> run_two_ddprun_nodes(const fs::path& work,
+                                                const std::vector<std::string>& extra_args) {
+  fs::create_directories(work);
+  const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  std::vector<ProcessSpec> specs;
+  for (int node = 1; node <= 2; ++node) {
+    ProcessSpec spec;
+    spec.argv = {DDPRUN_BINARY,
+                 "--nnodes",
+                 "2",
+                 "--nproc_per_node",
+                 "2",
+                 "--rdzv_backend",
+                 "c10d",
+                 "--rdzv_endpoint",
+                 endpoint,
+                 "--rdzv_id",
+                 "sdk-snap",
+                 "--local_addr",
+                 "127.0.0." + std::to_string(node),
+                 "--max_restarts",
+                 "1",
+                 "--no_python",
+                 SDK_TEST_WORKER,
+                 "resume",
+                 "dir=" + (work / "node_{node}").string(),
+                 "out=" + (work / "final.pt").string(),
+                 "epochs=6"};
+    spec.argv.insert(spec.argv.end(), extra_args.begin(), extra_args.end());
+    spec.env["OMP_NUM_THREADS"] = "1";
+    spec.env["TMPDIR"] = work.string();
+    spec.output_file = work / ("node" + std::to_string(node) + ".log");
+    specs.push_back(std::move(spec));
+  }
+  RunOptions options;
+  options.deadline = std::chrono::seconds(150);
+  return run_processes(specs, options);
+}
+
+TEST(NodeLocalSnapshotTest, UnderDdprunOnTwoNodesANodeThatLostItsDiskResumesFromItsPeer) {
+  TempDir dir;
+  auto results = run_two_ddprun_nodes(dir.path() / "plain", {});
+  for (const auto& r : results) ASSERT_TRUE(r.ok()) << r.describe() << "\n" << r.output;
+  const auto uninterrupted = load_weights(dir.path() / "plain" / "final.pt");
+  results =
+      run_two_ddprun_nodes(dir.path() / "lost", {"kill_rank=0", "kill_at=10", "wipe_at_kill=1"});
+  for (const auto& r : results) ASSERT_TRUE(r.ok()) << r.describe() << "\n" << r.output;
+  const std::string output = results[0].output + results[1].output;
+  EXPECT_NE(output.find("rank 0 deleted"), std::string::npos) << output;
+  // Node 1's newest snapshot (step 8, or 4 if the kill came before its write was published).
+  EXPECT_NE(output.find("rank 0: missing on this rank; received from rank 2"), std::string::npos)
+      << output;
+  const auto resumed = load_weights(dir.path() / "lost" / "final.pt");
+  ASSERT_EQ(uninterrupted.size(), resumed.size());
+  for (std::size_t i = 0; i < resumed.size(); ++i) {
+    EXPECT_TRUE(torch::equal(resumed[i], uninterrupted[i])) << "parameter " << i << " differs";
+  }
+}
+
 TEST(ExactResumeTest, UnderDdprunKilledWorkerEndsBitIdentical) {
   expect_exact_resume({DDPRUN_BINARY, "--standalone", "--nproc_per_node", "2", "--max_restarts",
                        "1", "--no_python"});

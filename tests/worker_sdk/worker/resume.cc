@@ -46,6 +46,9 @@ int resume(Group g, const Args& args) {
   // hang_beat=1: the hung rank first reports the next step, as the ranks waiting for it do, so
   // that only its stack tells it apart.
   const bool hang_beat = arg(args, "hang_beat", "0") == "1";
+  // wipe_at_kill=1: the killed rank first deletes its snapshot directory (a node losing its
+  // disk); it waits for its own background write (list()) so that nothing lands there after.
+  const bool wipe_at_kill = arg(args, "wipe_at_kill", "0") == "1";
   const int r = g->rank();
   torch::set_num_threads(1);  // bit-exact results need the same reduction order every run
   torch::manual_seed(7 + r);
@@ -85,6 +88,11 @@ int resume(Group g, const Args& args) {
       ++global;
       if (g->launch_env().restart_count == 0 && r == kill_rank && global == kill_at) {
         std::cout << "rank " << r << " kills itself at global step " << global << std::endl;
+        if (wipe_at_kill) {
+          snapshots.list();
+          std::filesystem::remove_all(snapshots.directory());
+          std::cout << "rank " << r << " deleted " << snapshots.directory().string() << std::endl;
+        }
         ::raise(SIGKILL);
       }
       if (global % kSaveEvery == 0) snapshots.save(*net, &optimizer, {epoch, step, global, {}});
