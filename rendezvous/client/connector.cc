@@ -1,7 +1,9 @@
 #include "rendezvous/client/connector.h"
 
 #include <functional>
+#include <memory>
 #include <optional>
+#include <utility>
 
 #include <algorithm>
 #include <map>
@@ -21,9 +23,13 @@
 namespace ddprun::rdzv {
 namespace {
 
-struct AttemptError {
-  std::string message;
-  bool permanent = false;
+// Marks a coroutine frame gone when it is destroyed (see attempt()).
+struct FrameGuard {
+  explicit FrameGuard(std::shared_ptr<bool> flag) : alive(std::move(flag)) {}
+  FrameGuard(const FrameGuard&) = delete;
+  FrameGuard& operator=(const FrameGuard&) = delete;
+  ~FrameGuard() { *alive = false; }
+  std::shared_ptr<bool> alive;
 };
 
 // Resolve, bind, connect and handshake once, within `budget`. A timer closes the socket (and
@@ -40,9 +46,16 @@ asio::awaitable<Result<Stream>> attempt(asio::any_io_executor ex, const ConnectO
     boost::system::error_code ignored;
     socket.close(ignored);
   };
+  // The timer's handler may already be queued when the frame ends: the budget ran out in the
+  // same turn of the loop as the operation it bounds completed, so cancel() comes too late and
+  // the handler runs after co_return. It looks at `alive` (false once the frame is gone) before
+  // it touches anything of the frame. ASan caught the write to a freed frame in
+  // DaemonDurabilityTest (a thousand clients reconnecting to a restarted daemon).
+  const auto alive = std::make_shared<bool>(true);
+  const FrameGuard guard{alive};
   timer.expires_after(budget);
-  timer.async_wait([&](const boost::system::error_code& ec) {
-    if (ec) return;
+  timer.async_wait([&, alive](const boost::system::error_code& ec) {
+    if (ec || !*alive) return;
     timed_out = true;
     resolver.cancel();
     closer();
