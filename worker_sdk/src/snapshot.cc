@@ -88,8 +88,13 @@ detail::SnapshotWrite serialise(const torch::nn::Module& model,
     archive.write("optimizer", optimizer_archive);
   }
   for (auto& [key, state] : rng) archive.write(key, state);
-  std::ostringstream payload;
-  archive.save_to(payload);
+  // Appended straight into the string the writer thread takes over: no stream buffer and no
+  // copy out of it (a snapshot is as large as the model and optimizer).
+  std::string payload;
+  archive.save_to([&payload](const void* data, std::size_t size) {
+    payload.append(static_cast<const char*>(data), size);
+    return size;
+  });
 
   detail::SnapshotWrite write;
   write.header.epoch = progress.epoch;
@@ -97,7 +102,7 @@ detail::SnapshotWrite serialise(const torch::nn::Module& model,
   write.header.global_step = progress.global_step;
   write.header.world_size = world_size;
   write.header.user = progress.user;
-  write.payload = payload.str();
+  write.payload = std::move(payload);
   return write;
 }
 
@@ -216,9 +221,9 @@ std::string restore(const std::string& bytes, const ProcessGroup& group, torch::
   try {
     auto decoded = detail::decode_snapshot(bytes);
     if (!decoded.ok()) return decoded.error_message();
-    std::istringstream payload{std::string(decoded->payload)};
     torch::serialize::InputArchive archive;
-    archive.load_from(payload);
+    // Read in place from the file's bytes (a stream would copy them twice).
+    archive.load_from(decoded->payload.data(), decoded->payload.size());
     torch::serialize::InputArchive model_archive;
     archive.read("model", model_archive);
     model.load(model_archive);
