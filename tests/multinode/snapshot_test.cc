@@ -19,7 +19,7 @@ using namespace std::chrono_literals;
 constexpr int kSteps = 8;
 constexpr int kPauseAt = 4;
 
-class SnapshotTest : public MultinodeTest {
+class NodeLocalSnapshotTest : public MultinodeTest {
  protected:
   void SetUp() override {
     MultinodeTest::SetUp();
@@ -75,7 +75,7 @@ class SnapshotTest : public MultinodeTest {
   std::unique_ptr<ChildProcess> daemon_;
 };
 
-TEST_F(SnapshotTest, SpareOfTheLostRankZeroNodeResumesFromThePeersSnapshotAsIfUninterrupted) {
+TEST_F(NodeLocalSnapshotTest, SpareOfTheLostRankZeroNodeResumesFromThePeersSnapshotAsIfUninterrupted) {
   // The reference: the same job, never interrupted.
   {
     std::vector<std::unique_ptr<ChildProcess>> nodes;
