@@ -163,6 +163,25 @@ class LocalTest(unittest.TestCase):
         self.assertEqual(sorted(os.listdir(self.d)),
                          ["snapshot-000000000001.pt", "snapshot-000000000003.pt"])
 
+    def test_two_writers_sharing_a_directory_leave_intact_files_and_k_of_them(self):
+        # Two nodes' local rank 0 on a shared file system (or two processes of one machine)
+        # save the same steps into one directory at once.
+        code = ("import sys, torch, ddprun\n"
+                "for step in range(1, 7):\n"
+                "    ddprun.save_snapshot({'w': torch.full((50000,), float(step))}, sys.argv[1],\n"
+                "                         step, keep_last=2, writer=True)\n"
+                "ddprun.wait_for_snapshots()\n")
+        writers = [subprocess.Popen([sys.executable, "-c", code, self.d], env=child_env(),
+                                    stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        for w in writers:
+            _, err = w.communicate(timeout=JOB_TIMEOUT_S)
+            self.assertEqual(w.returncode, 0, err)
+        self.assertEqual(sorted(os.listdir(self.d)),
+                         ["snapshot-000000000005.pt", "snapshot-000000000006.pt"])
+        for step in (5, 6):
+            got = ddprun.read_snapshot(os.path.join(self.d, snapshot.snapshot_name(step)))
+            self.assertTrue(torch.equal(got["w"], torch.full((50000,), float(step))))
+
 
 class TwoNodesTest(unittest.TestCase):
     """Ranks 0 and 1 are node A (directory a/), ranks 2 and 3 node B (b/)."""
