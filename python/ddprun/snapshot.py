@@ -404,20 +404,23 @@ def _survey(directory):
     """What this rank's directory holds: every snapshot step, the newest intact one, and what
     was wrong with the newer damaged ones."""
     import socket
-    steps = list_snapshots(directory)
-    damaged = {}
-    newest = None
-    for step in steps:
+    survey = {"steps": [], "newest": None, "damaged": {}, "error": None,
+              "host": socket.gethostname(), "directory": os.path.abspath(directory)}
+    try:
+        survey["steps"] = list_snapshots(directory)
+    except OSError as e:  # reported on every rank after the exchange, rather than raised alone
+        survey["error"] = f"{directory}: cannot list: {e.strerror}"
+    for step in survey["steps"]:
         path = os.path.join(directory, snapshot_name(step))
         try:
             meta = verify_snapshot(path)
-        except SnapshotError as e:
-            damaged[step] = str(e)
+            size = os.path.getsize(path)
+        except (SnapshotError, OSError) as e:
+            survey["damaged"][step] = str(e) if isinstance(e, SnapshotError) else f"{path}: {e}"
             continue
-        newest = {"step": step, "size": os.path.getsize(path), "sha256": meta["sha256"]}
+        survey["newest"] = {"step": step, "size": size, "sha256": meta["sha256"]}
         break
-    return {"steps": steps, "newest": newest, "damaged": damaged,
-            "host": socket.gethostname(), "directory": os.path.abspath(directory)}
+    return survey
 
 
 def _describe(surveys):
@@ -466,6 +469,10 @@ def load_latest_snapshot(directory, map_location=None, with_step=False,
     else:
         surveys = [None] * dist.get_world_size()
         dist.all_gather_object(surveys, _survey(directory))
+    unreadable = [f"rank {rank}: {s['error']}" for rank, s in enumerate(surveys) if s["error"]]
+    if unreadable:
+        raise SnapshotError("ddprun.load_latest_snapshot: a snapshot directory cannot be read:\n"
+                            + "\n".join(unreadable))
     found = [s for s in surveys if s["steps"]]
     if not found:
         return None

@@ -282,6 +282,17 @@ class TwoNodesTest(unittest.TestCase):
         self.assertIn("a/snapshot-000000000004.pt: truncated", message)
         self.assertIn("b/snapshot-000000000004.pt: checksum mismatch", message)
 
+    def test_an_unreadable_directory_is_the_same_error_on_every_rank(self):
+        self.save(self.a, 1)
+        os.rmdir(self.b)
+        with open(self.b, "w") as f:  # not a directory: listing it fails on node B only
+            f.write("x")
+        messages = {r.get("error") for r in self.run_job()}
+        self.assertEqual(len(messages), 1, messages)
+        message = messages.pop()
+        self.assertIn("a snapshot directory cannot be read", message)
+        self.assertIn("rank 2: " + self.b + ": cannot list", message)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
