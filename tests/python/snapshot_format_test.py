@@ -13,7 +13,8 @@ import unittest
 ROOT = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "../..")
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
-from ddprun import snapshot  # noqa: E402
+from ddprun import snapshot_format as snapshot  # noqa: E402
+from ddprun import snapshot_write  # noqa: E402
 
 
 def write_file(directory, step, payload=b"payload bytes", name=None):
@@ -125,7 +126,7 @@ class RetentionTest(unittest.TestCase):
                 write_file(d, step)
             open(os.path.join(d, "notes.txt"), "w").close()
             self.assertEqual(snapshot.list_snapshots(d), [9, 7, 5, 2, 1])
-            snapshot._prune(d, 3)
+            snapshot_write._prune(d, 3)
             self.assertEqual(snapshot.list_snapshots(d), [9, 7, 5])
             self.assertTrue(os.path.exists(os.path.join(d, "notes.txt")))
 
@@ -140,7 +141,7 @@ class RetentionTest(unittest.TestCase):
                 d, f".snapshot-000000000004.pt.tmp-elsewhere-{dead.stdout.strip()}-1")
             for path in (stale, live, other):
                 open(path, "w").close()
-            snapshot._prune(d, 3)
+            snapshot_write._prune(d, 3)
             self.assertFalse(os.path.exists(stale))
             self.assertTrue(os.path.exists(live))
             self.assertTrue(os.path.exists(other), "another host's writer may still be writing")

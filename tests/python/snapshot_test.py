@@ -142,12 +142,12 @@ class LocalTest(unittest.TestCase):
 
     def test_a_crash_during_a_background_write_leaves_the_previous_snapshot(self):
         # The writer thread SIGKILLs its process once the temp file of step 2 is complete and
-        # synced, just before the rename (snapshot._before_publish, the tests' fault hook).
+        # synced, just before the rename (snapshot_write._before_publish, the tests' fault hook).
         code = ("import os, signal, sys, torch, ddprun\n"
-                "from ddprun import snapshot\n"
+                "from ddprun import snapshot_write\n"
                 "d = sys.argv[1]\n"
                 "ddprun.save_snapshot({'w': torch.ones(10000)}, d, 1, background=False)\n"
-                "snapshot._before_publish = lambda: os.kill(os.getpid(), signal.SIGKILL)\n"
+                "snapshot_write._before_publish = lambda: os.kill(os.getpid(), signal.SIGKILL)\n"
                 "ddprun.save_snapshot({'w': torch.zeros(10000)}, d, 2)\n"
                 "ddprun.wait_for_snapshots()\n"
                 "sys.exit(3)\n")
