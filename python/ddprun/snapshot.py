@@ -11,7 +11,8 @@ save_snapshot() writes a complete copy on every node (the rank with LOCAL_RANK 0
 atomically (temp file, fsync, rename, fsync of the directory), in the background (this module
 re-exports it from snapshot_write.py); load_latest_snapshot() is collective: the ranks agree
 on the newest snapshot intact on at least one node, and nodes that lack it (or hold a damaged
-copy) receive it from a holder over the default process group, in chunks, and store it. docs/snapshots.md has the format and the guarantees.
+copy) receive it from a holder over the default process group, in chunks, and store it.
+docs/snapshots.md has the format and the guarantees.
 
 Standard library only at import; torch is imported by the functions that need it.
 """
