@@ -6,7 +6,11 @@ For training scripts (standard library only, no-ops outside ddprun; ddprun.progr
 ``heartbeat(step, busy_s=None)``, ``waiting()``, ``stop_job(reason)``, ``exclude_node(reason)``,
 ``restart_count()``,
 ``max_restarts()``,
-``under_ddprun()``, ``auto_progress_enabled()``."""
+``under_ddprun()``, ``auto_progress_enabled()``.
+
+Snapshots on node-local disks (ddprun.snapshot; torch imported only when called):
+``save_snapshot(state, directory, step)``, ``wait_for_snapshots()``,
+``load_latest_snapshot(directory, map_location=None)``, ``read_snapshot(path)``."""
 
 import os
 import sys
@@ -15,10 +19,13 @@ import sysconfig
 from .progress import (EXIT_DO_NOT_REQUEUE, EXIT_NODE_EXCLUDED, auto_progress_enabled,
                        exclude_node, heartbeat, max_restarts, restart_count, stop_job,
                        under_ddprun, waiting)
+from .snapshot import (SnapshotError, SnapshotWrite, list_snapshots, load_latest_snapshot,
+                       read_snapshot, save_snapshot, verify_snapshot, wait_for_snapshots)
 
 __all__ = ["executable", "heartbeat", "waiting", "stop_job", "exclude_node", "restart_count",
            "max_restarts", "under_ddprun", "auto_progress_enabled", "EXIT_DO_NOT_REQUEUE",
-           "EXIT_NODE_EXCLUDED"]
+           "EXIT_NODE_EXCLUDED", "save_snapshot", "wait_for_snapshots", "load_latest_snapshot",
+           "read_snapshot", "verify_snapshot", "list_snapshots", "SnapshotWrite", "SnapshotError"]
 
 
 def executable(name: str = "ddprun") -> str:

@@ -63,7 +63,10 @@ for path in ./usr/bin/ddprun ./usr/bin/ddp-rendezvous ./usr/lib/ddprun/libddprun
   ./lib/systemd/system/ddp-rendezvous.service ./lib/systemd/system/ddprun-agent@.service \
   ./usr/share/doc/ddprun/examples/single-node.yaml ./usr/share/doc/ddprun/copyright \
   ./usr/share/doc/ddprun/changelog.Debian.gz ./usr/lib/python3/dist-packages/ddprun/__init__.py \
-  ./usr/lib/python3/dist-packages/ddprun/progress.py; do
+  ./usr/lib/python3/dist-packages/ddprun/progress.py \
+  ./usr/lib/python3/dist-packages/ddprun/snapshot.py \
+  ./usr/lib/python3/dist-packages/ddprun/snapshot_format.py \
+  ./usr/lib/python3/dist-packages/ddprun/snapshot_write.py; do
   grep -qxF "$path" "$work/contents" || fail "$path is not in the package"
 done
 dpkg-deb --field "$deb" Depends | grep -q adduser || fail "Depends lacks adduser"
