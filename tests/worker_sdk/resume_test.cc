@@ -133,11 +133,11 @@ void expect_spare_node_resumes_exactly(const std::string& background) {
   EXPECT_EQ(snapshot_names(lost / "node_1"), steps_12_and_16);
 }
 
-TEST(NodeLocalSnapshotTest, SpareNodeResumesFromAPeersCopyBitIdenticalBackgroundWrites) {
+TEST(SdkNodeLocalSnapshotTest, SpareNodeResumesFromAPeersCopyBitIdenticalBackgroundWrites) {
   expect_spare_node_resumes_exactly("background=1");
 }
 
-TEST(NodeLocalSnapshotTest, SpareNodeResumesFromAPeersCopyBitIdenticalSynchronousWrites) {
+TEST(SdkNodeLocalSnapshotTest, SpareNodeResumesFromAPeersCopyBitIdenticalSynchronousWrites) {
   expect_spare_node_resumes_exactly("background=0");
 }
 
@@ -146,7 +146,7 @@ TEST(NodeLocalSnapshotTest, SpareNodeResumesFromAPeersCopyBitIdenticalSynchronou
 // and the harness kills them, mid-write or not) and, before some attempts, deleting one node's
 // directory (a spare). Every attempt resumes from the newest snapshot intact on any node; the
 // run that completes ends bit-identical to an uninterrupted one.
-TEST(NodeLocalSnapshotTest, RandomKillsAndLostDisksStillEndBitIdentical) {
+TEST(SdkNodeLocalSnapshotTest, RandomKillsAndLostDisksStillEndBitIdentical) {
   const unsigned seed = ddprun::testing::test_seed();
   SCOPED_TRACE("DDPRUN_TEST_SEED=" + std::to_string(seed));
   std::mt19937 random(seed);
@@ -332,7 +332,7 @@ std::vector<ProcessResult> run_two_ddprun_nodes(const fs::path& work,
   return run_processes(specs, options);
 }
 
-TEST(NodeLocalSnapshotTest, UnderDdprunOnTwoNodesANodeThatLostItsDiskResumesFromItsPeer) {
+TEST(SdkNodeLocalSnapshotTest, UnderDdprunOnTwoNodesANodeThatLostItsDiskResumesFromItsPeer) {
   TempDir dir;
   auto results = run_two_ddprun_nodes(dir.path() / "plain", {});
   for (const auto& r : results) ASSERT_TRUE(r.ok()) << r.describe() << "\n" << r.output;
