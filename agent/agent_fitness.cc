@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/agent.h"
+#include "agent/worker_launches.h"
 #include "common/exit_codes.h"
 
 namespace ddprun::agent {

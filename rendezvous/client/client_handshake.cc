@@ -158,7 +158,7 @@ asio::awaitable<Status> client_handshake(Stream& stream, const std::string& job_
                                          const ClientCredentials& credentials,
                                          const std::string& server_name, const CodecLimits& limits,
                                          std::optional<Redirect>* redirect) {
-  const Opening opening{job_id};  // named: GCC 12 mishandles temporaries in co_await
+  const Opening opening{job_id, {}};  // named: GCC 12 mishandles temporaries in co_await
   auto reply = co_await open_connection(stream, opening, credentials, server_name, limits);
   if (!reply) co_return reply.status();
   if (std::holds_alternative<HelloAck>(*reply)) co_return Status();

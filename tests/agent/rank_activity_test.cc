@@ -195,14 +195,14 @@ TEST(RankActivity, WhatDdprunsOwnCodeCalledIsNotTheRanksOwn) {
   // Stopped in the wrapper's bookkeeping as the collective returned (or failed because its
   // peers were stopped first): still at that collective, not elsewhere (CI, torch 1.13:
   // TorchHangAcrossNodesTest/after_barrier named rank 0 "in main at torch_hang.py:55").
-  const auto unwinding = read_activity(
-      lines("Fatal Python error: Aborted\n\n"
-            "Current thread 0x1 (most recent call first):\n"
-            "  File \"/tmp/d/_ddprun_progress.py\", line 131 in end_waiting\n"
-            "  File \"/tmp/d/_ddprun_progress.py\", line 396 in wrapper\n"
-            "  File \"/w/torch_hang.py\", line 55 in main\n"
-            "  File \"/tmp/d/_ddprun_bootstrap.py\", line 115 in _run_script\n"
-            "  File \"/tmp/d/_ddprun_bootstrap.py\", line 50 in run\n"));
+  const auto unwinding =
+      read_activity(lines("Fatal Python error: Aborted\n\n"
+                          "Current thread 0x1 (most recent call first):\n"
+                          "  File \"/tmp/d/_ddprun_progress.py\", line 131 in end_waiting\n"
+                          "  File \"/tmp/d/_ddprun_progress.py\", line 396 in wrapper\n"
+                          "  File \"/w/torch_hang.py\", line 55 in main\n"
+                          "  File \"/tmp/d/_ddprun_bootstrap.py\", line 115 in _run_script\n"
+                          "  File \"/tmp/d/_ddprun_bootstrap.py\", line 50 in run\n"));
   EXPECT_EQ(unwinding.activity, RankActivity::kInCollective) << unwinding.where;
   EXPECT_EQ(unwinding.where, "main at torch_hang.py:55");
   // What the script runs (the standard library among it) is the rank's own.

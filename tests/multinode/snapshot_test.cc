@@ -49,8 +49,13 @@ class NodeLocalSnapshotTest : public MultinodeTest {
     spec.job = run;
     spec.timeouts.last_call_timeout = "20";  // a round closes only when full
     spec.extra = {"--max_restarts", "3"};
-    spec.entry = {mn_worker("snapshot_train.py"), "--run", run, "--steps", std::to_string(kSteps),
-                  "--pause-at", std::to_string(pause_at)};
+    spec.entry = {mn_worker("snapshot_train.py"),
+                  "--run",
+                  run,
+                  "--steps",
+                  std::to_string(kSteps),
+                  "--pause-at",
+                  std::to_string(pause_at)};
     return spec;
   }
 
@@ -75,7 +80,8 @@ class NodeLocalSnapshotTest : public MultinodeTest {
   std::unique_ptr<ChildProcess> daemon_;
 };
 
-TEST_F(NodeLocalSnapshotTest, SpareOfTheLostRankZeroNodeResumesFromThePeersSnapshotAsIfUninterrupted) {
+TEST_F(NodeLocalSnapshotTest,
+       SpareOfTheLostRankZeroNodeResumesFromThePeersSnapshotAsIfUninterrupted) {
   // The reference: the same job, never interrupted.
   {
     std::vector<std::unique_ptr<ChildProcess>> nodes;

@@ -1,8 +1,8 @@
 // The launcher's environment contract (torchrun / ddprun), parsed once at start-up.
 //
-// A launcher sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT and
-// TORCHELASTIC_{RESTART_COUNT,MAX_RESTARTS,RUN_ID,USE_AGENT_STORE} for each worker (see
-// docs/worker_sdk.md). This header has no LibTorch dependency.
+// A launcher sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,
+// MASTER_PORT and TORCHELASTIC_{RESTART_COUNT,MAX_RESTARTS,RUN_ID,USE_AGENT_STORE} for each worker
+// (see docs/worker_sdk.md). This header has no LibTorch dependency.
 #pragma once
 
 #include <cstdint>
