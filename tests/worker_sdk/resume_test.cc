@@ -365,8 +365,13 @@ TEST(ExactResumeTest, UnderTorchrunKilledWorkerEndsBitIdentical) {
   if (!fs::exists(torchrun) || !fs::exists(DDPRUN_TEST_PYTHON)) {
     GTEST_SKIP() << "no torchrun wrapper at " << torchrun;
   }
-  expect_exact_resume({DDPRUN_TEST_PYTHON, torchrun.string(), "--standalone", "--nproc_per_node",
-                       "2", "--max_restarts", "1", "--monitor_interval", "0.2", "--no_python"});
+  // Not --standalone: torch 1.13's binds the fixed port 29400 (a run beside another torchrun
+  // failed with "Address already in use"); the same c10d rendezvous on a port of our own.
+  const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  expect_exact_resume({DDPRUN_TEST_PYTHON, torchrun.string(), "--nnodes", "1", "--rdzv_backend",
+                       "c10d", "--rdzv_endpoint", endpoint, "--rdzv_id", "exact_resume",
+                       "--nproc_per_node", "2", "--max_restarts", "1", "--monitor_interval", "0.2",
+                       "--no_python"});
 }
 
 }  // namespace
