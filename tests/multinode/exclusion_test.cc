@@ -42,19 +42,7 @@ class ExclusionTest : public MultinodeTest {
                                          const std::string& mode) {
     nodes.push_back(start_node(node(3, mode)));
     if (!nodes.back()) return ::testing::AssertionFailure() << "node 3 did not start";
-    const Deadline deadline = deadline_after(30s);
-    while (TestClock::now() < deadline) {
-      ChildOptions status;
-      status.executable = daemon_binary();
-      status.args = {"status", "--endpoint", endpoint_};
-      status.env = env_;
-      auto child = ChildProcess::start(status);
-      if (!child) return ::testing::AssertionFailure() << child.error_message();
-      const RunResult table = finish(**child, deadline_after(10s));
-      // Polled: nothing pushes a spare's arrival to a test.
-      if (table.out.find("standby") != std::string::npos) return ::testing::AssertionSuccess();
-    }
-    return ::testing::AssertionFailure() << "node 3 never showed as waiting";
+    return wait_for_standby_node(endpoint_, deadline_after(30s));
   }
 
   // Nodes 1 and 3 finished the job together; node 2 left with exit 69.

@@ -99,6 +99,21 @@ std::unique_ptr<ChildProcess> MultinodeTest::start_daemon(std::string* endpoint,
   return daemon;
 }
 
+::testing::AssertionResult MultinodeTest::wait_for_standby_node(const std::string& endpoint,
+                                                                Deadline deadline) const {
+  while (TestClock::now() < deadline) {
+    ChildOptions status;
+    status.executable = daemon_binary();
+    status.args = {"status", "--endpoint", endpoint};
+    status.env = env_;
+    auto child = ChildProcess::start(status);
+    if (!child) return ::testing::AssertionFailure() << child.error_message();
+    const RunResult table = finish(**child, deadline);
+    if (table.out.find("standby") != std::string::npos) return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << "no node showed as waiting at " << endpoint;
+}
+
 std::map<std::string, nlohmann::json> MultinodeTest::markers(const std::string& prefix) const {
   std::map<std::string, nlohmann::json> found;
   for (const std::string& name : list_dir(out_dir())) {

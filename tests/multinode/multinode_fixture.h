@@ -73,6 +73,11 @@ class MultinodeTest : public DdprunTest {
   std::unique_ptr<ChildProcess> start_daemon(std::string* endpoint,
                                              const std::vector<std::string>& extra = {});
 
+  // Waits until `ddp-rendezvous status --endpoint <endpoint>` lists a waiting (standby) node.
+  // Polled: nothing pushes a spare's arrival to a test.
+  ::testing::AssertionResult wait_for_standby_node(const std::string& endpoint,
+                                                   Deadline deadline) const;
+
   // The markers (JSON) whose names start with `prefix`, by name.
   std::map<std::string, nlohmann::json> markers(const std::string& prefix) const;
   // Waits until at least `count` markers start with `prefix`. Event-driven: inotify on the

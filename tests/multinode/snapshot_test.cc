@@ -60,20 +60,8 @@ class NodeLocalSnapshotTest : public MultinodeTest {
   }
 
   // Waits until `endpoint_`'s status lists a waiting (standby) node.
-  ::testing::AssertionResult wait_for_spare() {
-    const Deadline deadline = deadline_after(60s);
-    while (TestClock::now() < deadline) {
-      ChildOptions status;
-      status.executable = daemon_binary();
-      status.args = {"status", "--endpoint", endpoint_};
-      status.env = env_;
-      auto child = ChildProcess::start(status);
-      if (!child) return ::testing::AssertionFailure() << child.error_message();
-      const RunResult table = finish(**child, deadline_after(10s));
-      // Polled: nothing pushes a spare's arrival to a test.
-      if (table.out.find("standby") != std::string::npos) return ::testing::AssertionSuccess();
-    }
-    return ::testing::AssertionFailure() << "the spare never showed as waiting";
+  ::testing::AssertionResult wait_for_spare() const {
+    return wait_for_standby_node(endpoint_, deadline_after(60s));
   }
 
   std::string endpoint_;
