@@ -7,7 +7,7 @@
 # usage: bench/launcher/run_bench.sh <build-dir> [repetitions, default 10; multiples of 10 balance
 #        the order of the launchers, see below]
 # env:   TORCHRUN  the torchrun command line (default: Debian's torch 1.13 through the wrapper
-#                  /usr/bin/python3 <repo>/../shared/tools/torchrun-1.13)
+#                  /usr/bin/python3 <repo>/scripts/torchrun-1.13)
 #        TORCHRUN2 the torchrun 2.x command line (default: the project's torch 2.x,
 #                  <repo>/.venv/torch2/bin/python -m torch.distributed.run, made by
 #                  scripts/setup.sh; its column shows "-" when that is missing)
@@ -36,7 +36,7 @@ WORKERS=8
 DDPRUN=$BUILD/launcher/ddprun
 TOOLS=$BUILD/bench/launcher
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-read -r -a TORCHRUN_CMD <<<"${TORCHRUN:-/usr/bin/python3 $ROOT/../shared/tools/torchrun-1.13}"
+read -r -a TORCHRUN_CMD <<<"${TORCHRUN:-/usr/bin/python3 $ROOT/scripts/torchrun-1.13}"
 read -r -a TORCHRUN2_CMD <<<"${TORCHRUN2:-$ROOT/.venv/torch2/bin/python -m torch.distributed.run}"
 for f in "$DDPRUN" "$TOOLS/fork_floor" "$TOOLS/supervise_floor" "$TOOLS/stamp_worker" \
          "$TOOLS/bench_run"; do

@@ -25,9 +25,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# The torchrun 1.13 wrapper from shared/ beside the repository (override with $TORCHRUN_WRAPPER).
+# The project's torchrun 1.13 wrapper, scripts/torchrun-1.13 (override with $TORCHRUN_WRAPPER).
 TORCHRUN = os.environ.get(
-    "TORCHRUN_WRAPPER", os.path.join(HERE, "..", "..", "..", "shared", "tools", "torchrun-1.13"))
+    "TORCHRUN_WRAPPER", os.path.join(HERE, "..", "..", "scripts", "torchrun-1.13"))
 PYTHON = "/usr/bin/python3"
 DDPRUN_CONF = "join_timeout=60,last_call_timeout=30,heartbeat_timeout=2,keep_alive_interval=0.5"
 

@@ -28,7 +28,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 VENV_PYTHON = os.path.join(REPO, ".venv", "torch2", "bin", "python")
 TORCHES = {
     "1": ("/usr/bin/python3",
-          ["/usr/bin/python3", os.path.join(REPO, "..", "shared", "tools", "torchrun-1.13")]),
+          ["/usr/bin/python3", os.path.join(REPO, "scripts", "torchrun-1.13")]),
     "2": (VENV_PYTHON, [VENV_PYTHON, "-m", "torch.distributed.run"]),
 }
 TIMEOUT = 300

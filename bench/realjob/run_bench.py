@@ -13,7 +13,7 @@ table):
   restart     failure to recovery: rank 1 exits 1 at step 20 of the first attempt; from the
               moment it exits until the restarted group's first all_reduce has completed on
               every rank
-torch 1.13: torchrun is Debian's through ../shared/tools/torchrun-1.13, workers run
+torch 1.13: torchrun is Debian's through scripts/torchrun-1.13, workers run
 /usr/bin/python3. torch 2.x: torchrun is `.venv/torch2/bin/python -m torch.distributed.run`,
 workers run .venv/torch2/bin/python. torchrun: static rendezvous on a free loopback port,
 --monitor_interval 0.1 (and the launch alone also with its default, 5 in 1.13, 0.1 in 2.x).
@@ -37,7 +37,7 @@ VENV_PYTHON = os.path.join(REPO, ".venv", "torch2", "bin", "python")
 # Per torch: the workers' interpreter and torchrun's command line.
 TORCHES = {
     "1": ("/usr/bin/python3",
-          ["/usr/bin/python3", os.path.join(REPO, "..", "shared", "tools", "torchrun-1.13")]),
+          ["/usr/bin/python3", os.path.join(REPO, "scripts", "torchrun-1.13")]),
     "2": (VENV_PYTHON, [VENV_PYTHON, "-m", "torch.distributed.run"]),
 }
 PYTHON, TORCHRUN = TORCHES["1"]
