@@ -49,6 +49,12 @@ int resume(Group g, const Args& args) {
   // wipe_at_kill=1: the killed rank first deletes its snapshot directory (a node losing its
   // disk); it waits for its own background write (list()) so that nothing lands there after.
   const bool wipe_at_kill = arg(args, "wipe_at_kill", "0") == "1";
+  // pause_rank=R pause_at=N: in a run that did not resume, every rank waits for the snapshots
+  // written so far (all durable on every node), then rank R says so on stdout and stops
+  // making progress until it is killed, as a node about to be lost would: the test kills its
+  // node from outside, while the others wait in the next collective.
+  const int pause_rank = std::stoi(arg(args, "pause_rank", "-1"));
+  const int pause_at = std::stoi(arg(args, "pause_at", "-1"));
   const int r = g->rank();
   torch::set_num_threads(1);  // bit-exact results need the same reduction order every run
   torch::manual_seed(7 + r);
@@ -96,6 +102,14 @@ int resume(Group g, const Args& args) {
         ::raise(SIGKILL);
       }
       if (global % kSaveEvery == 0) snapshots.save(*net, &optimizer, {epoch, step, global, {}});
+      if (!loaded && global == pause_at) {
+        snapshots.wait();
+        if (r == pause_rank) {
+          std::cout << "rank " << r << " pauses at global step " << global << " writing to "
+                    << snapshots.directory().string() << std::endl;
+          stuck_before_collective();
+        }
+      }
       if (global == stop_at) {
         snapshots.wait();
         std::cout << "rank " << r << " stops at global step " << global << std::endl;
