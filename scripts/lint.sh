@@ -12,7 +12,8 @@
 #                                     the rest, to stay within its time.
 #
 # Needs clang-format-14 and clang-tidy-14 (scripts/setup.sh with WITH_CLANG=1). Exit status 1
-# when either finds something, naming each file and line.
+# when either finds something, naming each file and line, and when clang-tidy fails (exits
+# non-zero, crashes, cannot compile a file) without a finding to name.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build-clang}
@@ -42,11 +43,23 @@ fi
 log=$(mktemp)
 analyzer=(--checks=-clang-analyzer-*)
 [ "${LINT_DEEP:-0}" = 1 ] && analyzer=()
+# Both streams are kept: a file clang-tidy cannot compile or process ("Error while processing",
+# a compile database without it) is reported on stderr only. xargs exits non-zero when any
+# clang-tidy did (WarningsAsErrors: every finding is an error), and that alone fails the lint:
+# a crash or a missing file must not pass for a clean run because it printed no "warning:".
+tidy_status=0
 printf '%s\n' "${tidy_files[@]}" |
-  xargs -P "$(nproc)" -n 4 clang-tidy-14 -p "$BUILD_DIR" --quiet "${analyzer[@]}" >"$log" 2>/dev/null
-if grep -qE '(warning|error):' "$log"; then
-  grep -E "(warning|error):" "$log" | sort -u
-  echo "lint: clang-tidy found $(grep -cE '(warning|error):' "$log") problem(s) (above)"
+  xargs -P "$(nproc)" -n 4 clang-tidy-14 -p "$BUILD_DIR" --quiet "${analyzer[@]}" >"$log" 2>&1 ||
+  tidy_status=$?
+problems=$(grep -E '(warning|error):' "$log" | sort -u || true)
+if [ -n "$problems" ] || [ "$tidy_status" -ne 0 ]; then
+  if [ -n "$problems" ]; then
+    echo "$problems"
+  else
+    grep -vE '^[0-9]+ warnings? (and [0-9]+ errors? )?generated\.$' "$log" | tail -30
+  fi
+  echo "lint: clang-tidy failed (exit status $tidy_status; $(grep -cE '(warning|error):' "$log")" \
+    "problem line(s), above) on ${#tidy_files[@]} file(s)"
   status=1
 fi
 rm -f "$log"
