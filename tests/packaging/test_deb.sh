@@ -8,16 +8,26 @@
 #     BUILD_DIR (default build): the ddprun package, from its built programs
 #     SDK_BUILD_DIR: a build configured with -DCMAKE_INSTALL_PREFIX=/usr and its SDK built
 #       (libddprun-dev needs the multiarch libdir): libddprun-dev is made from it, checked the
-#       same way, and a CMake project's find_package(ddprun) run against the installed one
+#       same way, and a user's program (tests/worker_sdk/consumer) built against the installed
+#       package with find_package(ddprun), linked again with pkg-config's flags, and run as a
+#       two-rank job under BUILD_DIR's ddprun
 #
-# Needs root (apt, a system user): without it, or without dpkg/apt/cpack, it says so and
-# skips. It also skips when a ddprun package or a ddprun user is already on the machine: the
-# test would take away what it did not make.
+# Needs root (apt, a system user) and dpkg/apt/cpack/lintian. It also cannot run when a
+# ddprun package or a ddprun user is already on the machine: the test would take away what it
+# did not make. Where it cannot run it fails, saying why, so that CI cannot pass without it;
+# DDPRUN_ALLOW_SKIPS=1 (a developer's machine) makes it skip instead.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=$(realpath "${1:-build}")
 sdk_build=${2:+$(realpath "$2")}
-skip() { echo "test_deb: skipped: $*"; exit 0; }
+skip() {
+  if [ "${DDPRUN_ALLOW_SKIPS:-0}" = 1 ]; then
+    echo "test_deb: skipped (DDPRUN_ALLOW_SKIPS=1): $*"
+    exit 0
+  fi
+  echo "test_deb: FAIL: cannot run: $* (DDPRUN_ALLOW_SKIPS=1 skips it instead)" >&2
+  exit 1
+}
 fail() { echo "test_deb: FAIL: $*" >&2; exit 1; }
 
 [ "$(id -u)" -eq 0 ] || skip "not root (apt install and a system user need it)"
@@ -130,13 +140,33 @@ if [ -n "$sdk_build" ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${sdk_debs[0]}" \
     >"$work/apt-sdk.log" 2>&1 || { cat "$work/apt-sdk.log"; fail "apt-get install (SDK)"; }
   dpkg -L libddprun-dev >"$work/sdk-installed"
-  mkdir "$work/consumer"
-  printf '%s\n' 'cmake_minimum_required(VERSION 3.22)' 'project(consumer CXX)' \
-    'find_package(ddprun REQUIRED)' 'if(NOT TARGET ddprun::worker_sdk)' \
-    '  message(FATAL_ERROR "no ddprun::worker_sdk")' 'endif()' >"$work/consumer/CMakeLists.txt"
-  cmake -S "$work/consumer" -B "$work/consumer/build" >"$work/consumer.log" 2>&1 ||
-    { cat "$work/consumer.log"; fail "find_package(ddprun) against libddprun-dev"; }
+  # A user's program, as a user builds it: the in-tree consumer project (its own
+  # find_package(ddprun), nothing of this tree's build) against the installed package only.
+  echo "== a program built against the installed libddprun-dev =="
+  started=$SECONDS
+  cmake -S tests/worker_sdk/consumer -B "$work/consumer" -DCMAKE_BUILD_TYPE=Release \
+    >"$work/consumer.log" 2>&1 || { cat "$work/consumer.log"; fail "find_package(ddprun) against libddprun-dev"; }
+  grep -q "^ddprun_DIR:PATH=/usr/lib/$multiarch/cmake/ddprun$" "$work/consumer/CMakeCache.txt" ||
+    fail "find_package(ddprun) did not find the installed package: $(grep ^ddprun_DIR "$work/consumer/CMakeCache.txt")"
+  cmake --build "$work/consumer" >>"$work/consumer.log" 2>&1 ||
+    { cat "$work/consumer.log"; fail "building a program against libddprun-dev"; }
+  echo "built in $((SECONDS - started)) s"
+  # pkg-config's link line is enough on its own: the same object linked with only its flags.
   pkg-config --exists ddprun || fail "pkg-config does not find ddprun.pc"
+  # shellcheck disable=SC2046  # pkg-config's output is a list of flags
+  c++ -o "$work/consumer-pc" "$work/consumer/CMakeFiles/consumer.dir/main.cc.o" \
+    $(pkg-config --libs ddprun) || fail "linking with pkg-config --libs ddprun"
+  for program in "$work/consumer/consumer" "$work/consumer-pc"; do
+    # /lib is /usr/lib on a merged-/usr system: compared as real paths.
+    loaded=$(ldd "$program" | awk '/libddprun_worker_sdk/ {print $3}')
+    [ "$(realpath "$(dirname "$loaded")")" = "/usr/lib/$multiarch" ] ||
+      fail "$program does not load the installed SDK: $(ldd "$program" | grep ddprun)"
+    timeout 120 "$build/launcher/ddprun" --standalone --nproc_per_node 2 --no_python "$program" \
+      >"$work/consumer-run.log" 2>&1 || { cat "$work/consumer-run.log"; fail "$program under ddprun"; }
+    grep -q "consumer: sum 3 on 2 ranks" "$work/consumer-run.log" ||
+      fail "$program: $(cat "$work/consumer-run.log")"
+  done
+  echo "the program ran as 2 ranks against the installed SDK (CMake and pkg-config builds)"
   DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq libddprun-dev >/dev/null
   while read -r path; do
     [ -d "$path" ] && continue

