@@ -1,6 +1,7 @@
 #include "store/connection.h"
 
-#include <algorithm>
+#include <span>
+#include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -17,11 +18,6 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
 namespace {
-// Reads ask for at least this much, and grow the buffer by at most kMaxGrowth beyond what has
-// arrived, so that memory follows the bytes a client really sends, not the lengths it claims.
-constexpr size_t kReadChunk = 16u << 10;
-constexpr size_t kMaxGrowth = 1u << 20;
-
 const char* dialect_label(Dialect d) {
   switch (d) {
     case Dialect::kLegacy:
@@ -39,40 +35,42 @@ Connection::Connection(tcp::socket socket, std::shared_ptr<SharedState> state,
     : socket_(std::move(socket)),
       state_(std::move(state)),
       on_end_(std::move(on_end)),
-      wake_(socket_.get_executor()),
-      partial_timer_(socket_.get_executor()) {
-  boost::system::error_code ec;
-  const auto ep = socket_.remote_endpoint(ec);
-  peer_ = ec ? "unknown peer" : fmt::format("{}:{}", ep.address().to_string(), ep.port());
-}
+      partial_timer_(socket_.get_executor()) {}
 
 Connection::~Connection() { state_->engine.forget(*this); }
 
+std::string Connection::peer() const {
+  boost::system::error_code ec;
+  const auto ep = socket_.remote_endpoint(ec);
+  return ec ? "unknown peer" : fmt::format("{}:{}", ep.address().to_string(), ep.port());
+}
+
 void Connection::start() {
+  // flush() sends without waiting: a full socket buffer must say so, not block the loop.
+  boost::system::error_code ec;
+  socket_.non_blocking(true, ec);
+  if (ec) {
+    spdlog::warn("store: cannot serve a connection: making its socket non-blocking: {}",
+                 ec.message());
+    return finish();
+  }
   auto self = shared_from_this();
   asio::co_spawn(
       socket_.get_executor(), [self] { return self->read_loop(); },
       LogCoroutineEnd{"store connection reader"});
-  asio::co_spawn(
-      socket_.get_executor(), [self] { return self->write_loop(); },
-      LogCoroutineEnd{"store connection writer"});
 }
 
 asio::awaitable<void> Connection::read_loop() {
   boost::system::error_code ec;
   while (open_ && process_input()) {
     arm_partial_timer();
-    const size_t have = in_.size();
-    const size_t want = need_ > have ? need_ - have : 0;
-    const size_t chunk = std::max(kReadChunk, std::min(want, kMaxGrowth));
-    in_.resize(have + chunk);
+    const std::span<uint8_t> space = in_.space(need_);
     const size_t n = co_await socket_.async_read_some(
-        asio::buffer(in_.data() + have, chunk), asio::redirect_error(asio::use_awaitable, ec));
-    in_.resize(have + n);
+        asio::buffer(space.data(), space.size()), asio::redirect_error(asio::use_awaitable, ec));
+    in_.commit(n);
     if (ec) {
-      if (open_ && ec != asio::error::eof) {
-        spdlog::debug("store: {} disconnected: {}", peer_, ec.message());
-      }
+      peer_closed_ = ec == asio::error::eof;
+      if (open_ && !peer_closed_) spdlog::debug("store: {} disconnected: {}", peer(), ec.message());
       break;
     }
   }
@@ -82,8 +80,9 @@ asio::awaitable<void> Connection::read_loop() {
 bool Connection::process_input() {
   size_t begin = 0;
   bool ok = true;
+  decoding_ = true;
   while (open_) {
-    const std::span<const uint8_t> rest(in_.data() + begin, in_.size() - begin);
+    const std::span<const uint8_t> rest = in_.data().subspan(begin);
     if (dialect_ == Dialect::kUnknown) {
       const DialectProbe probe = detect_dialect(rest);
       if (probe.dialect == Dialect::kUnknown) {
@@ -112,7 +111,9 @@ bool Connection::process_input() {
       break;
     }
   }
-  in_.erase(in_.begin(), in_.begin() + static_cast<std::ptrdiff_t>(begin));
+  decoding_ = false;
+  in_.consume(begin);
+  flush();  // every reply of this read's queries in one send
   return ok && open_;
 }
 
@@ -250,55 +251,76 @@ void Connection::wait_done() { reply(encode_wait(WaitReply::kStopWaiting)); }
 
 void Connection::key_changed(const WatchEvent& event) { reply(encode_watch_event(event)); }
 
-void Connection::reply(std::string bytes) {
+void Connection::reply(std::string_view bytes) {
   if (!open_) return;
-  outbox_bytes_ += bytes.size();
-  if (outbox_bytes_ > state_->options.max_outbox_bytes) {
+  if (outbox_.size() + bytes.size() > state_->options.max_outbox_bytes) {
     return drop(fmt::format("its unread replies exceed max_outbox_bytes ({} bytes queued, max {})",
-                            outbox_bytes_, state_->options.max_outbox_bytes),
+                            outbox_.size() + bytes.size(), state_->options.max_outbox_bytes),
                 &StoreStats::slow_readers_dropped);
   }
-  outbox_.push_back(std::move(bytes));
-  wake_.cancel();
+  outbox_.append(bytes);
+  if (!decoding_) flush();
 }
 
-asio::awaitable<void> Connection::write_loop() {
-  auto self = shared_from_this();  // the writer may outlive the reader by one write
+// A reply is a few bytes and the socket's buffer almost always has room: a send now costs one
+// system call, where a write through the reactor cost a wake-up, an epoll registration for
+// writability and a coroutine resumption per reply.
+void Connection::flush() {
+  if (!open_ || writing_ || outbox_.empty()) return;
   boost::system::error_code ec;
-  std::vector<std::string> batch;
-  std::vector<asio::const_buffer> buffers;
-  while (open_) {
-    if (outbox_.empty()) {
-      wake_.expires_at(asio::steady_timer::time_point::max());
-      co_await wake_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      continue;
-    }
-    batch.assign(std::make_move_iterator(outbox_.begin()), std::make_move_iterator(outbox_.end()));
-    outbox_.clear();
-    outbox_bytes_ = 0;
-    buffers.clear();
-    for (const auto& b : batch) buffers.push_back(asio::buffer(b));
-    co_await asio::async_write(socket_, buffers, asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) {
-      if (open_) spdlog::debug("store: writing to {} failed: {}", peer_, ec.message());
-      close();
-    }
+  size_t sent = socket_.send(asio::buffer(outbox_), 0, ec);
+  if (ec == asio::error::would_block || ec == asio::error::try_again) {
+    ec.clear();
+    sent = 0;
   }
+  if (ec) {
+    if (ec != asio::error::broken_pipe && ec != asio::error::connection_reset) {
+      spdlog::debug("store: writing to {} failed: {}", peer(), ec.message());
+    }
+    return close();
+  }
+  if (sent == outbox_.size()) {
+    outbox_.clear();
+    if (outbox_.capacity() > ReadBuffer::kKeepAtMost) outbox_.shrink_to_fit();
+    return;
+  }
+  // The client is not reading as fast: the rest goes when the socket can take it, and replies
+  // made meanwhile queue in outbox_ (bounded by max_outbox_bytes).
+  sending_.assign(outbox_, sent);
+  outbox_.clear();
+  writing_ = true;
+  asio::async_write(socket_, asio::buffer(sending_),
+                    [self = shared_from_this()](const boost::system::error_code& error, size_t) {
+                      self->written(error);
+                    });
+}
+
+void Connection::written(const boost::system::error_code& ec) {
+  writing_ = false;
+  sending_ = std::string();  // a reply large enough to wait is not kept around
+  if (ec) {
+    if (open_) spdlog::debug("store: writing to {} failed: {}", peer(), ec.message());
+    return close();
+  }
+  flush();
 }
 
 void Connection::drop(const std::string& why, uint64_t StoreStats::*counter) {
   if (!open_) return;
   if (counter) ++(state_->counters.*counter);
-  spdlog::warn("store: closing the connection of {} {}: {}", dialect_label(dialect_), peer_, why);
+  spdlog::warn("store: closing the connection of {} {}: {}", dialect_label(dialect_), peer(), why);
   close();
 }
 
 void Connection::arm_partial_timer() {
   const auto timeout = state_->options.partial_query_timeout;
   if (in_.empty() || timeout.count() <= 0) {
-    partial_timer_.cancel();
+    // Most reads end on a whole query: cancelling only a wait that exists keeps the timer
+    // queue out of their way.
+    if (std::exchange(partial_armed_, false)) partial_timer_.cancel();
     return;
   }
+  partial_armed_ = true;
   partial_timer_.expires_after(timeout);
   partial_timer_.async_wait([weak = weak_from_this(), timeout](boost::system::error_code ec) {
     auto self = weak.lock();
@@ -312,10 +334,11 @@ void Connection::close() {
   if (!open_) return;
   open_ = false;
   boost::system::error_code ignored;
-  socket_.shutdown(tcp::socket::shutdown_both, ignored);
+  // Tells the client even if a child forked before exec still holds the descriptor; needless
+  // when it hung up itself.
+  if (!peer_closed_) socket_.shutdown(tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
-  wake_.cancel();
-  partial_timer_.cancel();
+  if (partial_armed_) partial_timer_.cancel();
 }
 
 void Connection::finish() {

@@ -1,22 +1,23 @@
 // One TCPStore client connection: a reader coroutine that decodes queries from the buffered
-// stream and applies them to the engine, and a writer coroutine that flushes replies.
+// stream and applies them to the engine. Replies are handed to the kernel at once (one send for
+// every reply a read's queries produced; a reply another connection's write completes is sent
+// when it is made); only what the socket's buffer cannot take waits for an asynchronous write.
 //
 // The dialect is decided by the connection's first bytes (codec.h). Anything the protocol does
 // not allow (an unknown query type, a malformed or oversized query, a second VALIDATE, a write
 // refused by the store's limits) closes this connection with a log line; the store and every
 // other connection go on. When the connection ends, its pending wait and watches are dropped.
 //
-// Lifetime: owned by shared_ptr; both coroutines hold one, and so does the server's registry
-// until `on_end` runs. Thread-safety: none; runs on the server's io_context.
+// Lifetime: owned by shared_ptr; the reader and an asynchronous write in flight hold one, and
+// so does the server's registry until `on_end` runs. Thread-safety: none; runs on the server's
+// io_context.
 #pragma once
 
-#include <array>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>  // before Boost 1.74's awaitable.hpp, which uses std::exchange without it
-#include <vector>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -24,6 +25,7 @@
 
 #include "common/listener.h"
 #include "store/engine.h"
+#include "store/read_buffer.h"
 #include "store/server_options.h"
 
 namespace ddprun::store::detail {
@@ -48,7 +50,7 @@ class Connection final : public ServedConnection,
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // Spawns the reader and the writer on the socket's executor.
+  // Spawns the reader on the socket's executor.
   void start() override;
   // Closes the socket now; the coroutines end, the engine forgets us, `on_end` runs.
   void close();
@@ -62,32 +64,40 @@ class Connection final : public ServedConnection,
 
  private:
   boost::asio::awaitable<void> read_loop();
-  boost::asio::awaitable<void> write_loop();
   // Decodes and applies every whole query in the buffer; false when the connection must close.
   bool process_input();
   Status handle(Request& request);          // counts it, then one of:
   Status handle_session(Request& request);  // validate, ping, wait, cancel_wait, watch_key
   Status handle_read(Request& request);
   Status handle_write(Request& request);
-  void reply(std::string bytes);
+  // Queues a reply; sends it at once unless the reader is still decoding (it sends them all).
+  void reply(std::string_view bytes);
+  // Gives the queued replies to the kernel, or to an asynchronous write for what it cannot
+  // take now.
+  void flush();
+  void written(const boost::system::error_code& ec);
   void drop(const std::string& why, uint64_t StoreStats::*counter);
   void arm_partial_timer();
   void finish();
+  // "ip:port" of the client, for logs (looked up when a log line needs it).
+  std::string peer() const;
 
-  boost::asio::ip::tcp::socket socket_;
+  boost::asio::ip::tcp::socket socket_;  // non-blocking: flush() sends without waiting
   std::shared_ptr<SharedState> state_;
   std::function<void()> on_end_;
-  std::string peer_;  // "ip:port" for logs
 
   Dialect dialect_ = Dialect::kUnknown;
-  bool validated_ = false;   // validated dialect: VALIDATE has been received
-  std::vector<uint8_t> in_;  // bytes received and not yet decoded
-  size_t need_ = 1;          // in_ must hold this many bytes before decoding can progress
+  bool validated_ = false;  // validated dialect: VALIDATE has been received
+  ReadBuffer in_;           // bytes received and not yet decoded
+  size_t need_ = 1;         // in_ must hold this many bytes before decoding can progress
 
-  boost::asio::steady_timer wake_;           // wakes the writer when the outbox fills
   boost::asio::steady_timer partial_timer_;  // closes a connection stuck in a partial query
-  std::deque<std::string> outbox_;
-  size_t outbox_bytes_ = 0;
+  bool partial_armed_ = false;               // partial_timer_ has a wait pending
+  std::string outbox_;        // replies not yet given to the kernel (max_outbox_bytes)
+  std::string sending_;       // the bytes of the asynchronous write in flight
+  bool writing_ = false;      // an asynchronous write is in flight (it owns sending_)
+  bool decoding_ = false;     // process_input() runs: replies wait for its one flush()
+  bool peer_closed_ = false;  // the client hung up (no shutdown needed to tell it)
   bool open_ = true;
   bool finished_ = false;
 };

@@ -3,20 +3,35 @@
 
 usage: /usr/bin/python3 bench/store/run_bench.py <build dir> [--clients 1024,4096,16384]
                                                  [--reps 3] [--servers ddprun,torch2,torch1.13]
-                                                 [--limit SECONDS]
+                                                 [--limit SECONDS] [--system-resolver]
 
 For each number of clients N and each server: the server starts on a free loopback port (ddprun's
 as bench/store/store_server, torch's as TCPStore(is_master=True) in its own interpreter), then N
 clients (build/bench/store/store_load, at most 4,096 per process, all started at once) each play
 one rank's init_process_group traffic (store_load.cc). Measured: from just before the client
 processes start until the last client is released; the server's CPU (utime + stime) and peak
-RSS (VmHWM) from /proc. A run not done within --limit seconds (default 300) is ended and
+RSS (VmHWM) from /proc, read once the server has closed every client's connection after the
+clients hung up (so that each server's CPU includes its share of the teardown: a server that
+handles hang-ups late would otherwise look cheaper). A run not done within --limit seconds (default 300) is ended and
 reported as such. torch 2.x and ddprun are spoken to in the 2.x dialect (VALIDATE, PING),
 torch 1.13 in its own. Medians of the repetitions.
+
+No resolver is involved. torch 2.x's libuv server looks up the name of every peer it accepts
+(getnameinfo on the client's address, for its logs), and the clients come from 127.0.0.1-250
+(one address has too few ports for 98,304 clients), which /etc/hosts does not name: each
+accept then waits for the machine's name server, and where that one is slow or unreachable
+(5 s per dropped query here) the figure measures the resolver, not the server. So the script
+runs itself in a private mount namespace (`unshare --mount`, which needs root) in which
+/etc/resolv.conf names 127.0.0.1, where nothing listens on port 53: every lookup fails at once
+(the ICMP port-unreachable answers the query), as it does on a host whose resolver answers
+"no such name" promptly. It checks that this holds before measuring. --system-resolver keeps
+the machine's resolver (and its delays) instead.
 """
 import argparse
 import json
 import os
+import socket
+import tempfile
 import statistics
 import subprocess
 import sys
@@ -26,6 +41,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 VENV_PYTHON = os.path.join(REPO, ".venv", "torch2", "bin", "python")
 PER_PROCESS = 4096
+# Set in the copy of this script that runs in the private mount namespace.
+ISOLATED_ENV = "DDPRUN_STORE_BENCH_ISOLATED_RESOLVER"
 TORCH_SERVER = """
 import resource, sys
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -50,6 +67,27 @@ def start_server(kind, build):
     return proc, port
 
 
+def open_sockets(pid):
+    count = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:"):
+                count += 1
+        except OSError:
+            pass  # closed while we looked
+    return count
+
+
+def wait_for_hangups(pid, sockets_before, deadline):
+    """Polls (there is no event to wait on in another process) until the server holds no more
+    sockets than before the clients came, or the deadline passes; returns whether it did."""
+    while time.monotonic() < deadline:
+        if open_sockets(pid) <= sockets_before:
+            return True
+        time.sleep(0.02)
+    return False
+
+
 def usage(pid):
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -68,6 +106,7 @@ def run_once(kind, build, clients, limit):
     proc, port = start_server(kind, build)
     try:
         cpu0, _ = usage(proc.pid)
+        sockets_before = open_sockets(proc.pid)
         dialect = "legacy" if kind == "torch1.13" else "validated"
         load = os.path.join(build, "bench", "store", "store_load")
         begin = time.time()
@@ -86,6 +125,9 @@ def run_once(kind, build, clients, limit):
                     other.wait()
                 raise NotReleased(f"not every client released within {limit:.0f} s")
             results.append(json.loads(out))
+        if not wait_for_hangups(proc.pid, sockets_before, time.monotonic() + 30):
+            print(f"{clients} {kind}: the server still held {open_sockets(proc.pid)} sockets 30 s "
+                  "after the clients hung up; CPU read anyway", file=sys.stderr)
         cpu1, hwm = usage(proc.pid)
         released = sum(r["released"] for r in results)
         errors = [r["first_error"] for r in results if r["errors"]]
@@ -97,6 +139,44 @@ def run_once(kind, build, clients, limit):
         proc.wait(timeout=60)
 
 
+def isolate_resolver():
+    """Runs this script again in a private mount namespace whose /etc/resolv.conf names
+    127.0.0.1 (see the docstring); does not return."""
+    fd, conf = tempfile.mkstemp(prefix="ddprun-bench-resolv-", suffix=".conf")
+    with os.fdopen(fd, "w") as f:
+        f.write("# bench/store/run_bench.py: no name server; every lookup fails at once\n"
+                "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+    os.chmod(conf, 0o644)
+    # The bind mount holds the file's inode: its name can go at once.
+    inner = 'mount --bind "$0" /etc/resolv.conf && rm -f "$0" && exec "$@"'
+    env = dict(os.environ, **{ISOLATED_ENV: "1"})
+    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", inner, conf,
+            sys.executable, os.path.abspath(__file__), *sys.argv[1:]]
+    try:
+        os.execvpe("unshare", argv, env)
+    except OSError as e:
+        os.unlink(conf)
+        sys.exit(f"run_bench.py: cannot start unshare(1) for a private resolver: {e} "
+                 "(needs util-linux and root; or pass --system-resolver)")
+
+
+def check_resolver_fails_fast():
+    """The reverse lookup torch's server makes for a client at 127.0.0.5 must fail at once."""
+    begin = time.monotonic()
+    try:
+        socket.getnameinfo(("127.0.0.5", 1), socket.NI_NAMEREQD)
+        found = True
+    except OSError:
+        found = False
+    took = time.monotonic() - begin
+    if took > 0.1:
+        sys.exit(f"run_bench.py: a reverse lookup of 127.0.0.5 took {took:.2f} s inside the "
+                 "private namespace; the resolver is still involved (/etc/resolv.conf: "
+                 f"{open('/etc/resolv.conf').read()!r})")
+    print(f"resolver: isolated (reverse lookup of 127.0.0.5 "
+          f"{'answered' if found else 'failed'} in {took * 1000:.1f} ms)", file=sys.stderr)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("build")
@@ -104,7 +184,13 @@ def main():
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--servers", default="ddprun,torch2,torch1.13")
     parser.add_argument("--limit", type=float, default=300)
+    parser.add_argument("--system-resolver", action="store_true",
+                        help="keep the machine's resolver (torch's server then waits on it)")
     args = parser.parse_args()
+    if not args.system_resolver:
+        if os.environ.get(ISOLATED_ENV) != "1":
+            isolate_resolver()
+        check_resolver_fails_fast()
     build = os.path.abspath(args.build)
     kinds = args.servers.split(",")
     rows = []
