@@ -1,14 +1,11 @@
 #include "store/connection.h"
 
+#include <exception>
 #include <span>
 #include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
 #include "store/codec.h"
@@ -54,25 +51,33 @@ void Connection::start() {
                  ec.message());
     return finish();
   }
-  auto self = shared_from_this();
-  asio::co_spawn(
-      socket_.get_executor(), [self] { return self->read_loop(); },
-      LogCoroutineEnd{"store connection reader"});
+  read_more();
 }
 
-asio::awaitable<void> Connection::read_loop() {
-  boost::system::error_code ec;
-  while (open_ && process_input()) {
-    arm_partial_timer();
-    const std::span<uint8_t> space = in_.space(need_);
-    const size_t n = co_await socket_.async_read_some(
-        asio::buffer(space.data(), space.size()), asio::redirect_error(asio::use_awaitable, ec));
-    in_.commit(n);
-    if (ec) {
-      peer_closed_ = ec == asio::error::eof;
-      if (open_ && !peer_closed_) spdlog::debug("store: {} disconnected: {}", peer(), ec.message());
-      break;
-    }
+// The reader is a chain of completion handlers, not a coroutine: a query costs one read, and a
+// coroutine's resumption through the awaitable machinery cost more than the handler's work
+// (perf, 4,096 clients: about a fifth of the store's own CPU).
+void Connection::read_more() {
+  arm_partial_timer();
+  const std::span<uint8_t> space = in_.space(need_);
+  socket_.async_read_some(asio::buffer(space.data(), space.size()),
+                          [self = shared_from_this()](const boost::system::error_code& ec,
+                                                      size_t n) { self->on_read(ec, n); });
+}
+
+void Connection::on_read(const boost::system::error_code& ec, size_t n) {
+  in_.commit(n);
+  if (ec) {
+    peer_closed_ = ec == asio::error::eof;
+    if (open_ && !peer_closed_) spdlog::debug("store: {} disconnected: {}", peer(), ec.message());
+    return finish();
+  }
+  // Nothing may escape a completion handler into the io_context's run(): should the engine
+  // run out of memory, this connection ends with a log line and the store goes on.
+  try {
+    if (open_ && process_input() && open_) return read_more();
+  } catch (const std::exception& e) {
+    spdlog::error("store: closing the connection of {}: {}", peer(), e.what());
   }
   finish();
 }

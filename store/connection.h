@@ -1,7 +1,7 @@
-// One TCPStore client connection: a reader coroutine that decodes queries from the buffered
-// stream and applies them to the engine. Replies are handed to the kernel at once (one send for
-// every reply a read's queries produced; a reply another connection's write completes is sent
-// when it is made); only what the socket's buffer cannot take waits for an asynchronous write.
+// One TCPStore client connection: a reader (a chain of read handlers) that decodes queries from
+// the buffered stream and applies them to the engine. Replies are handed to the kernel at once (one
+// send for every reply a read's queries produced; a reply another connection's write completes is
+// sent when it is made); only what the socket's buffer cannot take waits for an asynchronous write.
 //
 // The dialect is decided by the connection's first bytes (codec.h). Anything the protocol does
 // not allow (an unknown query type, a malformed or oversized query, a second VALIDATE, a write
@@ -17,9 +17,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <utility>  // before Boost 1.74's awaitable.hpp, which uses std::exchange without it
+#include <utility>
 
-#include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -50,9 +49,9 @@ class Connection final : public ServedConnection,
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // Spawns the reader on the socket's executor.
+  // Starts the reader on the socket's executor.
   void start() override;
-  // Closes the socket now; the coroutines end, the engine forgets us, `on_end` runs.
+  // Closes the socket now; the reader ends, the engine forgets us, `on_end` runs.
   void close();
   // ServedConnection: TCPStore's protocol has no goodbye, so both stages close now.
   void close_gracefully(const std::string&) override { close(); }
@@ -63,7 +62,9 @@ class Connection final : public ServedConnection,
   void key_changed(const WatchEvent& event) override;
 
  private:
-  boost::asio::awaitable<void> read_loop();
+  // Reads what the client sends next; on_read decodes it and reads again, or ends.
+  void read_more();
+  void on_read(const boost::system::error_code& ec, size_t n);
   // Decodes and applies every whole query in the buffer; false when the connection must close.
   bool process_input();
   Status handle(Request& request);          // counts it, then one of:
