@@ -9,8 +9,9 @@
 //   store.close();
 //
 // Threading: one io_context, run by exactly one thread; every method must be called on that
-// thread (or before it runs). Nothing here blocks the loop: each connection is a coroutine
-// pair, waits are callbacks, no call does blocking I/O (listen() may resolve a host name).
+// thread (or before it runs). Nothing here blocks the loop: each connection is a chain of read
+// handlers whose replies go out by non-blocking sends, waits are callbacks, no call does
+// blocking I/O (listen() may resolve a host name).
 // Sockets are close-on-exec (workers the agent forks never inherit them) with TCP_NODELAY.
 // Accepting, limits and running out of descriptors are the common Listener's (common/listener.h).
 #pragma once
