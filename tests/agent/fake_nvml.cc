@@ -12,7 +12,9 @@
 //   process I PID BYTES [N]    PID holds BYTES on GPU I; with N, only in the first N answers
 //                              for GPU I since nvmlInit (memory released after N polls)
 //
-// No file: no GPU. Not thread-safe (neither are the tests that load it).
+// No file: no GPU. With DDPRUN_FAKE_NVML_LOG, each process-list answer appends a line
+// "answer <gpu> <processes listed>" to that file, so that a test sees when memory was released.
+// Not thread-safe (neither are the tests that load it).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -184,6 +186,9 @@ __attribute__((visibility("default"))) int nvmlDeviceGetComputeRunningProcesses_
     return kInsufficientSize;
   }
   ++g_answers[index];
+  if (const char* log = std::getenv("DDPRUN_FAKE_NVML_LOG")) {
+    std::ofstream(log, std::ios::app) << "answer " << index << " " << listed.size() << "\n";
+  }
   *count = static_cast<unsigned>(listed.size());
   if (!listed.empty()) std::memcpy(infos, listed.data(), listed.size() * sizeof(ProcessInfo));
   return kSuccess;

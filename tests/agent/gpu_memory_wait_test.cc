@@ -40,7 +40,7 @@ class GpuMemoryWaitTest : public ::testing::Test {
     return true;
   }
 
-  testing::TempDir dir_;
+  ddprun::testing::TempDir dir_;
   FakeClock clock_;
   FakeClockTimer timer_{clock_};
   std::optional<NvmlGpuMemoryWait> wait_;

@@ -176,10 +176,12 @@ TEST_F(GpuCheckTest, ProcessListsComeBackWholeAndChangeOverTime) {
 
 class NicCheckTest : public ::testing::Test {
  protected:
+  // `carrier` null: no carrier attribute (the kernel refuses to read it on a down interface).
   void interface(const std::string& name, const std::string& operstate, const char* carrier) {
-    write_file(dir_ / ("sys/class/net/" + name + "/operstate"), operstate + "\n");
-    if (carrier)
-      write_file(dir_ / ("sys/class/net/" + name + "/carrier"), std::string(carrier) + "\n");
+    const std::string dir = dir_ / ("sys/class/net/" + name);
+    write_file(dir + "/operstate", operstate + "\n");
+    std::filesystem::remove(dir + "/carrier");
+    if (carrier) write_file(dir + "/carrier", std::string(carrier) + "\n");
   }
   void ib_port(const std::string& device, int port, const std::string& state) {
     write_file(

@@ -51,7 +51,7 @@ AmdGpuFindings check_amd_gpus(const std::string& sysfs_root) {
   const std::string drm = sysfs_root + "/class/drm";
   for (const std::string& name : list_directory(drm)) {
     if (!is_card(name)) continue;
-    const std::string device = drm + "/" + name + "/device";
+    const std::string device = fmt::format("{}/{}/device", drm, name);
     if (read_attribute(device + "/vendor") != kAmdVendor) continue;
     ++findings.count;
     check_card(name, device, findings);

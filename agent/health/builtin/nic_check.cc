@@ -31,12 +31,12 @@ bool same_address(const sockaddr* a, const sockaddr* b) {
 
 void check_interface(const std::string& net, const std::string& name,
                      std::vector<std::string>& problems) {
-  const auto operstate = read_attribute(net + "/" + name + "/operstate");
+  const auto operstate = read_attribute(fmt::format("{}/{}/operstate", net, name));
   if (!operstate) {
     problems.push_back(fmt::format("interface {}: not found ({}/{})", name, net, name));
     return;
   }
-  const auto carrier = read_attribute(net + "/" + name + "/carrier");
+  const auto carrier = read_attribute(fmt::format("{}/{}/carrier", net, name));
   const bool has_carrier = carrier == "1";
   if (*operstate == "up" || (*operstate == "unknown" && has_carrier)) {
     if (has_carrier || !carrier) return;
@@ -47,13 +47,13 @@ void check_interface(const std::string& net, const std::string& name,
 
 void check_infiniband(const std::string& ib, const std::string& device,
                       std::vector<std::string>& problems) {
-  const std::string ports = ib + "/" + device + "/ports";
+  const std::string ports = fmt::format("{}/{}/ports", ib, device);
   const std::vector<std::string> names = list_directory(ports);
   if (names.empty()) {
     problems.push_back(fmt::format("InfiniBand {}: no ports under {}", device, ports));
   }
   for (const std::string& port : names) {
-    const auto state = read_attribute(ports + "/" + port + "/state");
+    const auto state = read_attribute(fmt::format("{}/{}/state", ports, port));
     if (state == "4: ACTIVE") continue;
     problems.push_back(
         fmt::format("InfiniBand {} port {}: state {}", device, port, state.value_or("unreadable")));
@@ -103,9 +103,9 @@ CheckOutcome check_nics(const NicCheckSpec& spec, const std::string& node_addres
     return outcome;
   }
   for (const std::string& name : spec.names) {
-    if (read_attribute(net + "/" + name + "/operstate")) {
+    if (read_attribute(fmt::format("{}/{}/operstate", net, name))) {
       check_interface(net, name, outcome.problems);
-    } else if (!list_directory(ib + "/" + name).empty()) {
+    } else if (!list_directory(fmt::format("{}/{}", ib, name)).empty()) {
       check_infiniband(ib, name, outcome.problems);
     } else {
       outcome.problems.push_back(fmt::format("interface {}: not found (neither {}/{} nor {}/{})",

@@ -7,13 +7,13 @@
 namespace ddprun::agent::builtin {
 namespace {
 
-// nvml.h's types, as its ABI has them.
-using nvmlDevice_t = void*;
-enum nvmlMemoryErrorType_t : int { NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1 };
-enum nvmlEccCounterType_t : int { NVML_VOLATILE_ECC = 0 };
-enum nvmlEnableState_t : int { NVML_FEATURE_DISABLED = 0, NVML_FEATURE_ENABLED = 1 };
+// nvml.h's types, as its ABI has them (nvml.h's names in the comments).
+using DeviceHandle = void*;                              // DeviceHandle
+enum MemoryErrorType : int { kUncorrectedErrors = 1 };   // MemoryErrorType
+enum EccCounterType : int { kVolatileCount = 0 };        // EccCounterType
+enum EnableState : int { kDisabled = 0, kEnabled = 1 };  // EnableState
 // nvmlProcessInfo_v2_t, which nvmlDeviceGetComputeRunningProcesses_v2 and _v3 fill.
-struct nvmlProcessInfo_t {
+struct ProcessInfo {
   unsigned int pid;
   unsigned long long usedGpuMemory;  // NOLINT(google-runtime-int): NVML's type
   unsigned int gpuInstanceId;
@@ -31,13 +31,13 @@ struct NvmlLibrary::Symbols {
   int (*shutdown)() = nullptr;
   const char* (*error_string)(int) = nullptr;
   int (*device_count)(unsigned*) = nullptr;
-  int (*device_by_index)(unsigned, nvmlDevice_t*) = nullptr;
+  int (*device_by_index)(unsigned, DeviceHandle*) = nullptr;
   // The rest may be missing from an old driver: kNvmlFunctionNotFound.
-  int (*total_ecc_errors)(nvmlDevice_t, nvmlMemoryErrorType_t, nvmlEccCounterType_t,
+  int (*total_ecc_errors)(DeviceHandle, MemoryErrorType, EccCounterType,
                           unsigned long long*) = nullptr;  // NOLINT(google-runtime-int)
-  int (*retired_pages_pending)(nvmlDevice_t, nvmlEnableState_t*) = nullptr;
-  int (*remapped_rows)(nvmlDevice_t, unsigned*, unsigned*, unsigned*, unsigned*) = nullptr;
-  int (*compute_processes)(nvmlDevice_t, unsigned*, nvmlProcessInfo_t*) = nullptr;
+  int (*retired_pages_pending)(DeviceHandle, EnableState*) = nullptr;
+  int (*remapped_rows)(DeviceHandle, unsigned*, unsigned*, unsigned*, unsigned*) = nullptr;
+  int (*compute_processes)(DeviceHandle, unsigned*, ProcessInfo*) = nullptr;
 };
 
 namespace {
@@ -73,16 +73,15 @@ Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::open(const std::string& path) 
   if (symbols->compute_processes == nullptr) {  // drivers before R510: same struct
     resolve(handle, "nvmlDeviceGetComputeRunningProcesses_v2", symbols->compute_processes);
   }
-  for (const auto& [name, found] :
-       {std::pair{"nvmlInit_v2", symbols->init != nullptr},
-        std::pair{"nvmlShutdown", symbols->shutdown != nullptr},
-        std::pair{"nvmlErrorString", symbols->error_string != nullptr},
-        std::pair{"nvmlDeviceGetCount_v2", symbols->device_count != nullptr},
-        std::pair{"nvmlDeviceGetHandleByIndex_v2", symbols->device_by_index != nullptr}}) {
-    if (!found) {
-      ::dlclose(handle);
-      return Status::unavailable(fmt::format("NVML ({}) has no {}: too old a driver", path, name));
-    }
+  const char* missing = symbols->init == nullptr              ? "nvmlInit_v2"
+                        : symbols->shutdown == nullptr        ? "nvmlShutdown"
+                        : symbols->error_string == nullptr    ? "nvmlErrorString"
+                        : symbols->device_count == nullptr    ? "nvmlDeviceGetCount_v2"
+                        : symbols->device_by_index == nullptr ? "nvmlDeviceGetHandleByIndex_v2"
+                                                              : nullptr;
+  if (missing != nullptr) {
+    ::dlclose(handle);
+    return Status::unavailable(fmt::format("NVML ({}) has no {}: too old a driver", path, missing));
   }
   if (const int code = symbols->init(); code != kNvmlSuccess) {
     const std::string why = symbols->error_string(code);
@@ -115,17 +114,16 @@ int NvmlLibrary::device(unsigned index, Device* device) const {
 int NvmlLibrary::uncorrected_ecc_errors(Device device, uint64_t* count) const {
   if (symbols_->total_ecc_errors == nullptr) return kNvmlFunctionNotFound;
   unsigned long long value = 0;  // NOLINT(google-runtime-int): NVML's type
-  const int code = symbols_->total_ecc_errors(device, NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-                                              NVML_VOLATILE_ECC, &value);
+  const int code = symbols_->total_ecc_errors(device, kUncorrectedErrors, kVolatileCount, &value);
   *count = value;
   return code;
 }
 
 int NvmlLibrary::retired_pages_pending(Device device, bool* pending) const {
   if (symbols_->retired_pages_pending == nullptr) return kNvmlFunctionNotFound;
-  nvmlEnableState_t state = NVML_FEATURE_DISABLED;
+  EnableState state = kDisabled;
   const int code = symbols_->retired_pages_pending(device, &state);
-  *pending = state == NVML_FEATURE_ENABLED;
+  *pending = state == kEnabled;
   return code;
 }
 
@@ -145,7 +143,7 @@ int NvmlLibrary::compute_processes(Device device, unsigned index,
                                    std::vector<GpuProcess>* out) const {
   if (symbols_->compute_processes == nullptr) return kNvmlFunctionNotFound;
   // The list may grow between the size query and the read: ask again, a few times.
-  std::vector<nvmlProcessInfo_t> infos(16);
+  std::vector<ProcessInfo> infos(16);
   for (int tries = 0; tries < 4; ++tries) {
     unsigned count = static_cast<unsigned>(infos.size());
     const int code = symbols_->compute_processes(device, &count, infos.data());
