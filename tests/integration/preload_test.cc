@@ -4,7 +4,9 @@
 //
 // PreloadConformanceTest runs the same probe (workers/preload_probe.py) four times: a script
 // and a `-m` module, each as fresh processes and forked from the template, 2 ranks each, then
-// compares what the workers saw, one property per test. The other tests run real jobs with
+// compares what the workers saw, one property per test; the two a fork cannot hide (the
+// template's command line, torch already imported) show that the warm runs really forked. The other
+// tests run real jobs with
 // --preload: restarts, torch's error files, hang detection, logs, a template that fails to
 // import, one that starts a thread, one that dies mid-job, and an agent SIGKILLed (the
 // fixture's teardown fails if any process is left).
@@ -156,10 +158,25 @@ TEST_F(PreloadConformanceTest, FreshWorkersSeeWhatPlainPythonSees) {
   }
 }
 
+// What the agent says is not enough: a --preload that silently started fresh processes would
+// log the same. The workers themselves show it (docs/preload.md, "What remains different"):
+// a fork has the template's command line and torch imported before its script ran.
 TEST_F(PreloadConformanceTest, TheWarmRunsReallyForkedFromTheTemplate) {
   for (const std::string& log : probes_->warm_log) {
     EXPECT_NE(log.find(kForked), std::string::npos) << log;
     EXPECT_EQ(log.find("fresh processes"), std::string::npos) << log;
+  }
+  for (int kind = 0; kind < 2; ++kind) {
+    for (int rank = 0; rank < 2; ++rank) {
+      const json& fresh = probes_->probe[2 * kind][rank];
+      ASSERT_TRUE(fresh.is_object() && warm(kind, rank).is_object()) << "a probe wrote nothing";
+      EXPECT_EQ(warm(kind, rank)["cmdline_is_the_templates"], true)
+          << "not a fork of the template (" << (kind ? "-m module" : "script") << ", rank " << rank
+          << ")";
+      EXPECT_EQ(warm(kind, rank)["torch_imported_before_the_script"], true) << "rank " << rank;
+      EXPECT_EQ(fresh["cmdline_is_the_templates"], false) << "rank " << rank;
+      EXPECT_EQ(fresh["torch_imported_before_the_script"], false) << "rank " << rank;
+    }
   }
 }
 
@@ -255,9 +272,9 @@ TEST_F(PreloadTest, ARestartedGroupIsForkedAgainAndAllReduces) {
   EXPECT_EQ(run.err.find("fresh processes"), std::string::npos) << run.err;
   for (int attempt = 0; attempt < 2; ++attempt) {
     for (int rank = 0; rank < 2; ++rank) {
-      EXPECT_EQ(
-          read_text_file(out("allreduce_" + std::to_string(rank) + "_" + std::to_string(attempt))),
-          "3.0 2");
+      const std::string id = std::to_string(rank) + "_" + std::to_string(attempt);
+      EXPECT_EQ(read_text_file(out("allreduce_" + id)), "3.0 2");
+      EXPECT_EQ(read_text_file(out("started_" + id)), "forked") << "rank " << id;
     }
   }
 }
@@ -285,8 +302,10 @@ TEST_F(PreloadTest, OutputIsTeedWithEachRanksPrefix) {
   const RunResult run =
       run_preloaded({"--nproc_per_node", "2", "--tee", "3", worker("preload_helpers.py"), "hello"});
   ASSERT_TRUE(ExitedWith(run, 0));
-  EXPECT_NE(run.out.find("[default0]:hello from 0"), std::string::npos) << run.out << run.err;
-  EXPECT_NE(run.out.find("[default1]:hello from 1"), std::string::npos) << run.out << run.err;
+  EXPECT_NE(run.out.find("[default0]:hello from 0 (forked)"), std::string::npos)
+      << run.out << run.err;
+  EXPECT_NE(run.out.find("[default1]:hello from 1 (forked)"), std::string::npos)
+      << run.out << run.err;
 }
 
 TEST_F(PreloadTest, AModuleThatCannotBeImportedLeavesTheJobToFreshProcesses) {
@@ -297,6 +316,8 @@ TEST_F(PreloadTest, AModuleThatCannotBeImportedLeavesTheJobToFreshProcesses) {
             std::string::npos)
       << run.err;
   EXPECT_NE(run.err.find("the workers start as fresh processes"), std::string::npos) << run.err;
+  EXPECT_NE(run.out.find("hello from 0 (fresh)"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("hello from 1 (fresh)"), std::string::npos) << run.out;
 }
 
 // A template with a thread cannot fork safely: the module that started it is named.
@@ -311,6 +332,8 @@ TEST_F(PreloadTest, AModuleThatStartsAThreadIsRefusedByName) {
   EXPECT_NE(run.err.find("importing starts_a_thread started a thread"), std::string::npos)
       << run.err;
   EXPECT_NE(run.err.find("fresh processes"), std::string::npos) << run.err;
+  EXPECT_NE(run.out.find("hello from 0 (fresh)"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("hello from 1 (fresh)"), std::string::npos) << run.out;
 }
 
 // The template SIGKILLed in the middle of a job: the next attempt's workers start fresh, and
@@ -324,8 +347,10 @@ TEST_F(PreloadTest, ATemplateThatDiesLeavesLaterAttemptsToFreshProcesses) {
               run.err.find("sending to the template: Broken pipe") != std::string::npos)
       << run.err;
   EXPECT_NE(run.err.find("workers start as fresh processes"), std::string::npos) << run.err;
-  EXPECT_EQ(read_text_file(out("after_0_1")), "ok");
-  EXPECT_EQ(read_text_file(out("after_1_1")), "ok");
+  EXPECT_EQ(read_text_file(out("started_0")), "forked");  // attempt 0, from the template
+  EXPECT_EQ(read_text_file(out("started_1")), "forked");
+  EXPECT_EQ(read_text_file(out("after_0_1")), "fresh");
+  EXPECT_EQ(read_text_file(out("after_1_1")), "fresh");
 }
 
 // ddprun SIGKILLed while warm workers run: the workers and the template go with it (the
@@ -340,6 +365,12 @@ TEST_F(PreloadTest, NothingOutlivesAKilledAgent) {
   std::vector<pid_t> pids;
   for (int rank = 0; rank < 2; ++rank) {
     pids.push_back(std::stoi(read_text_file(out("running_" + std::to_string(rank)))));
+    // Forks of the template keep its command line (docs/preload.md): the warm workers whose
+    // fate this test is about, not fresh ones.
+    EXPECT_NE(
+        read_text_file("/proc/" + std::to_string(pids.back()) + "/cmdline").find("/template.py"),
+        std::string::npos)
+        << "rank " << rank << " was not forked from the template";
   }
   ddprun->send_signal(SIGKILL);
   const RunResult run = finish(*ddprun, deadline_after(10s));

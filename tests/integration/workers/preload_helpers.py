@@ -1,10 +1,12 @@
 """Workers for the preload tests (issue 24).
 
-usage: preload_helpers.py hello            prints "hello from <RANK>" and exits 0
+usage: preload_helpers.py hello            prints "hello from <RANK> (<how>)" and exits 0, where
+                                           <how> is "forked" (from the template) or "fresh"
        preload_helpers.py kill_template    attempt 0: rank 0 SIGKILLs the node's preload
                                            template, waits until it is gone, and every rank
                                            exits 3 (the others once rank 0 is done); later attempts write
-                                           $DDPRUN_TEST_OUT/after_<RANK>_<restart> and exit 0
+                                           $DDPRUN_TEST_OUT/after_<RANK>_<restart> and exit 0;
+                                           started_<RANK> and after_<RANK>_<restart> hold <how>
        preload_helpers.py sleep            writes $DDPRUN_TEST_OUT/running_<RANK> (its pid, whole),
                                            then sleeps
 """
@@ -12,6 +14,8 @@ import os
 import signal
 import sys
 import time
+
+from worker_util import started_as
 
 what = sys.argv[1]
 rank = os.environ["RANK"]
@@ -46,11 +50,11 @@ def template_pids():
 
 
 if what == "hello":
-    print(f"hello from {rank}")
+    print(f"hello from {rank} ({started_as()})")
 elif what == "kill_template":
     if restart == 0:
         with open(os.path.join(out, f"started_{rank}"), "w") as f:
-            f.write("ok")
+            f.write(started_as())
         if rank == "0":
             # Once both ranks run: the template is idle, not in the middle of a fork.
             deadline = time.monotonic() + 30
@@ -74,7 +78,7 @@ elif what == "kill_template":
                 time.sleep(0.01)
         sys.exit(3)
     with open(os.path.join(out, f"after_{rank}_{restart}"), "w") as f:
-        f.write("ok")
+        f.write(started_as())
 elif what == "sleep":
     # Written whole, then renamed into place: whoever sees the file reads the whole pid.
     path = os.path.join(out, f"running_{rank}")

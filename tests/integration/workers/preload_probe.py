@@ -16,6 +16,14 @@ import sys
 import threading
 
 probe = {}
+# How it was started, which a worker CAN tell (docs/preload.md, "What remains different"): the
+# modules --preload named are imported before the script runs, and a fork keeps the template's
+# command line (`python3 -u /tmp/ddprun-preload-XXXX/template.py`), where an exec'd worker has
+# its own. The test asserts both, so that a --preload silently starting fresh processes fails.
+probe["torch_imported_before_the_script"] = "torch" in sys.modules
+with open("/proc/self/cmdline", "rb") as f:
+    probe["cmdline_is_the_templates"] = any(
+        arg.endswith(b"/template.py") and b"ddprun-preload-" in arg for arg in f.read().split(b"\0"))
 probe["task_threads"] = len(os.listdir("/proc/self/task"))
 probe["python_threads"] = threading.active_count()
 probe["argv"] = sys.argv

@@ -54,3 +54,14 @@ def last_rank_fails_after_the_others(exit_code):
     for other in range(world - 1):
         wait_ready(f"done_{other}.fifo")
     raise SystemExit(exit_code)
+
+
+def started_as():
+    """"forked" when this process is a fork of ddprun's --preload template, "fresh" when it was
+    exec'd for this worker. A fork keeps its parent's command line (docs/preload.md), the
+    template's `python3 -u /tmp/ddprun-preload-XXXX/template.py`; os.environ and sys.argv are the
+    worker's own either way."""
+    with open("/proc/self/cmdline", "rb") as f:
+        argv = f.read().split(b"\0")
+    forked = any(arg.endswith(b"/template.py") and b"ddprun-preload-" in arg for arg in argv)
+    return "forked" if forked else "fresh"
