@@ -1,4 +1,4 @@
-"""The job's store at scale (issue 25): ddprun's store against torch 2.x's own TCPStore server
+"""The job's store at scale (issues 25 and 39): ddprun's store against torch 2.x's own TCPStore server
 (libuv) and torch 1.13's, under the same load, in one run.
 
 usage: /usr/bin/python3 bench/store/run_bench.py <build dir> [--clients 1024,4096,16384]
@@ -12,14 +12,15 @@ one rank's init_process_group traffic (store_load.cc). Measured: from just befor
 processes start until the last client is released; the server's CPU (utime + stime) and peak
 RSS (VmHWM) from /proc, read once the server has closed every client's connection after the
 clients hung up (so that each server's CPU includes its share of the teardown: a server that
-handles hang-ups late would otherwise look cheaper). A run not done within --limit seconds (default 300) is ended and
-reported as such. torch 2.x and ddprun are spoken to in the 2.x dialect (VALIDATE, PING),
+handles hang-ups late would otherwise look cheaper). A run not done within --limit seconds
+(default 300) is ended and reported as such. torch 2.x and ddprun are spoken to in the 2.x dialect (VALIDATE, PING),
 torch 1.13 in its own. Medians of the repetitions.
 
 No resolver is involved. torch 2.x's libuv server looks up the name of every peer it accepts
 (getnameinfo on the client's address, for its logs), and the clients come from 127.0.0.1-250
-(one address has too few ports for 98,304 clients), which /etc/hosts does not name: each
-accept then waits for the machine's name server, and where that one is slow or unreachable
+(one address has too few ports for 98,304 clients), which /etc/hosts does not name (nor the
+IPv4-mapped form of 127.0.0.1 that its dual-stack socket sees): each accept then waits for the
+machine's name server, and where that one is slow or unreachable
 (5 s per dropped query here) the figure measures the resolver, not the server. So the script
 runs itself in a private mount namespace (`unshare --mount`, which needs root) in which
 /etc/resolv.conf names 127.0.0.1, where nothing listens on port 53: every lookup fails at once
@@ -31,10 +32,10 @@ import argparse
 import json
 import os
 import socket
-import tempfile
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
