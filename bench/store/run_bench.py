@@ -1,5 +1,5 @@
-"""The job's store at scale (issues 25 and 39): ddprun's store against torch 2.x's own TCPStore server
-(libuv) and torch 1.13's, under the same load, in one run.
+"""The job's store at scale (issues 25 and 39): ddprun's store against torch 2.x's own TCPStore
+server (libuv) and torch 1.13's, under the same load, in one run.
 
 usage: /usr/bin/python3 bench/store/run_bench.py <build dir> [--clients 1024,4096,16384]
                                                  [--reps 3] [--servers ddprun,torch2,torch1.13]
@@ -13,8 +13,8 @@ processes start until the last client is released; the server's CPU (utime + sti
 RSS (VmHWM) from /proc, read once the server has closed every client's connection after the
 clients hung up (so that each server's CPU includes its share of the teardown: a server that
 handles hang-ups late would otherwise look cheaper). A run not done within --limit seconds
-(default 300) is ended and reported as such. torch 2.x and ddprun are spoken to in the 2.x dialect (VALIDATE, PING),
-torch 1.13 in its own. Medians of the repetitions.
+(default 300) is ended and reported as such. torch 2.x and ddprun are spoken to in the 2.x
+dialect (VALIDATE, PING), torch 1.13 in its own. Medians of the repetitions.
 
 No resolver is involved. torch 2.x's libuv server looks up the name of every peer it accepts
 (getnameinfo on the client's address, for its logs), and the clients come from 127.0.0.1-250
