@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/devices/vendor.h"
 #include "agent/progress/progress_options.h"
 #include "common/clock.h"
 
@@ -116,6 +117,9 @@ struct AgentOptions {
   std::map<std::string, std::string> extra_env;
   // torchrun's --virtual-local-rank: LOCAL_RANK=0 and only its own GPU visible to each worker.
   bool virtual_local_rank = false;
+  // The node's accelerators, as the launcher found them (agent/devices/): which visibility
+  // variable --virtual-local-rank narrows. nullopt (the default): none found.
+  std::optional<devices::Vendor> accelerator;
   // The workers' torch reads NCCL_ASYNC_ERROR_HANDLING (torch 1.x; run_job finds out):
   // set it as well as TORCH_NCCL_ASYNC_ERROR_HANDLING. Default off (torch 2.x warns about it).
   bool legacy_nccl_env = false;

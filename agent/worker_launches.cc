@@ -36,6 +36,7 @@ AttemptContext attempt_context(const AgentOptions& options, const RoundAssignmen
     context.signals_to_handle += signal_name(signo);
   }
   context.virtual_local_rank = options.virtual_local_rank;
+  context.accelerator = options.accelerator;
   return context;
 }
 

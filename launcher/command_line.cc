@@ -270,8 +270,9 @@ void add_warnings(const LauncherFlags& f, LaunchConfig& config) {
 Status validate_values(const LauncherFlags& f, LaunchConfig& config) {
   if (Status s = validate_rendezvous(f, config); !s) return s;
   agent::AgentOptions& a = config.agent;
-  auto nproc = parse_nproc_per_node(f.nproc_per_node);
-  if (!nproc) return nproc.status();
+  auto resolved = resolve_nproc_per_node(f.nproc_per_node);
+  if (!resolved) return resolved.status();
+  const int nproc = resolved->count;
   auto redirects = parse_std_streams("--redirects", f.redirects);
   if (!redirects) return redirects.status();
   auto tee = parse_std_streams("--tee", f.tee);
@@ -279,15 +280,16 @@ Status validate_values(const LauncherFlags& f, LaunchConfig& config) {
   auto filter = parse_rank_list("--local_ranks_filter", f.local_ranks_filter);
   if (!filter) return filter.status();
   for (int rank : *filter) {
-    if (rank >= *nproc) {
+    if (rank >= nproc) {
       return Status::invalid_argument(fmt::format(
           "--local_ranks_filter {}: there is no local rank {} with --nproc_per_node {} (local "
           "ranks are 0 to {})",
-          f.local_ranks_filter, rank, *nproc, *nproc - 1));
+          f.local_ranks_filter, rank, nproc, nproc - 1));
     }
   }
   if (Status s = validate_signals(f, config); !s) return s;
-  a.nproc_per_node = *nproc;
+  a.nproc_per_node = nproc;
+  a.accelerator = resolved->accelerator;
   a.role = f.role;
   a.shutdown_timeout = Millis(static_cast<long long>(f.shutdown_timeout * 1000));
   a.kill_wait_timeout = Millis(static_cast<long long>(f.kill_wait_timeout * 1000));

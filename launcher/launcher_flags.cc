@@ -41,7 +41,7 @@ const FlagTable<LauncherFlags>& launcher_flag_table() {
            &F::nnodes},
           {{.name = "nproc_per_node",
             .type = T::kScalar,
-            .help = "Workers per node: N, cpu, gpu or auto",
+            .help = "Workers per node: N, cpu, gpu, xpu or auto",
             .default_text = "1",
             .check = parses(parse_nproc_per_node),
             .check_names_flag = true},

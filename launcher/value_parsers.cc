@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "agent/process/exit_status.h"
+#include "agent/process/worker_env.h"
 
 namespace ddprun::launcher {
 namespace {
@@ -54,24 +55,102 @@ Result<NodeRange> parse_nnodes(const std::string& text) {
   return range;
 }
 
-Result<int> parse_nproc_per_node(const std::string& text) {
-  if (text == "cpu") return online_cpus();
-  if (text == "gpu") {
-    int gpus = count_cuda_devices();
-    if (gpus == 0)
-      return Status::invalid_argument("--nproc_per_node=gpu, but no CUDA device is visible");
-    return gpus;
+namespace {
+
+using agent::devices::Accelerators;
+using agent::devices::Vendor;
+
+// The first of `found` of a vendor in `vendors` with a visible device; else the first of them
+// installed (to say what hid it); else nullptr.
+const Accelerators* pick(const std::vector<Accelerators>& found,
+                         std::initializer_list<Vendor> vendors) {
+  const Accelerators* installed = nullptr;
+  for (const Accelerators& kind : found) {
+    if (std::find(vendors.begin(), vendors.end(), kind.vendor) == vendors.end()) continue;
+    if (kind.visible > 0) return &kind;
+    if (!installed) installed = &kind;
+  }
+  return installed;
+}
+
+Status none_visible(const std::string& text, const Accelerators* hidden, const char* wanted,
+                    const char* where) {
+  if (hidden) {
+    return Status::invalid_argument(fmt::format(
+        "--nproc_per_node={}: this node has {} {} GPU(s), but {} hides them all; give the number "
+        "of workers, or change that variable",
+        text, hidden->installed, agent::devices::vendor_name(hidden->vendor), hidden->narrowed_by));
+  }
+  return Status::invalid_argument(
+      fmt::format("--nproc_per_node={}: this node has no {} GPU (none under {}); give the number "
+                  "of workers, or cpu",
+                  text, wanted, where));
+}
+
+}  // namespace
+
+Result<NprocPerNode> resolve_nproc_per_node(const std::string& text,
+                                            const std::vector<Accelerators>& found, int cpus) {
+  const Accelerators* any = pick(found, {Vendor::kNvidia, Vendor::kAmd, Vendor::kIntel});
+  NprocPerNode nproc;
+  if (any && any->visible > 0) nproc.accelerator = any->vendor;
+  if (text == "gpu" || text == "xpu") {
+    const bool gpu = text == "gpu";
+    const Accelerators* kind =
+        gpu ? pick(found, {Vendor::kNvidia, Vendor::kAmd}) : pick(found, {Vendor::kIntel});
+    if (!kind || kind->visible == 0) {
+      Status none = none_visible(text, kind, gpu ? "NVIDIA or AMD" : "Intel",
+                                 gpu ? "/proc/driver/nvidia/gpus, /sys/class/kfd or /sys/class/drm"
+                                     : "/sys/class/drm with the i915 or xe driver");
+      // torch counts Intel GPUs as xpu and NVIDIA or AMD ones as gpu: say which applies.
+      const Accelerators* other =
+          gpu ? pick(found, {Vendor::kIntel}) : pick(found, {Vendor::kNvidia, Vendor::kAmd});
+      if (!kind && other && other->visible > 0) {
+        return Status::invalid_argument(fmt::format(
+            "{} ({} {} GPU(s) are there: --nproc_per_node={})", none.message(), other->visible,
+            agent::devices::vendor_name(other->vendor), gpu ? "xpu" : "gpu"));
+      }
+      return none;
+    }
+    nproc.count = kind->visible;
+    nproc.accelerator = kind->vendor;
+    return nproc;
   }
   if (text == "auto") {
-    int gpus = count_cuda_devices();
-    return gpus > 0 ? gpus : online_cpus();
+    nproc.count = nproc.accelerator ? any->visible : cpus;
+    return nproc;
+  }
+  if (text == "cpu") {
+    nproc.count = cpus;
+    return nproc;
   }
   auto n = to_int(text);
   if (!n || *n <= 0) {
-    return Status::invalid_argument("--nproc_per_node=" + text +
-                                    " is invalid: expected a positive integer, cpu, gpu or auto");
+    return Status::invalid_argument(
+        "--nproc_per_node=" + text +
+        " is invalid: expected a positive integer, cpu, gpu, xpu or auto (for the devices of a "
+        "torch extension's backend, give the number of workers)");
   }
-  return *n;
+  nproc.count = *n;
+  return nproc;
+}
+
+std::filesystem::path device_root() {
+  const char* root = std::getenv("DDPRUN_DEVICE_ROOT");
+  return root && *root ? std::filesystem::path(root) : std::filesystem::path("/");
+}
+
+Result<NprocPerNode> resolve_nproc_per_node(const std::string& text) {
+  // Read for a number of workers too: the accelerator is what --virtual-local-rank narrows.
+  const auto found =
+      agent::devices::detect_accelerators(device_root(), agent::current_environment());
+  return resolve_nproc_per_node(text, found, online_cpus());
+}
+
+Result<int> parse_nproc_per_node(const std::string& text) {
+  auto nproc = resolve_nproc_per_node(text);
+  if (!nproc) return nproc.status();
+  return nproc->count;
 }
 
 Result<agent::PerRankStreams> parse_std_streams(const std::string& flag, const std::string& text) {
@@ -123,25 +202,6 @@ Result<std::vector<int>> parse_signal_list(const std::string& text, const std::s
     signals.push_back(signo);
   }
   return signals;
-}
-
-int count_cuda_devices() {
-  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
-    // CUDA stops at the first entry that is not a device: "" and "-1" hide every device.
-    int count = 0;
-    for (const auto& entry : split(visible, ',')) {
-      if (entry.empty() || entry[0] == '-') break;
-      ++count;
-    }
-    return count;
-  }
-  std::error_code ec;
-  int count = 0;
-  for (auto it = std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    ++count;
-  }
-  return count;
 }
 
 Result<std::vector<std::string>> parse_module_list(const std::string& text) {

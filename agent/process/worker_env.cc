@@ -1,9 +1,12 @@
 #include "agent/process/worker_env.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
 #include <fmt/format.h>
+
+#include "agent/devices/visible_devices.h"
 
 extern char** environ;  // NOLINT: POSIX
 
@@ -21,20 +24,14 @@ EnvMap current_environment() {
 }
 
 namespace {
-// The device a worker of `local_rank` owns: the local_rank-th entry of the agent's
-// CUDA_VISIBLE_DEVICES (ids or UUIDs), or the local rank itself when none is set.
+// The device a worker of `local_rank` owns: the local_rank-th entry of the agent's visibility
+// list (ids or UUIDs), or the local rank itself when the agent has none. torchrun raises when the
+// list is shorter than the workers; ddprun gives such a worker the rank's own id instead.
 std::string own_device(const std::optional<std::string>& visible, int local_rank) {
-  if (!visible) return std::to_string(local_rank);
-  int index = 0;
-  std::size_t start = 0;
-  while (start <= visible->size()) {
-    const std::size_t comma = visible->find(',', start);
-    const std::size_t end = comma == std::string::npos ? visible->size() : comma;
-    if (index++ == local_rank) return visible->substr(start, end - start);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return std::to_string(local_rank);  // fewer devices listed than workers: the rank's own id
+  const int listed =
+      visible ? 1 + static_cast<int>(std::count(visible->begin(), visible->end(), ',')) : 0;
+  if (local_rank >= listed) return std::to_string(local_rank);
+  return devices::list_entry(*visible, local_rank);
 }
 }  // namespace
 
@@ -77,7 +74,20 @@ EnvMap build_worker_env(const EnvMap& base, const AttemptContext& attempt,
         user("NCCL_ASYNC_ERROR_HANDLING").value_or(async_handling.value_or("1")));
   }
   if (attempt.virtual_local_rank) {
-    set("CUDA_VISIBLE_DEVICES", own_device(user("CUDA_VISIBLE_DEVICES"), placement.local_rank));
+    // torchrun 2.x: on ROCm HIP_VISIBLE_DEVICES outranks CUDA_VISIBLE_DEVICES, so a set one is
+    // the list to narrow, and both names get the worker's device.
+    const auto hip = user("HIP_VISIBLE_DEVICES");
+    const bool use_hip = hip && !hip->empty();
+    const std::string device =
+        own_device(use_hip ? hip : user("CUDA_VISIBLE_DEVICES"), placement.local_rank);
+    set("CUDA_VISIBLE_DEVICES", device);
+    if (use_hip) set("HIP_VISIBLE_DEVICES", device);
+    // Level Zero reads neither: ddprun's own addition, the same narrowing of ZE_AFFINITY_MASK.
+    if (attempt.accelerator == devices::Vendor::kIntel) {
+      auto mask = user("ZE_AFFINITY_MASK");
+      if (mask && mask->empty()) mask.reset();  // Level Zero takes an empty mask for none
+      set("ZE_AFFINITY_MASK", own_device(mask, placement.local_rank));
+    }
   }
   return env;
 }

@@ -3,8 +3,11 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "agent/devices/vendor.h"
 
 namespace ddprun::agent {
 
@@ -33,11 +36,15 @@ struct AttemptContext {
   // TORCH_NCCL_ASYNC_ERROR_HANDLING (2.x warns about the old name): set the old name too.
   bool legacy_nccl_env = false;
   // torchrun's --virtual-local-rank: every worker sees LOCAL_RANK=0, and CUDA_VISIBLE_DEVICES
-  // narrowed to its own GPU (the local_rank-th of the agent's list, or the local rank).
+  // narrowed to its own GPU (the local_rank-th of the agent's list, or the local rank); as
+  // torchrun 2.x, HIP_VISIBLE_DEVICES too when the agent has it (then the list it narrows), and
+  // on Intel nodes (`accelerator`) ZE_AFFINITY_MASK the same way (docs/devices.md).
   bool virtual_local_rank = false;
   // TORCHELASTIC_SIGNALS_TO_HANDLE, as torchrun's workers inherit it: the handled signals'
   // names, comma-separated ("SIGTERM,SIGINT,SIGHUP,SIGQUIT").
   std::string signals_to_handle;
+  // The node's accelerators (the launcher's detection); nullopt: none found.
+  std::optional<devices::Vendor> accelerator;
 };
 
 using EnvMap = std::map<std::string, std::string>;

@@ -69,6 +69,55 @@ TEST(WorkerEnv, VirtualLocalRankShowsEachWorkerOnlyItsOwnGpuAsDeviceZero) {
   EXPECT_EQ(build_worker_env({}, attempt, third, "e").count("CUDA_VISIBLE_DEVICES"), 0u);
 }
 
+TEST(WorkerEnv, VirtualLocalRankNarrowsHipVisibleDevicesAsTorchrun2Does) {
+  AttemptContext attempt;
+  attempt.virtual_local_rank = true;
+  attempt.accelerator = devices::Vendor::kAmd;
+  WorkerPlacement second{1, 1, 0, 1, 4, 4, 1, 4};
+  // A set HIP_VISIBLE_DEVICES is the list; both names get the worker's entry.
+  EnvMap env = build_worker_env({{"HIP_VISIBLE_DEVICES", "6, 7"}, {"CUDA_VISIBLE_DEVICES", "0,1"}},
+                                attempt, second, "e");
+  EXPECT_EQ(env.at("HIP_VISIBLE_DEVICES"), "7");
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "7");
+  // Without it, CUDA_VISIBLE_DEVICES's entry (HIP reads that name too); ROCR_VISIBLE_DEVICES
+  // stays whole: HIP's index counts among the GPUs it leaves.
+  env = build_worker_env({{"ROCR_VISIBLE_DEVICES", "4,5,6,7"}}, attempt, second, "e");
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "1");
+  EXPECT_EQ(env.count("HIP_VISIBLE_DEVICES"), 0u);
+  EXPECT_EQ(env.at("ROCR_VISIBLE_DEVICES"), "4,5,6,7");
+  EXPECT_EQ(env.count("ZE_AFFINITY_MASK"), 0u);
+  // An empty HIP_VISIBLE_DEVICES is not the list (torchrun's test is its truth).
+  env = build_worker_env({{"HIP_VISIBLE_DEVICES", ""}, {"CUDA_VISIBLE_DEVICES", "2,3"}}, attempt,
+                         second, "e");
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "3");
+  EXPECT_EQ(env.at("HIP_VISIBLE_DEVICES"), "");
+}
+
+TEST(WorkerEnv, VirtualLocalRankNarrowsZeAffinityMaskOnIntelNodes) {
+  AttemptContext attempt;
+  attempt.virtual_local_rank = true;
+  attempt.accelerator = devices::Vendor::kIntel;
+  WorkerPlacement third{2, 2, 0, 1, 4, 4, 2, 4};
+  EnvMap env = build_worker_env({{"ZE_AFFINITY_MASK", "0.0,0.1,1.0,1.1"}}, attempt, third, "e");
+  EXPECT_EQ(env.at("ZE_AFFINITY_MASK"), "1.0");
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "2");  // as torchrun sets it, whatever the node
+  EXPECT_EQ(build_worker_env({}, attempt, third, "e").at("ZE_AFFINITY_MASK"), "2");
+  EXPECT_EQ(
+      build_worker_env({{"ZE_AFFINITY_MASK", ""}}, attempt, third, "e").at("ZE_AFFINITY_MASK"),
+      "2");
+  // Not on other nodes, and never without --virtual-local-rank: then every worker inherits the
+  // agent's variables untouched, as under torchrun.
+  attempt.accelerator = devices::Vendor::kNvidia;
+  EXPECT_EQ(build_worker_env({}, attempt, third, "e").count("ZE_AFFINITY_MASK"), 0u);
+  attempt.accelerator = devices::Vendor::kIntel;
+  attempt.virtual_local_rank = false;
+  env = build_worker_env({{"ZE_AFFINITY_MASK", "0,1"}, {"HIP_VISIBLE_DEVICES", "3,4"}}, attempt,
+                         third, "e");
+  EXPECT_EQ(env.at("ZE_AFFINITY_MASK"), "0,1");
+  EXPECT_EQ(env.at("HIP_VISIBLE_DEVICES"), "3,4");
+  EXPECT_EQ(env.count("CUDA_VISIBLE_DEVICES"), 0u);
+}
+
 TEST(WorkerEnv, AgentStoreFlagIsPythonBoolean) {
   AttemptContext attempt;
   attempt.use_agent_store = true;

@@ -354,15 +354,7 @@ TEST_F(CommandLineTest, VersionExitsZeroNamingTheRelease) {
   EXPECT_EQ(parsed.output.rfind("ddprun ", 0), 0u) << parsed.output;
 }
 
-TEST(ValueParsers, NprocKeywords) {
-  EXPECT_GE(parse_nproc_per_node("cpu").value(), 1);
-  EXPECT_GE(parse_nproc_per_node("auto").value(), 1);
-  ScopedEnv none("CUDA_VISIBLE_DEVICES", "");
-  EXPECT_EQ(count_cuda_devices(), 0);
-  EXPECT_FALSE(parse_nproc_per_node("gpu"));
-  ScopedEnv two("CUDA_VISIBLE_DEVICES", "0,1");
-  EXPECT_EQ(parse_nproc_per_node("gpu").value(), 2);
-}
+// --nproc_per_node's keywords over fabricated device trees: nproc_per_node_test.cc.
 
 TEST(ValueParsers, Nnodes) {
   EXPECT_EQ(parse_nnodes("4").value().min, 4);

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "launcher/command_line.h"
+#include "tests/agent/fake_device_tree.h"
 #include "tests/support/temp_dir.h"
 
 namespace ddprun::launcher {
@@ -114,7 +115,12 @@ TEST_F(JobConfigTest, BadFilesAreRefusedNamingThePlaceAndKey) {
 
 // Every job file in configs/ (the daemon's are checked by the daemon's test).
 TEST_F(JobConfigTest, EveryExampleJobFileInConfigsLoads) {
-  ::setenv("CUDA_VISIBLE_DEVICES", "0,1", 1);  // the examples are for GPU machines
+  // The examples are for GPU machines: a node with two NVIDIA GPUs (DDPRUN_DEVICE_ROOT).
+  ddprun::testing::FakeDeviceTree gpus(dir_ + "/node");
+  gpus.add_nvidia_gpu("0000:1b:00.0", "GPU-1");
+  gpus.add_nvidia_gpu("0000:1c:00.0", "GPU-2");
+  ::setenv("DDPRUN_DEVICE_ROOT", gpus.root().c_str(), 1);
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
   int checked = 0;
   for (const auto& entry : fs::recursive_directory_iterator(DDPRUN_SOURCE_DIR "/configs")) {
     const std::string name = entry.path().filename().string();
@@ -123,7 +129,7 @@ TEST_F(JobConfigTest, EveryExampleJobFileInConfigsLoads) {
     EXPECT_TRUE(parsed.config) << entry.path() << ": " << parsed.output;
     ++checked;
   }
-  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  ::unsetenv("DDPRUN_DEVICE_ROOT");
   EXPECT_GE(checked, 3);
 }
 
