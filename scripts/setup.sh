@@ -7,10 +7,15 @@
 #   BUILD_TYPE=Release          CMake build type (RelWithDebInfo for debugging)
 #   BUILD_TARGETS="a b"         build only these targets (default: everything)
 #   DDPRUN_CMAKE_ARGS=...       extra CMake arguments
+#   JOBS=$(nproc)               parallel compile jobs
 #   WITH_CLANG=1                also install clang 14, its sanitizer/libFuzzer runtime and
 #                               clang-format/clang-tidy (the clang sanitizer build, the fuzz
 #                               targets, scripts/lint.sh; WITH_FUZZ=1 is the same)
 #   WITH_TORCH2=0               skip PyTorch 2.x (installed by default, see below)
+#   SETUP_FOR=demo              only what building and running the C++ demo needs (the
+#                               launcher and examples/mnist on Debian's LibTorch 1.13:
+#                               scripts/run-demo.sh): no test tools, no PyTorch 2.x, no test
+#                               build. Default: everything the test suite and CI need.
 #
 # Two PyTorches: Debian's python3-torch 1.13 belongs to /usr/bin/python3 (and libtorch-dev is
 # its LibTorch); PyTorch 2.x (TORCH2_VERSION, from PyPI: a CUDA build whose wheel also carries
@@ -20,15 +25,32 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(
+# What the launcher, the daemon, the worker SDK and the examples are built from, and the
+# Fashion-MNIST files the demo trains on.
+DEMO_PACKAGES=(
   cmake g++ ninja-build pkg-config
   libboost-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
-  libgtest-dev libgmock-dev zlib1g-dev libabsl-dev libsystemd-dev systemd
-  libsqlite3-dev etcd-server libssl-dev openssl iproute2 util-linux
-  libtorch-dev libgloo-dev python3-torch python3-venv dataset-fashion-mnist
-  prometheus
+  zlib1g-dev libabsl-dev libsystemd-dev libsqlite3-dev libssl-dev
+  libtorch-dev libgloo-dev dataset-fashion-mnist
+)
+# And what the tests run or build with: GoogleTest, real etcd, systemd and Prometheus tools,
+# Python torch 1.13, the packaging tools.
+TEST_PACKAGES=(
+  libgtest-dev libgmock-dev systemd etcd-server openssl iproute2 util-linux
+  python3-torch python3-venv prometheus
   dpkg-dev lintian adduser
 )
+case ${SETUP_FOR:-all} in
+  demo)
+    PACKAGES=("${DEMO_PACKAGES[@]}")
+    WITH_TORCH2=0
+    ;;
+  all) PACKAGES=("${DEMO_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+  *)
+    echo "setup: SETUP_FOR=${SETUP_FOR}: expected demo or all" >&2
+    exit 2
+    ;;
+esac
 # libclang-rt-14-dev holds libFuzzer and the sanitizer runtimes; clang-14 only recommends it.
 if [ "${WITH_CLANG:-0}" = 1 ] || [ "${WITH_FUZZ:-0}" = 1 ]; then
   PACKAGES+=(clang-14 libclang-rt-14-dev clang-format-14 clang-tidy-14)
@@ -67,4 +89,4 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" 
   ${DDPRUN_CMAKE_ARGS:-} >/dev/null
 targets=()
 for target in ${BUILD_TARGETS:-}; do targets+=(--target "$target"); done
-cmake --build "$BUILD_DIR" -j"$(nproc)" "${targets[@]}"
+cmake --build "$BUILD_DIR" -j"${JOBS:-$(nproc)}" "${targets[@]}"
