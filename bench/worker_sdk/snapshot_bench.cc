@@ -1,7 +1,12 @@
 // Benchmark of the SDK's snapshots, 2 ranks under a launcher, each rank with its own directory
 // (<dir>/rank_<r>: two "nodes" on one machine). Rank 0 prints one line "BENCH {json}" per run:
-//   --mode train   steps_per_s of a ~state_mb MLP with a snapshot every --every steps, with
-//                  synchronous and background writes, and the median time save() blocked
+//   --mode train   steps_per_s of a ~state_mb MLP (SGD with momentum: as much optimizer state)
+//                  with a snapshot every --every steps, and the median time the training
+//                  thread spent per snapshot, for: no snapshot; only an in-memory copy of
+//                  the state (clones of every parameter and momentum buffer, the floor a
+//                  background save aims at); save() synchronous; save() in the background
+//                  serialising on the training thread (serialise_in_background = false);
+//                  save() in the background (the default: copy, then serialise on the writer)
 //   --mode resume  median time of load_latest() with every rank's copy on its disk (local)
 //                  and with rank 1's directory deleted (its copy received from rank 0: peer)
 // Run by bench/worker_sdk/run_snapshot_bench.sh (results in docs/benchmarks.md).
@@ -39,16 +44,50 @@ torch::nn::Sequential make_mlp(int state_mb) {
   return net;
 }
 
+// What a snapshot does in one training run.
+enum class Saving { kNone, kCopyOnly, kSync, kBackgroundSerialiseHere, kBackground };
+
+const char* name_of(Saving saving) {
+  switch (saving) {
+    case Saving::kNone:
+      return "none";
+    case Saving::kCopyOnly:
+      return "copy only";
+    case Saving::kSync:
+      return "synchronous";
+    case Saving::kBackgroundSerialiseHere:
+      return "background, serialised on the training thread";
+    case Saving::kBackground:
+      return "background";
+  }
+  return "?";
+}
+
+// The floor: a clone of every tensor a snapshot holds (kept until the next, as a save's copy
+// is kept until its write ends).
+std::vector<torch::Tensor> copy_state(torch::nn::Module& net, torch::optim::SGD& optimizer) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> copies;
+  for (const auto& p : net.parameters()) copies.push_back(p.detach().clone());
+  for (const auto& [key, state] : optimizer.state()) {
+    const auto& momentum = static_cast<const torch::optim::SGDParamState&>(*state);
+    copies.push_back(momentum.momentum_buffer().clone());
+  }
+  return copies;
+}
+
 nlohmann::json train(const std::shared_ptr<ddp::ProcessGroup>& group, const fs::path& dir,
-                     int state_mb, int steps, int every, int batch, bool background) {
+                     int state_mb, int steps, int every, int batch, Saving saving) {
   torch::manual_seed(1);
   auto net = make_mlp(state_mb);
-  torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(1e-3));
+  torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(1e-3).momentum(0.9));
   ddp::SnapshotOptions options;
-  options.directory = dir / (background ? "background" : "sync");
+  options.directory = dir / std::to_string(static_cast<int>(saving));
   options.keep_last = 2;
-  options.background = background;
+  options.background = saving != Saving::kSync;
+  options.serialise_in_background = saving == Saving::kBackground;
   ddp::Snapshotter snapshots(group, options);
+  std::vector<torch::Tensor> kept;
   auto x = torch::randn({batch, 1024});
   std::vector<double> save_ms;
   group->barrier();
@@ -57,16 +96,20 @@ nlohmann::json train(const std::shared_ptr<ddp::ProcessGroup>& group, const fs::
     optimizer.zero_grad();
     net->forward(x).square().mean().backward();
     optimizer.step();
-    if (step % every == 0) {
+    if (step % every == 0 && saving != Saving::kNone) {
       const auto t = Clock::now();
-      snapshots.save(*net, &optimizer, {0, step, step, {}});
+      if (saving == Saving::kCopyOnly) {
+        kept = copy_state(*net, optimizer);
+      } else {
+        snapshots.save(*net, &optimizer, {0, step, step, {}});
+      }
       save_ms.push_back(ms_since(t));
     }
   }
   snapshots.wait();
   const double seconds = ms_since(start) / 1000;
   return {{"mode", "train"},
-          {"background", background},
+          {"saving", name_of(saving)},
           {"state_mb", state_mb},
           {"steps", steps},
           {"every", every},
@@ -127,8 +170,9 @@ int run(int argc, char** argv) {
   const fs::path mine = fs::path(dir) / ("rank_" + std::to_string(group->rank()));
   std::vector<nlohmann::json> results;
   if (mode == "train") {
-    for (bool background : {false, true}) {
-      results.push_back(train(group, mine, state_mb, steps, every, batch, background));
+    for (Saving saving : {Saving::kNone, Saving::kCopyOnly, Saving::kSync,
+                          Saving::kBackgroundSerialiseHere, Saving::kBackground}) {
+      results.push_back(train(group, mine, state_mb, steps, every, batch, saving));
     }
   } else {
     results.push_back(resume(group, mine, state_mb, reps));

@@ -4,8 +4,10 @@
 #include <functional>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -14,6 +16,7 @@
 #include "ddp/process_group.h"
 #include "snapshot_files.h"
 #include "snapshot_format.h"
+#include "snapshot_state_copy.h"
 #include "snapshot_transfer.h"
 #include "snapshot_writer.h"
 
@@ -73,12 +76,25 @@ RngStates gather_rng_states(ProcessGroup& group) {
   return out;
 }
 
-// The state serialised in memory (the copy training may change after save() returns); the
-// framing and checksum happen on the writer thread.
-detail::SnapshotWrite serialise(const torch::nn::Module& model,
-                                const torch::optim::Optimizer* optimizer, const RngStates& rng,
-                                const TrainingProgress& progress, int world_size) {
+// The snapshot's payload: LibTorch's archive of "model", "optimizer" (written by
+// `write_state`) and every rank's RNG state.
+std::string serialise(const std::function<void(torch::serialize::OutputArchive&)>& write_state,
+                      const RngStates& rng) {
   torch::serialize::OutputArchive archive;
+  write_state(archive);
+  for (const auto& [key, state] : rng) archive.write(key, state);
+  // Appended straight into the string the writer takes over: no stream buffer and no copy out
+  // of it (a snapshot is as large as the model and optimizer).
+  std::string payload;
+  archive.save_to([&payload](const void* data, std::size_t size) {
+    payload.append(static_cast<const char*>(data), size);
+    return size;
+  });
+  return payload;
+}
+
+void write_live_state(torch::serialize::OutputArchive& archive, const torch::nn::Module& model,
+                      const torch::optim::Optimizer* optimizer) {
   torch::serialize::OutputArchive model_archive;
   model.save(model_archive);
   archive.write("model", model_archive);
@@ -87,22 +103,36 @@ detail::SnapshotWrite serialise(const torch::nn::Module& model,
     optimizer->save(optimizer_archive);
     archive.write("optimizer", optimizer_archive);
   }
-  for (auto& [key, state] : rng) archive.write(key, state);
-  // Appended straight into the string the writer thread takes over: no stream buffer and no
-  // copy out of it (a snapshot is as large as the model and optimizer).
-  std::string payload;
-  archive.save_to([&payload](const void* data, std::size_t size) {
-    payload.append(static_cast<const char*>(data), size);
-    return size;
-  });
+}
 
+// What this rank's writer publishes. With `copy_only`, only a copy of the state is taken here
+// and serialising it is left to the writer thread (make_payload); otherwise (or when the
+// optimizer cannot be copied, see snapshot_state_copy.h) it is serialised now.
+detail::SnapshotWrite prepare_write(const torch::nn::Module& model,
+                                    const torch::optim::Optimizer* optimizer, RngStates rng,
+                                    const TrainingProgress& progress, int world_size,
+                                    bool copy_only) {
   detail::SnapshotWrite write;
   write.header.epoch = progress.epoch;
   write.header.step_in_epoch = progress.step_in_epoch;
   write.header.global_step = progress.global_step;
   write.header.world_size = world_size;
   write.header.user = progress.user;
-  write.payload = std::move(payload);
+  std::optional<detail::StateCopy> copy;
+  if (copy_only) copy = detail::StateCopy::take(model, optimizer);
+  if (!copy) {
+    write.payload = serialise(
+        [&](torch::serialize::OutputArchive& a) { write_live_state(a, model, optimizer); }, rng);
+    return write;
+  }
+  write.make_payload = [copy = std::make_shared<detail::StateCopy>(std::move(*copy)),
+                        rng = std::move(rng)] {
+    try {
+      return serialise([&](torch::serialize::OutputArchive& a) { copy->write(a); }, rng);
+    } catch (const c10::Error& e) {
+      throw std::runtime_error(e.what_without_backtrace());
+    }
+  };
   return write;
 }
 
@@ -185,13 +215,14 @@ fs::path Snapshotter::save(const torch::nn::Module& model, const torch::optim::O
                            const TrainingProgress& progress) {
   wait();
   identify();
-  const RngStates rng = gather_rng_states(*group_);
+  RngStates rng = gather_rng_states(*group_);
   const fs::path target = options_.directory / detail::snapshot_file_name(progress.global_step);
   detail::SnapshotWrite write;
   std::string error;
   if (impl_->writes) {
     try {
-      write = serialise(model, optimizer, rng, progress, group_->size());
+      write = prepare_write(model, optimizer, std::move(rng), progress, group_->size(),
+                            options_.background && options_.serialise_in_background);
       write.directory = options_.directory;
       write.keep_last = options_.keep_last;
     } catch (const c10::Error& e) {

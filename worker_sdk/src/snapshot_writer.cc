@@ -7,7 +7,8 @@
 namespace ddp::detail {
 
 std::string write_snapshot(const SnapshotWrite& write) {
-  const std::string bytes = encode_snapshot(write.header, write.payload);
+  const std::string bytes =
+      encode_snapshot(write.header, write.make_payload ? write.make_payload() : write.payload);
   return publish_snapshot(write.directory, write.header.global_step, bytes, write.keep_last);
 }
 

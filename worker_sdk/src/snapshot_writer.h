@@ -1,10 +1,11 @@
-// The background half of Snapshotter::save(): frames, checksums and publishes one snapshot on
-// its own thread while training goes on. No LibTorch: the state is serialised in memory before
-// the thread starts.
+// The background half of Snapshotter::save(): serialises (when the caller left that to it),
+// frames, checksums and publishes one snapshot on its own thread while training goes on. No
+// LibTorch here: the serialisation is a function the caller hands over.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -16,11 +17,15 @@ struct SnapshotWrite {
   std::filesystem::path directory;
   SnapshotHeader header;  // names the file (global_step)
   std::string payload;    // the serialised state; framed and checksummed on the thread
+  // When set, makes the payload on the writer thread (from a copy of the state it owns);
+  // throws what failed.
+  std::function<std::string()> make_payload;
   std::size_t keep_last = 1;
 };
 
-// Frames, checksums and publishes `write` (publish_snapshot); "" or what failed. Runs on the
-// writer thread, or on the caller's for synchronous saves.
+// Serialises (make_payload), frames, checksums and publishes `write` (publish_snapshot); ""
+// or what failed (an exception from make_payload propagates). Runs on the writer thread, or on
+// the caller's for synchronous saves.
 std::string write_snapshot(const SnapshotWrite& write);
 
 // Owns at most one write thread at a time. start() first finishes the previous write, so

@@ -24,9 +24,9 @@
 //   worker_sdk/src/snapshot_format.h (versioned, CRC-32 checked). The newest keep_last are
 //   kept in each directory, copies received from peers included.
 // - save() and load_latest() are collective over the group and blocking; with
-//   SnapshotOptions::background (the default) save() returns once the state is serialised in
-//   memory, and the write and fsync run on a background thread (one at a time; the next
-//   save(), wait(), load_latest(), list() and the destructor wait for it). A background write
+//   SnapshotOptions::background (the default) save() returns once the state is copied in
+//   memory, and the serialisation, write and fsync run on a background thread (one at a time; the
+//   next save(), wait(), load_latest(), list() and the destructor wait for it). A background write
 //   that failed on any rank makes the next save()/wait() throw ddp::Error("snapshot.save") on
 //   every rank, naming the rank, so ranks never diverge on whether saving works.
 // - load_latest(): the ranks agree on the newest snapshot that is intact (decodes, checksum
@@ -69,11 +69,19 @@ struct SnapshotOptions {
   // How many complete snapshots each directory keeps (older ones are deleted after each write,
   // and after storing a copy received from a peer). At least 1.
   std::size_t keep_last = 3;
-  // Write in the background (true, the default): training only pays for serialising the state
-  // in memory (a copy of the model and optimizer, as large as they are), not for the disk. A
-  // crash during the write costs only that snapshot. false: save() returns once every writer
-  // has published its file (for programs that exit right after saving without wait()).
+  // Write in the background (true, the default): training only pays for a copy of the state
+  // in memory (the model's and the optimizer's tensors, as large as they are), not for the
+  // serialisation or the disk. A crash during the write costs only that snapshot. false:
+  // save() returns once every writer has published its file (for programs that exit right
+  // after saving without wait()).
   bool background = true;
+  // With `background`: serialise on the writer thread from the copy (true, the default), or
+  // serialise on the training thread as a synchronous save does (false). The copy follows
+  // nn::Module::save() (every module's parameters and buffers) and knows LibTorch's SGD,
+  // Adam, AdamW, Adagrad and RMSprop; with another optimizer the state is serialised on the
+  // training thread whatever this says. Set false for a module class whose own save() writes
+  // more than its parameters and buffers.
+  bool serialise_in_background = true;
 };
 
 struct TrainingProgress {
