@@ -33,13 +33,14 @@ Agent::Agent(AgentOptions options, boost::asio::io_context& io, AgentParts parts
       drain_timer_(parts.drain_timer),
       kill_wait_timer_(parts.kill_wait_timer),
       inspector_(parts.inspector),
+      gpu_memory_(parts.gpu_memory),
       signals_(parts.signals),
       channel_(parts.channel),
       base_env_(parts.worker_base_env),
       output_(io, {options_.logs, options_.role, options_.hostname}, parts.log_files),
       hang_(parts.coordinator, parts.hang_timer, parts.clock),
       health_check_({parts.launcher, parts.health_check_timer, parts.health_interval_timer},
-                    options_.health_check),
+                    options_.health_check, options_.master_addr),
       restart_guard_(options_.progress.max_no_progress_restarts),
       failure_history_(options_.node_failures.limit, options_.node_failures.window) {
   progress_watch_.set_events({[this](const HangVerdict& v) { on_hang(v); },
@@ -52,6 +53,9 @@ Agent::Agent(AgentOptions options, boost::asio::io_context& io, AgentParts parts
   signals_.watch([this](int signo) { on_signal(signo); });
   channel_.set_handler([this](const WorkerNotice& notice) { on_worker_notice(notice); });
   launcher_.set_exit_handler([this](pid_t pid, ExitStatus status) { on_child_exit(pid, status); });
+  health_check_.set_outcome_handler([this](const std::vector<builtin::CheckOutcome>& outcomes) {
+    notify([&](AgentObserver& o) { o.on_node_checks(outcomes); });
+  });
 }
 
 Agent::~Agent() {
@@ -139,6 +143,18 @@ void Agent::begin_round() {
   join_round();
 }
 
+// Issue 38: on a GPU node the driver frees an exited worker's memory a little after it is
+// reaped; workers started before that can die out of memory. The wait is bounded
+// (--gpu_memory_wait) and a node without NVIDIA GPUs does not wait.
+void Agent::restart_round() {
+  phase_ = Phase::kRestarting;
+  gpu_memory_.wait(attempt_pids_, [this](const Status& released) {
+    if (phase_ != Phase::kRestarting) return;
+    if (!released) spdlog::error("{}; starting the next attempt anyway", released.message());
+    begin_round();
+  });
+}
+
 void Agent::join_round() {
   JoinOffer offer;
   offer.local_world_size = options_.nproc_per_node;
@@ -200,6 +216,7 @@ void Agent::start_workers(const RoundAssignment& assignment) {
   assignment_ = assignment;
   phase_ = Phase::kSupervising;
   WorkerGroupObserver& observer = *this;
+  attempt_pids_.clear();
   group_ = std::make_unique<WorkerGroup>(group_options, launcher_, shutdown_timer_,
                                          kill_wait_timer_, clock_, observer);
   group_->start(std::move(launches));
@@ -216,6 +233,7 @@ void Agent::start_workers(const RoundAssignment& assignment) {
 
 void Agent::on_worker_started(const WorkerLaunch& launch, SpawnedProcess& process) {
   progress_watch_.worker_started(launch.local_rank, process.pid);
+  attempt_pids_.push_back(process.pid);
   notify([&](AgentObserver& o) { o.on_worker_started(launch.local_rank, process.pid); });
   output_.attach(launch, process);
 }
@@ -287,7 +305,7 @@ void Agent::after_group(const GroupResult& result) {
           restart_guard_.attempt_failed(steps);
           if (leaves_for_failures(interrupt_.event.report)) return;
         }
-        return begin_round();
+        return restart_round();
       case Interrupt::Kind::kNone:
         break;
     }
@@ -336,7 +354,7 @@ void Agent::send_report(const FailureReport& report) {
             "joining the next round",
             root.rank, root.exit.torchrun_code());
       }
-      begin_round();
+      restart_round();
       return;
     }
     (void)std::fputs(shown.render().c_str(), stderr);
@@ -381,7 +399,7 @@ void Agent::on_coordinator_event(const CoordinatorEvent& event) {
     // Only at the exit barrier (a failure report's answer comes through its callback): the
     // round did not finish on every node, and the job restarts as a whole.
     if (event.worker_failure && leaves_for_failures(event.report)) return;
-    return begin_round();
+    return restart_round();
   }
   if (phase_ != Phase::kSupervising && phase_ != Phase::kDraining) {
     // Joining or reporting: the pending coordinator call carries the outcome; only a job
@@ -419,6 +437,7 @@ void Agent::finish(int exit_code) {
   exit_code_ = exit_code;
   hang_.reset();
   health_check_.cancel();
+  gpu_memory_.cancel();
   launcher_.workers_done();
   notify([&](AgentObserver& o) { o.on_job_finished(exit_code); });
   coordinator_.close();

@@ -82,6 +82,7 @@ class Agent final : private WorkerGroupObserver {
     kSupervising,  // the attempt's workers run (or are being stopped)
     kDraining,     // every worker exited; their output pipes are being drained
     kReporting,    // the coordinator decides what the group's outcome means
+    kRestarting,   // before the next round: the last attempt's GPU memory is being freed
     kDone,         // exit_code_ is set
   };
   // Something that ends the current attempt from outside, besides its own outcome. A stronger
@@ -100,6 +101,7 @@ class Agent final : private WorkerGroupObserver {
   };
 
   void begin_round();
+  void restart_round();  // begin_round() once the last attempt's GPU memory is free
   void join_round();
   void check_health_then_join();
   std::string health_check_output() const;
@@ -150,6 +152,7 @@ class Agent final : private WorkerGroupObserver {
   DeadlineTimer& drain_timer_;
   DeadlineTimer& kill_wait_timer_;
   const ProcessInspector& inspector_;
+  GpuMemoryWait& gpu_memory_;  // what restart_round() waits on
   SignalSource& signals_;
   WorkerChannel& channel_;
   const EnvMap& base_env_;  // what every worker's environment starts from
@@ -159,6 +162,7 @@ class Agent final : private WorkerGroupObserver {
   std::unique_ptr<WorkerGroup> group_;
   std::optional<RoundAssignment> assignment_;  // of the current (or last) attempt
   int attempt_ = 0;                            // groups started so far; names attempt_<N> dirs
+  std::vector<pid_t> attempt_pids_;            // the current (or last) attempt's workers
   Phase phase_ = Phase::kIdle;
   Interrupt interrupt_;           // reset when the next round begins
   std::optional<int> exit_code_;  // set exactly when phase_ is kDone

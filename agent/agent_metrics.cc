@@ -62,6 +62,10 @@ AgentMetrics::AgentMetrics(metrics::Registry& r, AgentMetricsOptions options, co
                     "Health checks (--health_check) this node failed or that timed out.",
                     {"job_id"})
               .with(job_)),
+      node_checks_(r.counter("ddprun_agent_node_checks_total",
+                             "Built-in node checks (--health_check builtin:...) run, by check "
+                             "(gpu, nic, path) and outcome (pass, fail).",
+                             {"job_id", "check", "outcome"})),
       stop_requests_(r.counter("ddprun_agent_stop_requests_total",
                                "Ranks that asked to stop the job for good (ddprun.stop_job): it "
                                "ended without a restart, exit 79.",
@@ -156,6 +160,12 @@ void AgentMetrics::on_joining(int attempt) {
 }
 
 void AgentMetrics::on_health_check_failed(const std::string&) { health_check_failures_.inc(); }
+
+void AgentMetrics::on_node_checks(const std::vector<builtin::CheckOutcome>& outcomes) {
+  for (const builtin::CheckOutcome& outcome : outcomes) {
+    node_checks_.with({options_.job_id, outcome.check, outcome.passed() ? "pass" : "fail"}).inc();
+  }
+}
 
 void AgentMetrics::on_stop_requested(int, const std::string&) { stop_requests_.inc(); }
 

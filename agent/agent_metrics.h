@@ -8,6 +8,8 @@
 //   ddprun_agent_group_restarts_total{job_id,reason}          worker_failure|membership_change
 //   ddprun_agent_rendezvous_rounds_total{job_id}
 //   ddprun_agent_health_check_failures_total{job_id}          --health_check failed (or timed out)
+//   ddprun_agent_node_checks_total{job_id,check,outcome}      built-in checks: gpu|nic|path,
+//                                                             pass|fail
 //   ddprun_agent_stop_requests_total{job_id}                  a rank stopped the job (exit 79)
 //   ddprun_agent_workers_unkillable_total{job_id}             not reaped after SIGKILL (exit 71)
 //   ddprun_agent_exclude_requests_total{job_id}               a rank asked to exclude the node
@@ -76,6 +78,7 @@ class AgentMetrics final : public AgentObserver {
 
   void on_joining(int attempt) override;
   void on_health_check_failed(const std::string& why) override;
+  void on_node_checks(const std::vector<builtin::CheckOutcome>& outcomes) override;
   void on_stop_requested(int rank, const std::string& reason) override;
   void on_exclude_requested(int rank, const std::string& reason) override;
   void on_left_unfit(UnfitReason reason, const std::string& why) override;
@@ -108,6 +111,7 @@ class AgentMetrics final : public AgentObserver {
   metrics::Family<metrics::Counter>& restarts_;
   metrics::Counter& rounds_;
   metrics::Counter& health_check_failures_;
+  metrics::Family<metrics::Counter>& node_checks_;
   metrics::Counter& stop_requests_;
   metrics::Counter& workers_unkillable_;
   metrics::Counter& exclude_requests_;

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include "agent/coordination/coordinator.h"
+#include "agent/health/builtin/check_outcome.h"
 #include "agent/process/exit_status.h"
 #include "agent/process/process_inspector.h"
 #include "agent/process/worker_group.h"
@@ -47,6 +48,8 @@ class AgentObserver {
   virtual void on_joining(int attempt) {}
   // This node failed its health check (`why`: how, and its last output); the job ends here.
   virtual void on_health_check_failed(const std::string& why) {}
+  // The built-in node checks (--health_check builtin:...) finished: each kind's outcome.
+  virtual void on_node_checks(const std::vector<builtin::CheckOutcome>& outcomes) {}
   // The job's stragglers as last found (--straggler_threshold; progress/stragglers.h), after
   // every share of this node's progress while the workers run; an empty finding when a new
   // attempt starts after one that named stragglers.

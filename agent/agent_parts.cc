@@ -5,6 +5,18 @@
 #include <spdlog/spdlog.h>
 
 namespace ddprun::agent {
+namespace {
+
+GpuMemoryWaitOptions gpu_memory_options(const AgentOptions& options, const EnvMap& env) {
+  GpuMemoryWaitOptions wait;
+  wait.bound = options.gpu_memory_wait;
+  auto library = env.find(builtin::kNvmlLibraryEnv);
+  wait.nvml_library =
+      builtin::nvml_library_path(library == env.end() ? nullptr : library->second.c_str());
+  return wait;
+}
+
+}  // namespace
 
 SystemAgentParts::SystemAgentParts(boost::asio::io_context& io, const AgentOptions& options,
                                    const Clock& clock, EnvMap worker_base_env)
@@ -19,7 +31,9 @@ SystemAgentParts::SystemAgentParts(boost::asio::io_context& io, const AgentOptio
       health_check_timer_(io),
       health_interval_timer_(io),
       kill_wait_timer_(io),
-      worker_base_env_(std::move(worker_base_env)) {
+      worker_base_env_(std::move(worker_base_env)),
+      gpu_memory_timer_(io),
+      gpu_memory_(gpu_memory_timer_, clock, gpu_memory_options(options, worker_base_env_)) {
   // Only the bootstrap of Python workers speaks on the channel.
   if (options.command.python) {
     auto channel = UnixWorkerChannel::open(io);
@@ -48,6 +62,7 @@ AgentParts SystemAgentParts::with(ProcessLauncher& launcher, Coordinator& coordi
           .health_interval_timer = health_interval_timer_,
           .kill_wait_timer = kill_wait_timer_,
           .inspector = inspector_,
+          .gpu_memory = gpu_memory_,
           .worker_base_env = worker_base_env_};
 }
 

@@ -13,6 +13,7 @@
 #include "agent/coordination/coordinator.h"
 #include "agent/coordination/job_store_host.h"
 #include "agent/coordination/store_host.h"
+#include "agent/health/gpu_memory_wait.h"
 #include "agent/logs/run_log_files.h"
 #include "agent/options.h"
 #include "agent/process/deadline_timer.h"
@@ -44,6 +45,7 @@ struct AgentParts {
   DeadlineTimer& health_interval_timer;  // the wait between periodic checks (its interval)
   DeadlineTimer& kill_wait_timer;     // bounds the wait for SIGKILLed workers (--kill_wait_timeout)
   const ProcessInspector& inspector;  // what a worker that survived SIGKILL is doing (/proc)
+  GpuMemoryWait& gpu_memory;          // before a restart: the last attempt's GPU memory freed
   // The environment every worker and the health check start from, before the job's variables
   // are added: ddprun's own, read once when it starts (current_environment()).
   const EnvMap& worker_base_env;
@@ -74,6 +76,8 @@ class SystemAgentParts {
   AsioDeadlineTimer kill_wait_timer_;
   ProcInspector inspector_;
   const EnvMap worker_base_env_;
+  AsioDeadlineTimer gpu_memory_timer_;
+  NvmlGpuMemoryWait gpu_memory_;  // --gpu_memory_wait, NVML as DDPRUN_NVML_LIBRARY names it
 };
 
 }  // namespace ddprun::agent

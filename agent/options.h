@@ -70,7 +70,8 @@ struct WorkerCommand {
 
 // --health_check (health_check.h).
 struct HealthCheckOptions {
-  // The shell command; empty (the default): no check.
+  // The flag's value: a shell command, built-in checks ("builtin:gpu,path=/data"), or both
+  // (health/builtin/node_check_spec.h); empty (the default): no check.
   std::string command;
   // --health_check_timeout: longer than this is a failure (the check is killed). Default 60 s.
   Millis timeout{60'000};
@@ -129,6 +130,9 @@ struct AgentOptions {
   ProgressOptions progress;
   HealthCheckOptions health_check;   // run before this node joins each round
   NodeFailureOptions node_failures;  // when this node leaves for causing the job's failures
+  // --gpu_memory_wait: before a restart, wait at most this long for the last attempt's
+  // processes to free their GPU memory (health/gpu_memory_wait.h). 0: no wait. Default 30 s.
+  Millis gpu_memory_wait{30'000};
 };
 
 }  // namespace ddprun::agent

@@ -237,6 +237,7 @@ Status validate_progress(const LauncherFlags& f, LaunchConfig& config) {
   a.health_check.command = f.health_check;
   a.health_check.timeout = Millis(static_cast<long long>(f.health_check_timeout * 1000));
   a.health_check.interval = Millis(static_cast<long long>(f.health_check_interval * 1000));
+  a.gpu_memory_wait = Millis(static_cast<long long>(f.gpu_memory_wait * 1000));
   // torchrun's switch for torch's FileTimerClient (torch.distributed.elastic.timer).
   const char* file_timer = std::getenv("TORCHELASTIC_ENABLE_FILE_TIMER");
   a.progress.file_timer = file_timer && std::string(file_timer) == "1";

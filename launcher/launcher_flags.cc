@@ -1,5 +1,6 @@
 #include "launcher/launcher_flags.h"
 
+#include "agent/health/builtin/node_check_spec.h"
 #include "agent/process/numa_binding.h"
 #include "launcher/value_parsers.h"
 #include "metrics/endpoint_flags.h"
@@ -273,7 +274,9 @@ const FlagTable<LauncherFlags>& launcher_flag_table() {
            &F::straggler_threshold},
           {{.name = "health_check",
             .help = "Shell command run before this node joins each round; a failure (any exit "
-                    "status but 0) keeps the node out and exits 69"},
+                    "status but 0) keeps the node out and exits 69. Built-in checks first: "
+                    "builtin:gpu[=N],nic[=eth0+ib0],path=/dir[:min_free=10G] [command]",
+            .check = parses(agent::builtin::split_health_check)},
            &F::health_check},
           {{.name = "health_check_timeout",
             .type = T::kNumber,
@@ -288,6 +291,13 @@ const FlagTable<LauncherFlags>& launcher_flag_table() {
             .default_text = "0",
             .check = kSeconds},
            &F::health_check_interval},
+          {{.name = "gpu_memory_wait",
+            .type = T::kNumber,
+            .help = "Seconds a restart waits for the last attempt's processes to free their GPU "
+                    "memory (NVML; 0: no wait)",
+            .default_text = "30",
+            .check = kSeconds},
+           &F::gpu_memory_wait},
           {{.name = "exit_barrier_timeout",
             .type = T::kNumber,
             .help = "Seconds a finished node waits for the rest of the job",

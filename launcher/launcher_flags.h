@@ -57,9 +57,10 @@ struct LauncherFlags {
   bool no_quick_exit = false;          // Python workers' interpreter torn down in full
   std::string preload;                 // comma-separated module names; empty: off
   double straggler_threshold = 0;      // ratio to the job's median busy time; 0 = off
-  std::string health_check;            // shell command; empty: none
+  std::string health_check;            // [builtin:items] shell command; empty: none
   double health_check_timeout = 60;    // seconds
   double health_check_interval = 0;    // seconds; 0: only before each round
+  double gpu_memory_wait = 30;         // seconds; 0: restarts do not wait for GPU memory
   std::optional<int> metrics_port;     // unset: no metrics endpoint
   std::string metrics_addr;
 };

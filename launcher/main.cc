@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/health/builtin/node_check_main.h"
 #include "agent/process/process_hygiene.h"
 #include "common/descriptor_limit.h"
 #include "common/logging.h"
@@ -11,6 +12,10 @@
 
 int main(int argc, char** argv) {
   ddprun::agent::ensure_standard_streams();
+  // The built-in health checks' own process, which the agent starts as a child of its own.
+  if (argc > 1 && argv[1] == ddprun::agent::builtin::kNodeCheckMode) {
+    return ddprun::agent::builtin::run_node_check(std::vector<std::string>(argv + 2, argv + argc));
+  }
   ddprun::init_logging("ddprun");
   auto parsed =
       ddprun::launcher::parse_command_line(std::vector<std::string>(argv + 1, argv + argc));

@@ -9,7 +9,11 @@
 #      NCCL refuses, "Duplicate GPU detected": then that test skips and is not counted).
 #   2. the same scenario under the Python torch's own torchrun (agent-hosted store), 1 and 2
 #      ranks; 2 ranks again with NCCL_P2P_DISABLE=1 when the first try fails (a diagnosis).
-#   3. time permitting, the rest of the SDK suite (Gloo) with the GPU hidden (informative:
+#   3. ddprun itself (issue 38): `--health_check builtin:gpu=<GPUs>` against the real NVML;
+#      `--nproc_per_node gpu` with torch 2.x CUDA workers (an NCCL all_reduce); the SDK's NCCL
+#      scenario on one rank under ddprun; a restart whose first attempt dies holding 1 GiB of
+#      GPU memory, with `--gpu_memory_wait 30` (the summary shows whether the wait ran out).
+#   4. time permitting, the rest of the SDK suite (Gloo) with the GPU hidden (informative:
 #      its result does not decide the exit status).
 # Writes a summary to $OUT/nccl-summary.txt (OUT defaults to build-torch2/nccl-check) and
 # every log beside it. Bounded by CHECK_BUDGET_S (450 s) in all. Exit status: 0 when every
@@ -53,7 +57,6 @@ check() {
   local name=$1 limit=$2
   shift 2
   local begin rc=0
-  begin=$(date +%s)
   timeout --kill-after=10 "$limit" "$@" >"$OUT/$name.log" 2>&1 || rc=$?
   if [ "$rc" -eq 0 ]; then
     note "$name: passed in $(($(date +%s) - begin)) s"
@@ -200,7 +203,52 @@ if ! check torchrun-2ranks "$(limit 90 20)" "${cmd[@]}"; then
   fi
 fi
 
-# ---- 3. the rest of the SDK suite (Gloo), GPU hidden, if time is left: informative only
+# ---- 3. ddprun itself on the GPU (issue 38): built-in checks against the real NVML, CUDA
+# workers with --nproc_per_node gpu, the SDK's NCCL path on one rank, a restart that waits for
+# the first attempt's GPU memory
+DDPRUN=$BUILD_DIR/launcher/ddprun
+if [ -x "$DDPRUN" ]; then
+  check ddprun-builtin-gpu "$(limit 60 60)" "$DDPRUN" --standalone --nproc_per_node 1 \
+    --health_check "builtin:gpu=$gpus" --health_check_timeout 30 --no_python /bin/true
+  sed -n '/health check/,+4p' "$OUT/ddprun-builtin-gpu.log" | sed 's/^/  /' >>"$SUMMARY"
+  cat >"$scratch/cuda_worker.py" <<'PY'
+# One all_reduce over NCCL per rank; on attempt 0 with FAIL_FIRST=1 it takes 1 GiB of GPU
+# memory and dies holding it (os._exit: no cleanup), so that the restart meets that memory.
+import os, time
+import torch
+import torch.distributed as dist
+rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+torch.cuda.set_device(local)
+if os.environ.get("FAIL_FIRST") == "1" and os.environ["TORCHELASTIC_RESTART_COUNT"] == "0":
+    held = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    torch.cuda.synchronize()
+    os._exit(3)
+dist.init_process_group("nccl")
+t = torch.full((4,), float(rank + 1), device="cuda")
+dist.all_reduce(t)
+n = dist.get_world_size()
+assert t[0].item() == n * (n + 1) / 2, t
+free, total = torch.cuda.mem_get_info()
+print(f"rank {rank}/{n} on {torch.cuda.get_device_name(local)}: all_reduce ok, "
+      f"restart {os.environ['TORCHELASTIC_RESTART_COUNT']}, {free / 2**30:.1f} GiB free", flush=True)
+dist.destroy_process_group()
+PY
+  check ddprun-nproc-gpu "$(limit 120 45)" env PYTHON_EXEC="$PYTHON" "$DDPRUN" --standalone \
+    --nproc_per_node gpu "$scratch/cuda_worker.py"
+  grep 'all_reduce ok' "$OUT/ddprun-nproc-gpu.log" | sed 's/^/  /' >>"$SUMMARY"
+  check ddprun-sdk-nccl-1rank "$(limit 90 30)" "$DDPRUN" --standalone --nproc_per_node 1 \
+    --no_python "$WORKER" nccl "dir=$scratch/snapshots_ddprun"
+  check ddprun-restart-memory-wait "$(limit 120 15)" env PYTHON_EXEC="$PYTHON" FAIL_FIRST=1 \
+    "$DDPRUN" --standalone --nproc_per_node 1 --max_restarts 1 --gpu_memory_wait 30 \
+    "$scratch/cuda_worker.py"
+  grep -E 'all_reduce ok|not released|restarting' "$OUT/ddprun-restart-memory-wait.log" |
+    sed 's/^/  /' >>"$SUMMARY"
+else
+  note "ddprun checks: not run: $DDPRUN was not built (see build.log)"
+  failures=$((failures + 1))
+fi
+
+# ---- 4. the rest of the SDK suite (Gloo), GPU hidden, if time is left: informative only
 if [ -x "$TEST" ] && [ "$(left)" -gt 90 ]; then
   INFORMATIVE=1 check gloo-suite-gpu-hidden "$(limit 300 15)" env CUDA_VISIBLE_DEVICES= \
     ctest --test-dir "$BUILD_DIR" -L worker_sdk -E 'NcclTest|InstallTest' -j 8 --timeout 120 \

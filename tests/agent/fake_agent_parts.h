@@ -145,6 +145,24 @@ class FakeProcessInspector final : public ProcessInspector {
   mutable std::vector<pid_t> inspected;
 };
 
+// Records each wait; the test answers it (answer()), as NVML would once memory is freed.
+class FakeGpuMemoryWait final : public GpuMemoryWait {
+ public:
+  void wait(std::vector<pid_t> pids, std::function<void(Status)> done) override {
+    waited_for.push_back(std::move(pids));
+    if (answer_at_once) return done(Status());
+    pending = std::move(done);
+  }
+  void cancel() override { pending = nullptr; }
+  void answer(Status status = {}) {
+    if (auto done = std::exchange(pending, nullptr)) done(std::move(status));
+  }
+
+  bool answer_at_once = true;  // false: each wait waits for answer()
+  std::vector<std::vector<pid_t>> waited_for;
+  std::function<void(Status)> pending;
+};
+
 // Every fake, and the clock their timers run on. The workers' base environment is a fixed map,
 // not the test's own.
 struct FakeAgentParts {
@@ -162,6 +180,7 @@ struct FakeAgentParts {
   FakeClockTimer health_interval_timer{clock};
   FakeClockTimer kill_wait_timer{clock};
   FakeProcessInspector inspector;
+  FakeGpuMemoryWait gpu_memory;
   EnvMap worker_base_env{{"HOME", "/home/trainer"}, {"PATH", "/usr/bin:/bin"}};
 
   AgentParts with(Coordinator& coordinator) {
@@ -180,6 +199,7 @@ struct FakeAgentParts {
             .health_interval_timer = health_interval_timer,
             .kill_wait_timer = kill_wait_timer,
             .inspector = inspector,
+            .gpu_memory = gpu_memory,
             .worker_base_env = worker_base_env};
   }
   // Moves the clock on and fires the timers that became due.

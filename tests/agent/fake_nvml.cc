@@ -96,6 +96,8 @@ struct ProcessInfo {  // nvmlProcessInfo_v2_t
 
 }  // namespace
 
+// The exported names are NVML's own.
+// NOLINTBEGIN(readability-identifier-naming)
 extern "C" {
 
 __attribute__((visibility("default"))) int nvmlInit_v2() {
@@ -195,3 +197,4 @@ __attribute__((visibility("default"))) int nvmlDeviceGetComputeRunningProcesses_
 }
 
 }  // extern "C"
+// NOLINTEND(readability-identifier-naming)
