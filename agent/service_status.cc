@@ -86,6 +86,9 @@ void ServiceStatus::on_joining(int attempt) {
 void ServiceStatus::on_health_check_failed(const std::string& why) {
   // The first line only: the check's output follows it in the log.
   state_.last_event = why.substr(0, why.find('\n'));
+  // A check that fails while the workers run stops them now; a "running" line shows no event,
+  // so without this the reason would reach systemctl only once every worker had exited.
+  if (state_.phase == ServiceState::Phase::kRunning) state_.phase = ServiceState::Phase::kStopping;
   publish();
 }
 

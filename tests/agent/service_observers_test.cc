@@ -1,16 +1,22 @@
 // The agent's service observers, driven by the real Agent on a fake launcher (no fork): the
-// systemd status (ServiceStatus, to a recording notifier) and the signals forwarded to
-// workers without ending the job (SignalForwarder, with real signals raised in this process).
+// systemd status (ServiceStatus, to a recording notifier), the metrics of a failing health
+// check (AgentMetrics), and the signals forwarded to workers without ending the job
+// (SignalForwarder, with real signals raised in this process).
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <sstream>
+#include <string>
 
 #include <boost/asio/executor_work_guard.hpp>
 
 #include "agent/agent.h"
+#include "agent/agent_metrics.h"
 #include "agent/coordination/local_coordinator.h"
 #include "agent/process/signal_forwarder.h"
 #include "agent/service_status.h"
+#include "common/exit_codes.h"
+#include "metrics/registry.h"
 #include "tests/agent/fake_agent_parts.h"
 #include "tests/common/recording_notifier.h"
 
@@ -117,6 +123,60 @@ TEST_F(ServiceObserversTest, NoReadyWhenTheJobEndsBeforeItsWorkersRun) {
   start(options(1), coordinator, {&status});
   ASSERT_TRUE(agent_->exit_code());
   EXPECT_FALSE(status.ready_sent());
+  EXPECT_EQ(notifier.without_pings().back(), "STOPPING=1");
+}
+
+// The value of the sample `series` (name and labels as rendered) in `text`; -1 when absent.
+double sample(const std::string& text, const std::string& series) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return -1;
+}
+
+// --health_check_interval: the check fails while the workers run. What systemd and Prometheus
+// show is the check's own notice, the moment it fails, while the workers are still being
+// stopped (the node's leaving, which says the same, comes only once they have exited).
+TEST_F(ServiceObserversTest, AHealthCheckFailingWhileWorkersRunShowsInStatusAndMetrics) {
+  RecordingNotifier notifier;
+  ServiceStatus status(io_, notifier, "job-7");
+  metrics::Registry registry;
+  AgentMetrics metrics(registry, AgentMetricsOptions{"job-7", {}, {}}, parts_.clock);
+  const std::string failures = "ddprun_agent_health_check_failures_total{job_id=\"job-7\"}";
+  const std::string left =
+      "ddprun_agent_node_exclusions_total{job_id=\"job-7\",reason=\"health_check\"}";
+  LocalCoordinator coordinator(io_, {});
+  AgentOptions o = options(1);
+  o.health_check.command = "check-gpus";
+  o.health_check.interval = Millis(60'000);
+  start(o, coordinator, {&status, &metrics});
+  ASSERT_EQ(launcher_.spawned.size(), 1u);  // the check before the round
+  exit_worker(0, ExitStatus::exited(0));
+  ASSERT_EQ(launcher_.spawned.size(), 2u);  // passed: the worker (pid 1001) runs
+  EXPECT_TRUE(status.ready_sent());
+  EXPECT_EQ(sample(registry.render(), failures), 0) << "a passing check is no failure";
+
+  parts_.advance(Millis(60'000));
+  io_.poll();
+  ASSERT_EQ(launcher_.spawned.size(), 3u);  // the check again (pid 1002)
+  const std::size_t before = notifier.without_pings().size();
+  exit_worker(2, ExitStatus::exited(1));
+  ASSERT_FALSE(agent_->exit_code()) << "the worker has not exited yet";
+  const auto messages = notifier.without_pings();
+  ASSERT_GT(messages.size(), before) << "nothing published when the check failed";
+  EXPECT_EQ(messages.back().rfind("STATUS=job job-7: ", 0), 0u) << messages.back();
+  EXPECT_NE(messages.back().find("this node failed its health check: it exited with status 1"),
+            std::string::npos)
+      << messages.back();
+  const std::string text = registry.render();
+  EXPECT_EQ(sample(text, failures), 1) << text;
+  EXPECT_EQ(sample(text, left), -1) << "not left yet: the worker is still stopping";
+
+  exit_worker(1, ExitStatus::killed(SIGTERM));
+  ASSERT_EQ(agent_->exit_code(), kExitUnhealthy);
+  EXPECT_EQ(sample(registry.render(), failures), 1) << "counted once";
+  EXPECT_EQ(sample(registry.render(), left), 1);
   EXPECT_EQ(notifier.without_pings().back(), "STOPPING=1");
 }
 

@@ -2,7 +2,8 @@
 // dir is NOTIFY_SOCKET (with WATCHDOG_USEC) for a real ddprun and a real ddp-rendezvous, and
 // the test checks what arrives and in which order: READY=1 once (after the workers started /
 // once the daemon listens), STATUS= lines on changes, WATCHDOG=1 pings from the event loop,
-// STOPPING=1 last. Workers must not see NOTIFY_SOCKET, WATCHDOG_USEC or WATCHDOG_PID.
+// STOPPING=1 last, a failed health check's reason in the STATUS. Workers must not see
+// NOTIFY_SOCKET, WATCHDOG_USEC or WATCHDOG_PID.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -164,6 +165,31 @@ TEST_F(NotifyTest, WithHangDetectionTheStatusShowsStepsAndTheOldestHeartbeat) {
       EXPECT_NE(messages[i].find(": running;"), std::string::npos) << messages[i];
     }
   }
+}
+
+// A node that fails its --health_check before the round: systemctl status says why (the
+// check's first line; its output stays in the log), and the node stops without being ready.
+TEST_F(NotifyTest, AFailedHealthCheckIsTheStatusAndTheNodeStopsWithoutReady) {
+  const RunResult run = run_ddprun({"--nproc_per_node", "1", "--rdzv_id", "hc", "--health_check",
+                                    "echo 'GPU 3: 12 uncorrected ECC errors' >&2; exit 1",
+                                    "--no_python", "/bin/true"});
+  ASSERT_TRUE(ExitedWith(run, 69)) << run.err;  // kExitUnhealthy
+  listener_->drain();                           // ddprun has exited: everything it sent is queued
+  const auto messages = listener_->without_pings();
+  int failed = -1;
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    EXPECT_FALSE(starts_with(messages[i], "READY=1")) << listener_->dump();
+    if (failed < 0 && starts_with(messages[i], "STATUS=job hc: ") &&
+        messages[i].find("this node failed its health check: it exited with status 1") !=
+            std::string::npos) {
+      failed = static_cast<int>(i);
+    }
+  }
+  ASSERT_GE(failed, 0) << listener_->dump();
+  EXPECT_EQ(messages[failed].find("ECC"), std::string::npos)
+      << "the STATUS line carries the first line only: " << messages[failed];
+  EXPECT_NE(run.err.find("GPU 3: 12 uncorrected ECC errors"), std::string::npos) << run.err;
+  EXPECT_EQ(listener_->messages().back(), "STOPPING=1") << listener_->dump();
 }
 
 TEST_F(NotifyTest, AnUnloadableLibsystemdIsAWarningAndTheJobRuns) {
