@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <boost/asio/ip/tcp.hpp>
 
 #include "agent/agent.h"
@@ -316,6 +317,23 @@ TEST(AgentProgressMetricsTest, BusyTimesAndStragglersPerRankAndForTheJob) {
   text = registry.render();
   EXPECT_EQ(sample(text, "ddprun_worker_straggler" + r1), 0);
   EXPECT_EQ(sample(text, "ddprun_job_stragglers{job_id=\"j1\"}"), 0);
+}
+
+// Issue 38: each run of the built-in node checks counts each kind's outcome.
+TEST_F(AgentMetricsTest, BuiltinNodeChecksAreCountedByCheckAndOutcome) {
+  LocalCoordinator coordinator(io_, {});
+  start(1, coordinator);
+  metrics_->on_node_checks({{"gpu", {"GPU 0: fallen off the bus"}}, {"path", {}}});
+  metrics_->on_node_checks({{"gpu", {}}, {"path", {}}});
+  const auto series = [](const char* check, const char* outcome) {
+    return fmt::format(
+        "ddprun_agent_node_checks_total{{job_id=\"j1\",check=\"{}\",outcome=\"{}\"}}", check,
+        outcome);
+  };
+  EXPECT_EQ(value(series("gpu", "fail")), 1);
+  EXPECT_EQ(value(series("gpu", "pass")), 1);
+  EXPECT_EQ(value(series("path", "pass")), 2);
+  EXPECT_EQ(value(series("nic", "pass")), -1) << "a check not asked for is not a series";
 }
 
 }  // namespace
