@@ -325,25 +325,27 @@ INSTANTIATE_TEST_SUITE_P(HungBeforeOrAfterItsHeartbeat, TorchHangAcrossNodesTest
                            return info.param.first + "_" + info.param.second;
                          });
 
-// Issue 23: global rank 3 (the second local rank of the node that joined second) works five
+// Issue 23: global rank 3 (the second local rank of the node that joined second) works ten
 // times as long per step as the others; every rank steps at its pace, so only the ranks' busy
-// times (written with each heartbeat) tell it apart. With --straggler_threshold 1.5 both nodes
-// name rank 3, on the same node, and nobody else; the job is not stopped. Without a slow rank,
-// nobody is named, though every rank was measured.
+// times (written with each heartbeat) tell it apart. Both nodes name rank 3, on the same node,
+// and nobody else; the job is not stopped. Without a slow rank, nobody is named, though every
+// rank was measured. The threshold (3x) is far from both the slow rank's 10x and the 1x of
+// equal ranks: a busy machine that stretches some 50 ms sleeps decides nothing here (the
+// threshold's edges are unit tests: tests/progress/stragglers_test.cc).
 class TorchStragglerTest : public TorchTest {
  protected:
   std::vector<RunResult> run_job(int slow_rank, int steps) {
     // --tee 2: the workers' stderr in the failure output.
     return run_nodes(
-        2, {"--straggler_threshold", "1.5", "--tee", "2"},
+        2, {"--straggler_threshold", "3", "--tee", "2"},
         {std::string(DDPRUN_TEST_SOURCE_DIR) + "/tests/integration/workers/torch_straggler.py",
          std::to_string(slow_rank), std::to_string(steps)});
   }
 };
 
 TEST_F(TorchStragglerTest, EveryNodeNamesTheSlowRankAndNoOther) {
-  // 40 steps of 250 ms: the nodes share their ranks' busy times every 2 s, four times or more.
-  const auto runs = run_job(3, 40);
+  // 24 steps of 500 ms: the nodes share their ranks' busy times every 2 s, five times or more.
+  const auto runs = run_job(3, 24);
   ASSERT_EQ(runs.size(), 2u);
   const std::regex straggler(
       R"(straggler: rank 3 \(node (127\.0\.0\.[12]:\d+), local_rank 1\): busy \d+ ms per step, ([0-9.]+)x the job's median)");
@@ -353,7 +355,7 @@ TEST_F(TorchStragglerTest, EveryNodeNamesTheSlowRankAndNoOther) {
     std::smatch match;
     ASSERT_TRUE(std::regex_search(run.err, match, straggler)) << run.err;
     named.insert(match[1]);
-    EXPECT_GT(std::stod(match[2]), 1.5) << run.err;
+    EXPECT_GT(std::stod(match[2]), 3.0) << "named under the threshold\n" << run.err;
     for (const char* other : {"straggler: rank 0 ", "straggler: rank 1 ", "straggler: rank 2 "}) {
       EXPECT_EQ(run.err.find(other), std::string::npos) << run.err;
     }
@@ -367,7 +369,7 @@ TEST_F(TorchStragglerTest, WithoutASlowRankNobodyIsNamed) {
   const auto runs = run_job(-1, 80);
   ASSERT_EQ(runs.size(), 2u);
   const std::regex none(
-      R"(stragglers: none over 1\.5x the job's median busy time of \d+ ms \(([2-4]) ranks measured\))");
+      R"(stragglers: none over 3x the job's median busy time of \d+ ms \(([2-4]) ranks measured\))");
   for (const RunResult& run : runs) {
     ASSERT_TRUE(ExitedWith(run, 0)) << run.err;
     EXPECT_EQ(run.err.find("straggler: rank"), std::string::npos) << run.err;

@@ -2,7 +2,7 @@
 
 usage: torch_straggler.py SLOW_RANK STEPS
 Every rank trains STEPS steps of a tiny DistributedDataParallel model over gloo. Each step it
-"works" 50 ms (global rank SLOW_RANK: 250 ms; -1: no rank is slow), then writes
+"works" 50 ms (global rank SLOW_RANK: 500 ms, ten times as long; -1: no rank is slow), then writes
 "<step> <busy seconds>" to $DDPRUN_HEARTBEAT_FILE, where busy is the time since its previous
 step's synchronisation ended (the contract of heartbeat_watcher.h), then synchronises in DDP's
 backward. Every rank steps at the slow rank's pace; only the busy times tell them apart.
@@ -26,7 +26,7 @@ signal.alarm(90)
 def main():
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
     rank = dist.get_rank()
-    work = 0.25 if rank == SLOW else 0.05
+    work = 0.5 if rank == SLOW else 0.05
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
     synced = None  # when the previous step's synchronisation ended
     for step in range(1, STEPS + 1):
