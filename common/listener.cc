@@ -193,16 +193,16 @@ Status Listener::start(const char* what, MakeConnection make, Goodbye goodbye) {
   goodbye_ = std::move(goodbye);
   port_ = local.port();
   stopping_ = false;
-  asio::co_spawn(io_, accept_loop(acceptor_), LogCoroutineEnd{"accept loop"});
+  asio::co_spawn(io_, accept_loop(acceptor_, alive_), LogCoroutineEnd{"accept loop"});
   for (auto& sibling : siblings_) {
-    asio::co_spawn(io_, accept_loop(*sibling), LogCoroutineEnd{"accept loop"});
+    asio::co_spawn(io_, accept_loop(*sibling, alive_), LogCoroutineEnd{"accept loop"});
   }
   spdlog::debug("{}: listening on {}:{}", options_.name, local.address().to_string(), port_);
   return Status();
 }
 
-asio::awaitable<void> Listener::accept_loop(tcp::acceptor& acceptor) {
-  auto alive = alive_;
+asio::awaitable<void> Listener::accept_loop(tcp::acceptor& acceptor, std::shared_ptr<bool> alive) {
+  if (!*alive) co_return;  // destroyed before the loop first ran: no member may be touched
   boost::system::error_code ec;
   asio::steady_timer pause(io_);
   while (*alive && !stopping_ && acceptor.is_open()) {

@@ -141,7 +141,10 @@ class Listener {
 
  private:
   Status start(const char* what, MakeConnection make, Goodbye goodbye);
-  boost::asio::awaitable<void> accept_loop(boost::asio::ip::tcp::acceptor& acceptor);
+  // `alive` is alive_, copied when the loop is spawned (a parameter, so into the coroutine's
+  // frame): its body first runs later, on the io_context, when the Listener may be gone.
+  boost::asio::awaitable<void> accept_loop(boost::asio::ip::tcp::acceptor& acceptor,
+                                           std::shared_ptr<bool> alive);
   Status open_siblings(const boost::asio::ip::tcp::endpoint& endpoint);
   void close_acceptors();
   void admit(boost::asio::ip::tcp::socket socket);
