@@ -14,6 +14,9 @@
 #   SDK_TORCH2_CTEST_ARGS=...          more ctest arguments (CI: --output-junit, for its check
 #                                      of skipped tests)
 #   DDPRUN_CMAKE_ARGS=...              extra CMake arguments
+#   DDPRUN_SDK_TEST_DAEMON=...         ddp-rendezvous for the spare-node test (default:
+#                                      build/rendezvous/ddp-rendezvous when built, else this
+#                                      build's own)
 #   DDPRUN_TORCH2_VENV=.venv/torch2    the environment (as in setup.sh)
 #   DDPRUN_TORCH2_PYTHON=...           another Python whose torch (a CUDA build) to use
 #   DDPRUN_CUDA_HOME=...               a CUDA toolkit to use instead of the wheel's
@@ -35,6 +38,12 @@ cd "$(dirname "$0")/.."
 VENV=${DDPRUN_TORCH2_VENV:-$PWD/.venv/torch2}
 PYTHON=${DDPRUN_TORCH2_PYTHON:-$VENV/bin/python}
 BUILD_DIR=${BUILD_DIR:-build-torch2}
+# The spare-node test's ddp-rendezvous (it links no LibTorch): the main build's when there is
+# one, rather than compiling the rendezvous' libraries a second time.
+SDK_TEST_DAEMON=${DDPRUN_SDK_TEST_DAEMON:-}
+if [ -z "$SDK_TEST_DAEMON" ] && [ -x build/rendezvous/ddp-rendezvous ]; then
+  SDK_TEST_DAEMON=$PWD/build/rendezvous/ddp-rendezvous
+fi
 # Same pins as setup.sh's pip line: nvcc of torch's CUDA release, and its own cicc.
 NVCC_PINS=(nvidia-cuda-nvcc==13.2.86 nvidia-nvvm==13.2.86)
 
@@ -105,6 +114,7 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" 
   -DCMAKE_CUDA_COMPILER="$TOOLKIT/bin/nvcc" -DTORCH_CUDA_ARCH_LIST=9.0 \
   -DDDPRUN_BUILD_BENCH=OFF \
   -DDDPRUN_TEST_PYTHON="$PYTHON" -DDDPRUN_TORCHRUN_WRAPPER="$(dirname "$PYTHON")/torchrun" \
+  -DDDPRUN_SDK_TEST_DAEMON="$SDK_TEST_DAEMON" \
   ${DDPRUN_CMAKE_ARGS:-} >"$BUILD_DIR/configure.log" 2>&1 ||
   {
     cat "$BUILD_DIR/configure.log" >&2
@@ -119,7 +129,8 @@ echo "sdk-torch2: NCCL path compiled (DDPRUN_WITH_NCCL): $(cache_value DDPRUN_WI
 
 # What the SDK's tests run (tests/worker_sdk/CMakeLists.txt), and every C++ example.
 TARGETS=${SDK_TORCH2_TARGETS:-ddprun_worker_sdk worker_sdk_unit_test worker_sdk_test \
-worker_sdk_install_test sdk_test_worker min_ddp mnist snapshot_trainer ddprun}
+worker_sdk_install_test worker_sdk_spare_node_test sdk_test_worker min_ddp mnist snapshot_trainer \
+ddprun}
 args=()
 for target in $TARGETS; do args+=(--target "$target"); done
 args+=(-j"${JOBS:-$(nproc)}")
