@@ -58,13 +58,14 @@ TEST_P(AutoProgressTest, ARankStuckInItsDataLoadingIsNamedHungWithItsStepAndFram
 }
 
 // A rank slower per step in its data loading, its forward or its backward is named as the
-// straggler, and no other rank is.
+// straggler, and no other rank is. The slow rank is 6x the others and the threshold 3x: a
+// rank the machine's load slows by chance is not one the job made slow.
 TEST_P(AutoProgressTest, ARankSlowerInDataForwardOrBackwardIsTheOnlyStraggler) {
   for (const char* phase : {"data", "forward", "backward"}) {
     SCOPED_TRACE(phase);
     const RunResult run = run_ddprun(
-        train({"--straggler_threshold", "1.5"}, {"--steps", "40", "--work-s", "0.02", "--slow-rank",
-                                                 "1", "--slow-in", phase, "--slow-s", "0.1"}),
+        train({"--straggler_threshold", "3"}, {"--steps", "40", "--work-s", "0.02", "--slow-rank",
+                                               "1", "--slow-in", phase, "--slow-s", "0.1"}),
         90s);
     ASSERT_TRUE(ExitedWith(run, 0));
     EXPECT_TRUE(std::regex_search(
@@ -75,12 +76,11 @@ TEST_P(AutoProgressTest, ARankSlowerInDataForwardOrBackwardIsTheOnlyStraggler) {
 }
 
 TEST_P(AutoProgressTest, EqualRanksWithBothOptionsOnNameNobody) {
-  const RunResult run = run_ddprun(train({"--straggler_threshold", "1.5", "--hang_timeout", "20"},
+  const RunResult run = run_ddprun(train({"--straggler_threshold", "3", "--hang_timeout", "20"},
                                          {"--steps", "40", "--work-s", "0.02"}),
                                    90s);
   ASSERT_TRUE(ExitedWith(run, 0));
-  EXPECT_NE(run.err.find("stragglers: none over 1.5x the job's median busy time"),
-            std::string::npos)
+  EXPECT_NE(run.err.find("stragglers: none over 3x the job's median busy time"), std::string::npos)
       << run.err;
   EXPECT_EQ(run.err.find("straggler: rank"), std::string::npos) << run.err;
   EXPECT_EQ(run.err.find("hung"), std::string::npos) << run.err;
