@@ -15,12 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<torch::Tensor> load_weights(const fs::path& file) {
-  std::vector<torch::Tensor> out;
-  torch::load(out, file.string());
-  return out;
-}
-
 // Runs `launcher... sdk_test_worker resume ...` and returns the final weights.
 std::vector<torch::Tensor> run_job(const std::vector<std::string>& launcher, const fs::path& work,
                                    const std::vector<std::string>& extra_args,
@@ -86,15 +80,6 @@ std::vector<ProcessResult> run_two_nodes(const fs::path& work, const std::string
   return run_ranks(SDK_TEST_WORKER, args, 4, work / phase, options);
 }
 
-std::vector<std::string> snapshot_names(const fs::path& dir) {
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    names.push_back(entry.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 // The node holding rank 0 is replaced by a spare with an empty directory: the job resumes at
 // the newest snapshot, received from the other node, and ends bit-identical to an
 // uninterrupted run; each directory keeps exactly keep_last (2) snapshots, the received copy
@@ -110,8 +95,8 @@ void expect_spare_node_resumes_exactly(const std::string& background) {
   for (const auto& r : results) ASSERT_TRUE(r.ok()) << all_output(results);
   const std::vector<std::string> steps_4_and_8 = {"snapshot-000000000004.ddpsnap",
                                                   "snapshot-000000000008.ddpsnap"};
-  EXPECT_EQ(snapshot_names(lost / "node_0"), steps_4_and_8);
-  EXPECT_EQ(snapshot_names(lost / "node_1"), steps_4_and_8);
+  EXPECT_EQ(sorted_names(lost / "node_0"), steps_4_and_8);
+  EXPECT_EQ(sorted_names(lost / "node_1"), steps_4_and_8);
   fs::remove_all(lost / "node_0");  // the spare's disk is empty
 
   results = run_two_nodes(lost, "second", {background});
@@ -129,8 +114,8 @@ void expect_spare_node_resumes_exactly(const std::string& background) {
   }
   const std::vector<std::string> steps_12_and_16 = {"snapshot-000000000012.ddpsnap",
                                                     "snapshot-000000000016.ddpsnap"};
-  EXPECT_EQ(snapshot_names(lost / "node_0"), steps_12_and_16);
-  EXPECT_EQ(snapshot_names(lost / "node_1"), steps_12_and_16);
+  EXPECT_EQ(sorted_names(lost / "node_0"), steps_12_and_16);
+  EXPECT_EQ(sorted_names(lost / "node_1"), steps_12_and_16);
 }
 
 TEST(SdkNodeLocalSnapshotTest, SpareNodeResumesFromAPeersCopyBitIdenticalBackgroundWrites) {

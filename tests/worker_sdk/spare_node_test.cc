@@ -17,6 +17,7 @@
 
 #include "tests/integration/process_harness.h"
 #include "tests/support/temp_dir.h"
+#include "tests/worker_sdk/test_models.h"
 
 extern char** environ;
 
@@ -26,20 +27,8 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-std::vector<torch::Tensor> load_weights(const fs::path& file) {
-  std::vector<torch::Tensor> out;
-  torch::load(out, file.string());
-  return out;
-}
-
-std::vector<std::string> snapshot_names(const fs::path& dir) {
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    names.push_back(entry.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
+using ddp_test::load_weights;
+using ddp_test::sorted_names;
 
 std::map<std::string, std::string> inherited_environment() {
   std::map<std::string, std::string> env;
@@ -213,11 +202,11 @@ TEST_F(SdkSpareNodeTest, SpareOfTheLostRankZeroNodeResumesFromThePeersCopyBitIde
   // node's still holds what it had when it died.
   const std::vector<std::string> steps_12_and_16 = {"snapshot-000000000012.ddpsnap",
                                                     "snapshot-000000000016.ddpsnap"};
-  EXPECT_EQ(snapshot_names(work() / "cut" / "node3"), steps_12_and_16);
-  EXPECT_EQ(snapshot_names(work() / "cut" / ("node" + std::to_string(survivor))), steps_12_and_16);
+  EXPECT_EQ(sorted_names(work() / "cut" / "node3"), steps_12_and_16);
+  EXPECT_EQ(sorted_names(work() / "cut" / ("node" + std::to_string(survivor))), steps_12_and_16);
   const std::vector<std::string> steps_4_and_8 = {"snapshot-000000000004.ddpsnap",
                                                   "snapshot-000000000008.ddpsnap"};
-  EXPECT_EQ(snapshot_names(work() / "cut" / ("node" + std::to_string(lost))), steps_4_and_8);
+  EXPECT_EQ(sorted_names(work() / "cut" / ("node" + std::to_string(lost))), steps_4_and_8);
 }
 
 }  // namespace

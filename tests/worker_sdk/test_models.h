@@ -1,7 +1,9 @@
 // Models and data shared by the test worker (many ranks) and the tests' single-process
-// references, so both sides compute on exactly the same things.
+// references, so both sides compute on exactly the same things; and what the tests read back.
 #pragma once
 
+#include <algorithm>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -87,6 +89,23 @@ inline Batch image_batch(int64_t index, int world_size, int per_rank) {
 }
 
 // Parameters, then buffers (running statistics), detached copies.
+// Weights a test worker saved with torch::save (a vector of tensors).
+inline std::vector<torch::Tensor> load_weights(const std::filesystem::path& file) {
+  std::vector<torch::Tensor> out;
+  torch::load(out, file.string());
+  return out;
+}
+
+// The names in `dir`, sorted (snapshot files, say).
+inline std::vector<std::string> sorted_names(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 inline std::vector<torch::Tensor> state_of(torch::nn::Module& m) {
   std::vector<torch::Tensor> out;
   for (auto& p : m.parameters()) out.push_back(p.detach().clone());
