@@ -20,7 +20,6 @@ using tcp = asio::ip::tcp;
 
 namespace {
 // How long the accept loop rests after shedding a connection for lack of descriptors.
-constexpr Millis kDescriptorPause{50};
 // Connections taken from the backlog in one go before the loop lets others run.
 constexpr size_t kMostAcceptsPerWakeup = 1024;
 
@@ -307,14 +306,17 @@ void Listener::log_refusal(Refusal refusal, const std::string& detail) {
 
 // Out of descriptors: the spare one is given up to accept the oldest waiting connection, which
 // gets the server's goodbye and is closed; then the spare is taken back.
+// Linux allocates the descriptor before it looks at the backlog, so accept fails with EMFILE
+// also when nobody waits: only a connection really taken counts (and is logged) as shed.
 void Listener::shed_one_connection(tcp::acceptor& acceptor) {
-  ++counters_.refused[static_cast<size_t>(Refusal::kDescriptors)];
-  log_refusal(Refusal::kDescriptors, "");
+  ++counters_.out_of_descriptor_accepts;
   spare_fd_.reset();
   boost::system::error_code ec;
   tcp::socket shed(io_);
   acceptor.accept(shed, ec);
   if (!ec) {
+    ++counters_.refused[static_cast<size_t>(Refusal::kDescriptors)];
+    log_refusal(Refusal::kDescriptors, "");
     if (goodbye_) {
       shed.non_blocking(true, ec);
       goodbye_(shed);

@@ -92,6 +92,10 @@ struct ListenerCounters {
   uint64_t accepted = 0;                          // served (not refused)
   std::array<uint64_t, kRefusalKinds> refused{};  // by Refusal
   uint64_t accept_errors = 0;                     // other accept failures (logged)
+  // Accepts that failed for lack of descriptors, whether or not a connection waited to be
+  // shed; each is followed by a rest of Listener::kDescriptorPause on its socket, so a
+  // listener tries at most (wall time / the pause + 1) times per accepting socket.
+  uint64_t out_of_descriptor_accepts = 0;
   uint64_t refused_total() const { return refused[0] + refused[1] + refused[2]; }
 };
 
@@ -108,6 +112,9 @@ class Listener {
   // Writes a short goodbye on a connection shed for lack of descriptors, just before it is
   // closed (non-blocking, best effort). Optional.
   using Goodbye = std::function<void(boost::asio::ip::tcp::socket&)>;
+
+  // How long an accepting socket rests after an accept failed for lack of descriptors.
+  static constexpr Millis kDescriptorPause{50};
 
   Listener(boost::asio::io_context& io, ListenerOptions options,
            const Clock& clock = SystemClock::instance());

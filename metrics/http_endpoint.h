@@ -69,6 +69,7 @@ class HttpEndpoint {
   Status listen();
   // The bound port; 0 before listen() succeeded.
   uint16_t port() const { return listener_.port(); }
+  const ListenerCounters& accept_counters() const { return listener_.counters(); }
   // Stops accepting and closes every connection now; handlers are not called afterwards.
   // Idempotent.
   void close();

@@ -63,6 +63,7 @@ StoreStats StoreServer::stats() const {
   s.connections_accepted = accepts.accepted;
   s.connections_refused = accepts.refused[static_cast<size_t>(Refusal::kConnections)];
   s.connections_shed = accepts.refused[static_cast<size_t>(Refusal::kDescriptors)];
+  s.out_of_descriptor_accepts = accepts.out_of_descriptor_accepts;
   s.connections_open = listener_.connections();
   const StoreEngine& engine = state_->engine;
   s.limit_refusals = engine.refusals();

@@ -46,6 +46,7 @@ struct StoreStats {
   uint64_t connections_validated = 0;  // connections that spoke the torch 2.x dialect
   uint64_t connections_refused = 0;    // closed on accept: max_connections reached
   uint64_t connections_shed = 0;       // closed on accept: out of file descriptors
+  uint64_t out_of_descriptor_accepts = 0;  // ListenerCounters::out_of_descriptor_accepts
   uint64_t protocol_errors = 0;        // closed for an unknown, malformed or oversized query
   uint64_t limit_refusals = 0;         // writes refused by max_keys / max_total_bytes
   uint64_t slow_readers_dropped = 0;   // closed at max_outbox_bytes

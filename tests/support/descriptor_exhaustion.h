@@ -1,13 +1,16 @@
 // Test support for servers out of file descriptors: fill this process's descriptor table, and
-// read the CPU time the process has used against the wall time (a server that spins on a
-// failing accept burns a core; one that sheds and rests does not).
+// bound how often a server that rests between failing accepts can have tried (one that spins
+// on a failing accept tries thousands of times as often).
 #pragma once
 
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace ddprun::testing {
@@ -56,34 +59,16 @@ class DescriptorExhaustion {
   std::vector<int> held_;
 };
 
-// User plus system CPU time this process (every thread) has used.
-inline std::chrono::microseconds process_cpu_time() {
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  const auto us = [](const timeval& t) { return t.tv_sec * 1'000'000L + t.tv_usec; };
-  return std::chrono::microseconds(us(usage.ru_utime) + us(usage.ru_stime));
+// The most accepts a server can have tried, on `sockets` accepting sockets, in `wall` while
+// out of descriptors, if each accept that fails for lack of one is followed by a rest of
+// `pause`: per socket, one at once and one after each whole rest (timers never fire early, so
+// no load on the machine can raise it). A loop that retried accept at once would try
+// thousands of times in the same wall time. Measure `wall` from before the first reading of
+// the count to after the last.
+inline uint64_t most_resting_accepts(std::chrono::steady_clock::duration wall,
+                                     std::chrono::milliseconds pause, size_t sockets) {
+  const auto rests = static_cast<uint64_t>(wall / pause);
+  return sockets * (rests + 1);
 }
-
-// The CPU time this process used since construction, as a share of the wall time that passed.
-// A server thread spinning on a failing accept is on the CPU whenever the scheduler lets it:
-// its share is 1 on an idle core, and about cores / runnable threads on a busy machine (0.25 at
-// a load of 7 to 10 on 2 cores, measured); one that sheds and rests uses 1-2% (measured there
-// too), its work between rests. A load on the machine only lengthens a resting server's wall time,
-// so a bound of 0.1 on the share cannot fail a correct server however busy the machine: a
-// correctness bound, not a timing one (a spinning one escapes it only on a machine
-// oversubscribed more than ten times).
-class CpuShare {
- public:
-  CpuShare() : cpu_(process_cpu_time()), wall_(std::chrono::steady_clock::now()) {}
-  double of_elapsed() const {
-    const std::chrono::duration<double> cpu = process_cpu_time() - cpu_;
-    const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - wall_;
-    return wall.count() > 0 ? cpu.count() / wall.count() : 0.0;
-  }
-
- private:
-  std::chrono::microseconds cpu_;
-  std::chrono::steady_clock::time_point wall_;
-};
 
 }  // namespace ddprun::testing
