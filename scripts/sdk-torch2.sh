@@ -14,6 +14,8 @@
 #   SDK_TORCH2_CTEST_ARGS=...          more ctest arguments (CI: --output-junit, for its check
 #                                      of skipped tests)
 #   DDPRUN_CMAKE_ARGS=...              extra CMake arguments
+#   DDPRUN_SDK_TEST_LAUNCHER=...       the ddprun the SDK's tests launch (default:
+#                                      build/launcher/ddprun when built, else this build's own)
 #   DDPRUN_SDK_TEST_DAEMON=...         ddp-rendezvous for the spare-node test (default:
 #                                      build/rendezvous/ddp-rendezvous when built, else this
 #                                      build's own)
@@ -38,8 +40,13 @@ cd "$(dirname "$0")/.."
 VENV=${DDPRUN_TORCH2_VENV:-$PWD/.venv/torch2}
 PYTHON=${DDPRUN_TORCH2_PYTHON:-$VENV/bin/python}
 BUILD_DIR=${BUILD_DIR:-build-torch2}
-# The spare-node test's ddp-rendezvous (it links no LibTorch): the main build's when there is
-# one, rather than compiling the rendezvous' libraries a second time.
+# The ddprun the SDK's tests launch and the spare-node test's ddp-rendezvous (neither links
+# LibTorch): the main build's when there is one, rather than compiling the launcher, agent and
+# rendezvous a second time (about 450 CPU-seconds).
+SDK_TEST_LAUNCHER=${DDPRUN_SDK_TEST_LAUNCHER:-}
+if [ -z "$SDK_TEST_LAUNCHER" ] && [ -x build/launcher/ddprun ]; then
+  SDK_TEST_LAUNCHER=$PWD/build/launcher/ddprun
+fi
 SDK_TEST_DAEMON=${DDPRUN_SDK_TEST_DAEMON:-}
 if [ -z "$SDK_TEST_DAEMON" ] && [ -x build/rendezvous/ddp-rendezvous ]; then
   SDK_TEST_DAEMON=$PWD/build/rendezvous/ddp-rendezvous
@@ -114,7 +121,7 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" 
   -DCMAKE_CUDA_COMPILER="$TOOLKIT/bin/nvcc" -DTORCH_CUDA_ARCH_LIST=9.0 \
   -DDDPRUN_BUILD_BENCH=OFF \
   -DDDPRUN_TEST_PYTHON="$PYTHON" -DDDPRUN_TORCHRUN_WRAPPER="$(dirname "$PYTHON")/torchrun" \
-  -DDDPRUN_SDK_TEST_DAEMON="$SDK_TEST_DAEMON" \
+  -DDDPRUN_SDK_TEST_LAUNCHER="$SDK_TEST_LAUNCHER" -DDDPRUN_SDK_TEST_DAEMON="$SDK_TEST_DAEMON" \
   ${DDPRUN_CMAKE_ARGS:-} >"$BUILD_DIR/configure.log" 2>&1 ||
   {
     cat "$BUILD_DIR/configure.log" >&2
@@ -124,13 +131,17 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" 
 cache_value() { sed -n "s/^$1:[A-Z]*=//p" "$BUILD_DIR/CMakeCache.txt"; }
 echo "sdk-torch2: LibTorch $TORCH_VERSION (CUDA $TORCH_CUDA) from $(cache_value Torch_DIR)"
 echo "sdk-torch2: CUDA toolkit for CMake: $TOOLKIT"
+echo "sdk-torch2: the tests launch ${SDK_TEST_LAUNCHER:-the ddprun of $BUILD_DIR}"
 echo "sdk-torch2: NCCL path compiled (DDPRUN_WITH_NCCL): $(cache_value DDPRUN_WITH_NCCL)" \
   "$(cache_value DDPRUN_NCCL_INCLUDE_DIR)"
 
-# What the SDK's tests run (tests/worker_sdk/CMakeLists.txt), and every C++ example.
+# What the SDK's tests run (tests/worker_sdk/CMakeLists.txt), and every C++ example; ddprun
+# too unless another build's is launched.
+own_ddprun=ddprun
+[ -z "$SDK_TEST_LAUNCHER" ] || own_ddprun=
 TARGETS=${SDK_TORCH2_TARGETS:-ddprun_worker_sdk worker_sdk_unit_test worker_sdk_test \
 worker_sdk_install_test worker_sdk_spare_node_test sdk_test_worker min_ddp mnist snapshot_trainer \
-ddprun}
+$own_ddprun}
 args=()
 for target in $TARGETS; do args+=(--target "$target"); done
 args+=(-j"${JOBS:-$(nproc)}")
