@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds (GCC), and runs the whole test suite (what CI runs). Then: the
 # wheel and the Debian package (tests/packaging/); the worker SDK against LibTorch 2.x; the
-# in-process tests once more under AddressSanitizer and UBSan; the programs built with clang 14
-# and the style checks (scripts/lint.sh: clang-format, clang-tidy); the fuzz targets (clang)
-# for a few seconds each.
+# in-process tests once more under AddressSanitizer and UBSan; the fuzz targets (clang) for a
+# few seconds each. Beside all that, from the packages on, the clang lane
+# (scripts/ci-clang-lane.sh: the programs built with clang 14, the style checks, the fuzz
+# targets' build) runs in the background at the idle scheduling class, on the CPU time the
+# rest leaves unused; its log is printed when it is waited for.
 # docs/ci.md: what each step checks and how long it takes (budget: 45 minutes on 2 cores).
 #
 # Nothing passes by being left out: every ctest run fails on zero tests, a skipped test fails
@@ -34,6 +36,7 @@ step() {
 }
 report_durations() {
   local status=$?
+  stop_clang_lane
   echo "== CI steps =="
   if ((${#durations[@]})); then printf '%s\n' "${durations[@]}"; fi
   [ -z "$current_step" ] || echo "  failed  $current_step (exit $status)"
@@ -52,6 +55,43 @@ run_ctest() {
     --output-junit "$PWD/$dir/ci-junit.xml" "${ctest_output[@]}" "$@"
   scripts/check-skips.py .ci/allowed-skips.txt "$dir/ci-junit.xml"
 }
+
+# The clang lane (scripts/ci-clang-lane.sh) in a session of its own (so that a failing step
+# can end it and everything it started, by process group) at SCHED_IDLE: it gets the CPU only
+# when nothing else of CI wants it.
+lane_pid=
+lane_log=$PWD/build-ci/clang-lane.log
+start_clang_lane() {
+  local idle=(chrt --idle 0)
+  # Where the idle class is refused (a container without the right), the lowest nice value.
+  "${idle[@]}" true 2>/dev/null || idle=(nice -n 19)
+  mkdir -p build-ci
+  setsid "${idle[@]}" scripts/ci-clang-lane.sh >"$lane_log" 2>&1 &
+  lane_pid=$!
+  echo "clang lane started in the background (${idle[*]}; pid $lane_pid, log $lane_log)"
+}
+wait_clang_lane() {
+  local status=0
+  wait "$lane_pid" || status=$?
+  lane_pid=
+  cat "$lane_log"
+  return "$status"
+}
+stop_clang_lane() {
+  if [ -n "$lane_pid" ]; then
+    kill -TERM -- "-$lane_pid" 2>/dev/null || true
+    lane_pid=
+  fi
+}
+
+# The packages first (clang's too): the clang lane needs nothing more.
+packages() {
+  WITH_CLANG=1 WITH_TORCH2=0 SETUP_BUILD=0 scripts/setup.sh
+}
+run_lane=0
+[ "${DDPRUN_SKIP_LINT:-0}" = 1 ] && [ "${DDPRUN_SKIP_FUZZ:-0}" = 1 ] || run_lane=1
+step "packages (Debian)" packages
+[ "$run_lane" = 0 ] || start_clang_lane
 
 # The libraries and programs compile in batches (DDPRUN_UNITY_BUILD: a clean build takes minutes
 # less; the tests compile file by file). Configured for /usr, the Debian packages' prefix, so
@@ -119,36 +159,13 @@ if [ "${DDPRUN_SKIP_SANITIZERS:-0}" != 1 ]; then
   step "sanitizer tests (in-process programs)" sanitizer_tests
 fi
 
-# The programs built with clang 14, file by file (the whole tree builds with it too; tests are
-# left to the GCC passes). Then clang-format over the tree, and clang-tidy over the product
-# code, two in parallel, reading a configured (not built) clang unity build, build-tidy/: each
-# batch of up to 8 product files parsed once (Asio's and Beast's headers are most of the time),
-# about a sixth of the CPU time of file by file (2,900 s on 2 cores, 19 s a file), with the
-# same checks on the same code (scripts/lint.sh).
-clang_build() {
-  WITH_CLANG=1 BUILD_DIR=build-clang BUILD_TYPE=Debug \
-    DDPRUN_CMAKE_ARGS="-DCMAKE_CXX_COMPILER=clang++-14 -DDDPRUN_WITH_TORCH=OFF -DDDPRUN_BUILD_BENCH=OFF" \
-    BUILD_TARGETS="ddprun ddp-rendezvous" scripts/setup.sh
-}
-lint() {
-  cmake -S . -B build-tidy -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++-14 \
-    -DDDPRUN_WITH_TORCH=OFF -DDDPRUN_BUILD_TESTS=OFF -DDDPRUN_BUILD_BENCH=OFF \
-    -DDDPRUN_UNITY_BUILD=ON >/dev/null
-  scripts/lint.sh build-tidy
-}
-if [ "${DDPRUN_SKIP_LINT:-0}" != 1 ]; then
-  step "clang 14: the programs (build-clang/)" clang_build
-  step "lint: clang-format, clang-tidy (build-tidy/, configured only)" lint
+# The clang lane's end (started after the packages; scripts/ci-clang-lane.sh): its log, with
+# each part's duration. Then the fuzz targets it built, each for DDPRUN_FUZZ_SECONDS (5) over
+# its checked-in seeds under ASan + UBSan (docs/reliability.md), in the foreground: a whole
+# core each.
+if [ "$run_lane" = 1 ]; then
+  step "clang lane (since the packages: clang build, lint, fuzz build)" wait_clang_lane
 fi
-
-# The libFuzzer targets (fuzz/, docs/reliability.md), each for DDPRUN_FUZZ_SECONDS (5) over its
-# checked-in seeds under ASan + UBSan: clang builds them in a directory of their own (with
-# coverage instrumentation, which no other build has), with none of LibTorch.
-fuzz() {
-  WITH_FUZZ=1 BUILD_DIR=build-fuzz \
-    DDPRUN_CMAKE_ARGS="-DDDPRUN_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++-14" scripts/setup.sh
-  run_ctest build-fuzz -j2 -L fuzz
-}
 if [ "${DDPRUN_SKIP_FUZZ:-0}" != 1 ]; then
-  step "fuzz targets (bounded runs, ASan + UBSan; build-fuzz/)" fuzz
+  step "fuzz targets (bounded runs, ASan + UBSan; build-fuzz/)" run_ctest build-fuzz -j2 -L fuzz
 fi

@@ -12,6 +12,7 @@
 #                               clang-format/clang-tidy (the clang sanitizer build, the fuzz
 #                               targets, scripts/lint.sh; WITH_FUZZ=1 is the same)
 #   WITH_TORCH2=0               skip PyTorch 2.x (installed by default, see below)
+#   SETUP_BUILD=0               install only: no configure, no build
 #   SETUP_FOR=demo              only what building and running the C++ demo needs (the
 #                               launcher and examples/mnist on Debian's LibTorch 1.13:
 #                               scripts/run-demo.sh): no test tools, no PyTorch 2.x, no test
@@ -62,6 +63,7 @@ for package in "${PACKAGES[@]}"; do
     missing+=("$package")
   fi
 done
+setup_start=$(date +%s)
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
   sudo_cmd=()
@@ -69,6 +71,7 @@ if ((${#missing[@]})); then
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
     "${missing[@]}"
+  echo "setup: packages installed in $(($(date +%s) - setup_start)) s"
 fi
 
 # PyTorch 2.x in the project's virtual environment (pinned; the newest release when pinned).
@@ -77,11 +80,15 @@ TORCH2_VENV=${DDPRUN_TORCH2_VENV:-$PWD/.venv/torch2}
 if [ "${WITH_TORCH2:-1}" = 1 ]; then
   if ! "$TORCH2_VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH2_VERSION')" 2>/dev/null; then
     echo "setup: installing torch==$TORCH2_VERSION into $TORCH2_VENV (PyPI)"
+    torch_start=$(date +%s)
     /usr/bin/python3 -m venv "$TORCH2_VENV"
     "$TORCH2_VENV/bin/pip" install -q --disable-pip-version-check "torch==$TORCH2_VERSION" numpy \
       nvidia-cuda-nvcc==13.2.86 nvidia-nvvm==13.2.86
+    echo "setup: torch $TORCH2_VERSION installed in $(($(date +%s) - torch_start)) s"
   fi
 fi
+
+[ "${SETUP_BUILD:-1}" = 1 ] || exit 0
 
 BUILD_DIR=${BUILD_DIR:-build}
 # shellcheck disable=SC2086  # DDPRUN_CMAKE_ARGS is a list of arguments
@@ -89,4 +96,6 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" 
   ${DDPRUN_CMAKE_ARGS:-} >/dev/null
 targets=()
 for target in ${BUILD_TARGETS:-}; do targets+=(--target "$target"); done
+build_start=$(date +%s)
 cmake --build "$BUILD_DIR" -j"${JOBS:-$(nproc)}" "${targets[@]}"
+echo "setup: $BUILD_DIR built in $(($(date +%s) - build_start)) s"

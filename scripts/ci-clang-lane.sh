@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# CI's clang lane: what needs only Debian's packages and clang 14, none of the GCC build or of
+# PyTorch 2.x. scripts/run-tests.sh starts it in the background at the idle scheduling class
+# (SCHED_IDLE) once the packages are installed, and waits for it after the GCC passes: it runs
+# on the CPU time those leave unused (the PyTorch download, the tests' waits), and yields the
+# CPU to them whenever they want it. docs/ci.md.
+#
+#   1. the programs built with clang 14, file by file (build-clang/: ddprun, ddp-rendezvous);
+#   2. the style checks (scripts/lint.sh: clang-format, clang-tidy over a configured clang
+#      unity build, build-tidy/);
+#   3. the libFuzzer targets' build (build-fuzz/); run-tests.sh runs them in the foreground,
+#      where their few seconds each get a whole core.
+#
+#   DDPRUN_SKIP_LINT=1, DDPRUN_SKIP_FUZZ=1   leave out 1 and 2, or 3 (.ci/run clears both)
+# Each part prints its duration; the lane stops at the first that fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+part() {
+  local name=$1 start
+  shift
+  echo "== clang lane: $name =="
+  start=$(date +%s)
+  "$@"
+  echo "== clang lane: $name: done in $(($(date +%s) - start)) s =="
+}
+
+# The programs with clang, file by file (tests are left to the GCC passes): a file that
+# compiles only beside others of its unity batch fails here.
+clang_build() {
+  WITH_CLANG=1 WITH_TORCH2=0 BUILD_DIR=build-clang BUILD_TYPE=Debug \
+    DDPRUN_CMAKE_ARGS="-DCMAKE_CXX_COMPILER=clang++-14 -DDDPRUN_WITH_TORCH=OFF -DDDPRUN_BUILD_BENCH=OFF -DDDPRUN_BUILD_TESTS=OFF" \
+    BUILD_TARGETS="ddprun ddp-rendezvous" scripts/setup.sh
+}
+
+# clang-format over the tree, and clang-tidy over the product code, reading a configured (not
+# built) clang unity build: each batch of up to 8 product files parsed once (scripts/lint.sh).
+lint() {
+  cmake -S . -B build-tidy -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++-14 \
+    -DDDPRUN_WITH_TORCH=OFF -DDDPRUN_BUILD_TESTS=OFF -DDDPRUN_BUILD_BENCH=OFF \
+    -DDDPRUN_UNITY_BUILD=ON >/dev/null
+  scripts/lint.sh build-tidy
+}
+
+# The fuzz targets, with coverage instrumentation and ASan + UBSan, in a directory of their own.
+fuzz_build() {
+  WITH_FUZZ=1 WITH_TORCH2=0 BUILD_DIR=build-fuzz \
+    DDPRUN_CMAKE_ARGS="-DDDPRUN_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++-14" scripts/setup.sh
+}
+
+if [ "${DDPRUN_SKIP_LINT:-0}" != 1 ]; then
+  part "the programs (build-clang/)" clang_build
+  part "lint: clang-format, clang-tidy (build-tidy/, configured only)" lint
+fi
+if [ "${DDPRUN_SKIP_FUZZ:-0}" != 1 ]; then
+  part "fuzz targets' build (build-fuzz/)" fuzz_build
+fi
+echo "== clang lane: ok =="
