@@ -42,17 +42,17 @@ struct StoreStats {
   std::array<uint64_t, kOpCount> operations{};  // queries served, indexed by Op
   uint64_t connections_accepted = 0;
   size_t connections_open = 0;
-  uint64_t connections_legacy = 0;     // connections that spoke the torch 1.x-2.0 dialect
-  uint64_t connections_validated = 0;  // connections that spoke the torch 2.x dialect
-  uint64_t connections_refused = 0;    // closed on accept: max_connections reached
-  uint64_t connections_shed = 0;       // closed on accept: out of file descriptors
+  uint64_t connections_legacy = 0;         // connections that spoke the torch 1.x-2.0 dialect
+  uint64_t connections_validated = 0;      // connections that spoke the torch 2.x dialect
+  uint64_t connections_refused = 0;        // closed on accept: max_connections reached
+  uint64_t connections_shed = 0;           // closed on accept: out of file descriptors
   uint64_t out_of_descriptor_accepts = 0;  // ListenerCounters::out_of_descriptor_accepts
-  uint64_t protocol_errors = 0;        // closed for an unknown, malformed or oversized query
-  uint64_t limit_refusals = 0;         // writes refused by max_keys / max_total_bytes
-  uint64_t slow_readers_dropped = 0;   // closed at max_outbox_bytes
-  uint64_t stalled_dropped = 0;        // closed at partial_query_timeout
-  size_t keys = 0;                     // plain keys and non-empty queues
-  size_t bytes = 0;                    // keys + values + queued items
+  uint64_t protocol_errors = 0;            // closed for an unknown, malformed or oversized query
+  uint64_t limit_refusals = 0;             // writes refused by max_keys / max_total_bytes
+  uint64_t slow_readers_dropped = 0;       // closed at max_outbox_bytes
+  uint64_t stalled_dropped = 0;            // closed at partial_query_timeout
+  size_t keys = 0;                         // plain keys and non-empty queues
+  size_t bytes = 0;                        // keys + values + queued items
   size_t queued_items = 0;
   size_t pending_waits = 0;
   size_t watches = 0;

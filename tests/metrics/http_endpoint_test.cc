@@ -28,9 +28,9 @@ namespace ddprun::metrics {
 namespace {
 
 using namespace std::chrono_literals;
-using ddprun::testing::most_resting_accepts;
 using ddprun::testing::DescriptorExhaustion;
 using ddprun::testing::http_get;
+using ddprun::testing::most_resting_accepts;
 using ddprun::testing::raw_exchange;
 using ddprun::testing::status_of;
 
@@ -243,8 +243,8 @@ TEST(HttpEndpoint, OutOfDescriptorsItShedsNewcomersKeepsServingAndDoesNotSpin) {
     DescriptorExhaustion full;
     ASSERT_TRUE(full.full());
     const auto started = std::chrono::steady_clock::now();
-    const auto tried_before =
-        server.on_loop([&] { return server.endpoint().accept_counters().out_of_descriptor_accepts; });
+    const auto tried_before = server.on_loop(
+        [&] { return server.endpoint().accept_counters().out_of_descriptor_accepts; });
     for (auto& s : newcomers) s.connect(at);  // the kernel completes them into the backlog
     // Each newcomer is shed: closed unanswered (end of file), one per accept.
     timeval tv{10, 0};
@@ -262,17 +262,17 @@ TEST(HttpEndpoint, OutOfDescriptorsItShedsNewcomersKeepsServingAndDoesNotSpin) {
     const ssize_t n = ::recv(existing.native_handle(), reply, sizeof reply, 0);
     ASSERT_GT(n, 0);
     EXPECT_EQ(status_of(std::string(reply, static_cast<size_t>(n))), 200);
-    const auto tried =
-        server.on_loop([&] { return server.endpoint().accept_counters().out_of_descriptor_accepts; }) -
-        tried_before;
+    const auto tried = server.on_loop([&] {
+      return server.endpoint().accept_counters().out_of_descriptor_accepts;
+    }) - tried_before;
     const auto wall = std::chrono::steady_clock::now() - started;
     RecordProperty("accepts_while_out_of_descriptors", std::to_string(tried));
     // One failing accept per newcomer at least, and a rest after each: a loop that retried
     // accept at once would have tried thousands of times.
     EXPECT_GE(tried, 6u);
     EXPECT_LE(tried, most_resting_accepts(wall, ddprun::Listener::kDescriptorPause, 1))
-        << "accepts tried in " << std::chrono::duration_cast<std::chrono::milliseconds>(wall).count()
-        << " ms";
+        << "accepts tried in "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(wall).count() << " ms";
   }
   auto served = http_get("127.0.0.1", server.port(), "/healthz");
   ASSERT_TRUE(served.ok()) << served.error_message();
