@@ -19,9 +19,12 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
 namespace {
-// How long the accept loop rests after shedding a connection for lack of descriptors.
-// Connections taken from the backlog in one go before the loop lets others run.
-constexpr size_t kMostAcceptsPerWakeup = 1024;
+// Connections taken from the backlog in one go before the loop lets others run. Enough to keep
+// the backlog from filling when a whole job connects at once; few enough that the handshakes
+// of those accepted are answered while the rest still queue, so clients and server work at the
+// same time (4,096 clients of bench/store: 0.40 s to release all, against 0.51 s taking up to
+// 1,024 at a time; 8 at a time cost more wake-ups: 0.44 s).
+constexpr size_t kMostAcceptsPerWakeup = 64;
 
 UniqueFd open_spare_descriptor() { return UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC)); }
 
@@ -222,9 +225,11 @@ asio::awaitable<void> Listener::accept_loop(tcp::acceptor& acceptor, std::shared
       continue;
     }
     admit(std::move(socket));
-    // Then everything else already waiting, before serving anyone: a whole job's ranks connect
-    // at once, and a backlog left to fill makes the kernel drop connections, which their
-    // clients only retry after a second or more (16,384 clients: 6 s instead of under 2).
+    // Then more of those already waiting (kMostAcceptsPerWakeup), before serving anyone: a
+    // whole job's ranks connect at once, and a backlog left to fill makes the kernel drop
+    // connections, which their clients only retry after a second or more (16,384 clients: 6 s
+    // instead of under 2). The next await takes the rest at once, after the handlers queued
+    // meanwhile.
     for (size_t drained = 0; drained < kMostAcceptsPerWakeup && *alive && !stopping_; ++drained) {
       tcp::socket more = acceptor.accept(ec);
       if (ec) break;  // would_block: the backlog is empty; anything else: the next await says
