@@ -58,7 +58,8 @@ run_ctest() {
 
 # The clang lane (scripts/ci-clang-lane.sh) in a session of its own (so that a failing step
 # can end it and everything it started, by process group) at SCHED_IDLE, its autogroup (if
-# any) at nice 19: it gets the CPU only when nothing else of CI wants it.
+# any) at nice 19 (the lane sets that itself): it gets the CPU only when nothing else of CI
+# wants it.
 lane_pid=
 lane_log=$PWD/build-ci/clang-lane.log
 start_clang_lane() {
@@ -66,13 +67,8 @@ start_clang_lane() {
   # Where the idle class is refused (a container without the right), the lowest nice value.
   "${idle[@]}" true 2>/dev/null || idle=(nice -n 19)
   mkdir -p build-ci
-  setsid "${idle[@]}" scripts/ci-clang-lane.sh >"$lane_log" 2>&1 &
+  setsid -w "${idle[@]}" scripts/ci-clang-lane.sh >"$lane_log" 2>&1 &
   lane_pid=$!
-  # A new session is a new autogroup where the kernel groups by session
-  # (kernel.sched_autogroup_enabled): the groups then share the CPU evenly, whatever the
-  # policy of the tasks inside (seen: the lane's clang at 53% beside the GCC build's 46%).
-  # The lane's group gets the lowest weight, nice 19 (about 1.5% against a busy group).
-  if [ -w "/proc/$lane_pid/autogroup" ]; then echo 19 >"/proc/$lane_pid/autogroup" || true; fi
   echo "clang lane started in the background (${idle[*]}; pid $lane_pid, log $lane_log)"
 }
 wait_clang_lane() {
