@@ -31,6 +31,7 @@ the machine's resolver (and its delays) instead.
 import argparse
 import json
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -110,6 +111,9 @@ def run_once(kind, build, clients, limit):
         sockets_before = open_sockets(proc.pid)
         dialect = "legacy" if kind == "torch1.13" else "validated"
         load = os.path.join(build, "bench", "store", "store_load")
+        # The load generators' CPU: RUSAGE_CHILDREN counts the children waited for, and the
+        # server is waited for only after they are.
+        load0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         begin = time.time()
         gens = []
         for first in range(0, clients, PER_PROCESS):
@@ -126,6 +130,8 @@ def run_once(kind, build, clients, limit):
                     other.wait()
                 raise NotReleased(f"not every client released within {limit:.0f} s")
             results.append(json.loads(out))
+        load1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        load_cpu = (load1.ru_utime + load1.ru_stime) - (load0.ru_utime + load0.ru_stime)
         if not wait_for_hangups(proc.pid, sockets_before, time.monotonic() + 30):
             print(f"{clients} {kind}: the server still held {open_sockets(proc.pid)} sockets 30 s "
                   "after the clients hung up; CPU read anyway", file=sys.stderr)
@@ -134,7 +140,7 @@ def run_once(kind, build, clients, limit):
         errors = [r["first_error"] for r in results if r["errors"]]
         if released != clients or errors:
             raise RuntimeError(f"{kind} {clients}: {released} released; errors: {errors}")
-        return max(r["last_release"] for r in results) - begin, cpu1 - cpu0, hwm
+        return max(r["last_release"] for r in results) - begin, cpu1 - cpu0, hwm, load_cpu
     finally:
         proc.stdin.close()
         proc.wait(timeout=60)
@@ -206,21 +212,23 @@ def main():
                     continue
                 got[kind].append(r)
                 print(f"{clients} {kind} rep {rep}: released all in {r[0]:.3f} s, server CPU "
-                      f"{r[1]:.2f} s, peak RSS {r[2]:.0f} MiB", file=sys.stderr)
+                      f"{r[1]:.2f} s, peak RSS {r[2]:.0f} MiB, load generators' CPU {r[3]:.2f} s",
+                      file=sys.stderr)
         for kind in kinds:
             if not got[kind]:
-                rows.append((clients, kind, None, None, None))
+                rows.append((clients, kind, None, None, None, None))
                 continue
-            med = [statistics.median(x[i] for x in got[kind]) for i in range(3)]
+            med = [statistics.median(x[i] for x in got[kind]) for i in range(4)]
             rows.append((clients, kind, *med))
     print(f"\n| clients | server | all released (median of {args.reps}) | server CPU | "
-          "server peak RSS |")
-    print("|---:|---|---:|---:|---:|")
-    for clients, kind, t, cpu, hwm in rows:
+          "server peak RSS | load generators' CPU |")
+    print("|---:|---|---:|---:|---:|---:|")
+    for clients, kind, t, cpu, hwm, load_cpu in rows:
         if t is None:
-            print(f"| {clients:,} | {kind} | not all within {args.limit:.0f} s | | |")
+            print(f"| {clients:,} | {kind} | not all within {args.limit:.0f} s | | | |")
         else:
-            print(f"| {clients:,} | {kind} | {t:.3f} s | {cpu:.2f} s | {hwm:.0f} MiB |")
+            print(f"| {clients:,} | {kind} | {t:.3f} s | {cpu:.2f} s | {hwm:.0f} MiB | "
+                  f"{load_cpu:.2f} s |")
 
 
 if __name__ == "__main__":
