@@ -235,6 +235,21 @@ void hostlist_seeds() {
   }
 }
 
+// --health_check values: built-in checks, a command, both, and refusals.
+void health_check_seeds() {
+  const std::vector<std::pair<std::string, std::string>> values = {
+      {"command", "./site-check.sh --strict"},
+      {"builtin", "builtin:gpu,nic,path=/data"},
+      {"builtin_counted", "builtin:gpu=8,nic=eth0+mlx5_0,path=/data:min_free=50G"},
+      {"both", "builtin:gpu=8,path=/scratch:min_free=10G  ./site-check.sh"},
+      {"items_only", "gpu,path=/a:min_free=1K,path=/b"},
+      {"unknown_item", "builtin:disk"},
+      {"bad_size", "builtin:path=/data:min_free=10X"},
+      {"twice", "builtin:gpu,gpu=2"},
+  };
+  for (const auto& [name, text] : values) seed("health_check", name, text);
+}
+
 void rdzv_conf_seeds() {
   const std::vector<std::pair<std::string, std::string>> confs = {
       {"torchrun_defaults", "join_timeout=600,last_call_timeout=30,close_timeout=30"},
@@ -340,6 +355,7 @@ int main(int argc, char** argv) {
   store_seeds();
   rdzv_conf_seeds();
   hostlist_seeds();
+  health_check_seeds();
   failure_report_seeds();
   error_file_seeds();
   snapshot_seeds();
