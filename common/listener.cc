@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <vector>
@@ -180,12 +181,17 @@ Status Listener::adopt(UniqueFd bound_socket, MakeConnection make, Goodbye goodb
 
 Status Listener::start(const char* what, MakeConnection make, Goodbye goodbye) {
   boost::system::error_code ec;
-  acceptor_.listen(options_.backlog, ec);
-  if (!ec) acceptor_.non_blocking(true, ec);  // accept_loop drains the backlog without waiting
-  for (auto& sibling : siblings_) {
-    if (!ec) sibling->listen(options_.backlog, ec);
-    if (!ec) sibling->non_blocking(true, ec);
-  }
+  // accept_loop drains the backlog without waiting; accepted sockets inherit the options.
+  auto prepare = [&](tcp::acceptor& acceptor) {
+    if (!ec) acceptor.listen(options_.backlog, ec);
+    if (!ec) acceptor.non_blocking(true, ec);
+    if (!ec && options_.accepted_no_delay) acceptor.set_option(tcp::no_delay(true), ec);
+    if (!ec && options_.accepted_keep_alive) {
+      acceptor.set_option(asio::socket_base::keep_alive(true), ec);
+    }
+  };
+  prepare(acceptor_);
+  for (auto& sibling : siblings_) prepare(*sibling);
   const auto local = ec ? tcp::endpoint() : acceptor_.local_endpoint(ec);
   if (ec) {
     close_acceptors();
@@ -207,43 +213,88 @@ asio::awaitable<void> Listener::accept_loop(tcp::acceptor& acceptor, std::shared
   if (!*alive) co_return;  // destroyed before the loop first ran: no member may be touched
   boost::system::error_code ec;
   asio::steady_timer pause(io_);
+  auto rest = [&]() -> asio::awaitable<void> {
+    pause.expires_after(kDescriptorPause);
+    co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  };
+  bool backlog_empty = true;  // then the next turn waits for a connection first
   while (*alive && !stopping_ && acceptor.is_open()) {
-    tcp::socket socket =
-        co_await acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
-    if (!*alive || stopping_ || ec == asio::error::operation_aborted) break;
+    if (backlog_empty) {
+      // The reactor re-arms the socket for each wait: a connection that came meanwhile wakes
+      // it at once.
+      co_await acceptor.async_wait(tcp::acceptor::wait_read,
+                                   asio::redirect_error(asio::use_awaitable, ec));
+      if (!*alive || stopping_ || ec == asio::error::operation_aborted) break;
+      if (ec) {
+        ++counters_.accept_errors;
+        spdlog::warn("{}: waiting for connections failed: {}", options_.name, ec.message());
+        co_await rest();
+        continue;
+      }
+      backlog_empty = false;
+    }
+    auto first = accept_one(acceptor, ec);
+    if (!*alive || stopping_) break;
+    if (ec == asio::error::would_block) {
+      backlog_empty = true;
+      continue;
+    }
     if (out_of_descriptors(ec)) {
       shed_one_connection(acceptor);
       // The backlog still holds connections we cannot take: give the ones we serve a moment
       // to end, rather than spinning on accept.
-      pause.expires_after(kDescriptorPause);
-      co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      co_await rest();
       continue;
     }
-    if (ec) {
+    if (ec) {  // e.g. a peer that reset before we took it: the next one may be fine
       ++counters_.accept_errors;
       spdlog::warn("{}: accept failed: {}", options_.name, ec.message());
       continue;
     }
-    admit(std::move(socket));
+    admit(std::move(first->first), first->second);
     // Then more of those already waiting (kMostAcceptsPerWakeup), before serving anyone: a
     // whole job's ranks connect at once, and a backlog left to fill makes the kernel drop
     // connections, which their clients only retry after a second or more (16,384 clients: 6 s
-    // instead of under 2). The next await takes the rest at once, after the handlers queued
-    // meanwhile.
+    // instead of under 2).
     for (size_t drained = 0; drained < kMostAcceptsPerWakeup && *alive && !stopping_; ++drained) {
-      tcp::socket more = acceptor.accept(ec);
-      if (ec) break;  // would_block: the backlog is empty; anything else: the next await says
-      admit(std::move(more));
+      auto more = accept_one(acceptor, ec);
+      if (ec) break;  // would_block: the backlog is empty; anything else: the next turn says
+      admit(std::move(more->first), more->second);
     }
-    ec.clear();
+    if (ec == asio::error::would_block) {
+      backlog_empty = true;
+    } else {
+      // More wait: they are taken after the handlers queued meanwhile have run.
+      co_await asio::post(io_, asio::use_awaitable);
+    }
   }
 }
 
-void Listener::admit(tcp::socket socket) {
-  set_cloexec(socket.native_handle());
+std::optional<std::pair<tcp::socket, asio::ip::address>> Listener::accept_one(
+    tcp::acceptor& acceptor, boost::system::error_code& ec) {
+  tcp::endpoint peer;
+  socklen_t length = static_cast<socklen_t>(peer.capacity());
+  const int fd = ::accept4(acceptor.native_handle(), peer.data(), &length, SOCK_CLOEXEC);
+  if (fd < 0) {
+    const int error = errno;
+    ec = error == EAGAIN || error == EWOULDBLOCK
+             ? make_error_code(asio::error::would_block)
+             : boost::system::error_code(error, boost::system::system_category());
+    return std::nullopt;
+  }
+  peer.resize(length);
+  tcp::socket socket(io_);
+  socket.assign(peer.protocol(), fd, ec);
+  if (ec) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  ec.clear();
+  return std::make_pair(std::move(socket), peer.address());
+}
+
+void Listener::admit(tcp::socket socket, const asio::ip::address& source) {
   boost::system::error_code ec;
-  const auto source = socket.remote_endpoint(ec).address();
-  if (ec) return;  // the peer is already gone
   std::optional<Refusal> refusal;
   if (connections_.size() >= options_.max_connections) {
     refusal = Refusal::kConnections;

@@ -16,16 +16,10 @@ ListenerOptions listener_options(const StoreServerOptions& options) {
   o.backlog = options.backlog;
   o.acceptors = options.acceptors;
   o.max_connections = options.max_connections;
-  return o;
-}
-
-// Workers are forked by the agent on this same thread, and the listener sets close-on-exec
-// right after the socket is made, so no fork can inherit it.
-void configure_accepted(tcp::socket& socket) {
-  boost::system::error_code ignored;
-  socket.set_option(tcp::no_delay(true), ignored);  // replies are small and latency-bound
+  o.accepted_no_delay = true;  // replies are small and latency-bound
   // A client whose host vanished would otherwise hold its connection (and wait) forever.
-  socket.set_option(asio::socket_base::keep_alive(true), ignored);
+  o.accepted_keep_alive = true;
+  return o;
 }
 
 }  // namespace
@@ -50,7 +44,6 @@ std::shared_ptr<ServedConnection> StoreServer::make_connection(Listener::Accepte
   // A TCPStore client has no way to read a refusal: over the limit, it is closed unanswered
   // (the listener counts and logs it).
   if (accepted.refusal) return nullptr;
-  configure_accepted(accepted.socket);
   return std::make_shared<detail::Connection>(std::move(accepted.socket), state_,
                                               std::move(accepted.ended));
 }

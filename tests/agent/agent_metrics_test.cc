@@ -156,7 +156,7 @@ TEST_F(AgentMetricsTest, JobControlStopCountsOnceAsStopped) {
 }
 
 // A coordinator whose rounds the test hands out.
-class ScriptedCoordinator final : public Coordinator {
+class MetricsCoordinator final : public Coordinator {
  public:
   void join(const JoinOffer&, std::function<void(Result<RoundAssignment>)> done) override {
     pending_join = std::move(done);
@@ -193,7 +193,7 @@ RoundAssignment round_of(int round, int nodes, int restart_count) {
 }
 
 TEST_F(AgentMetricsTest, RestartsElsewhereAndMembershipChangesAreToldApart) {
-  ScriptedCoordinator coordinator;
+  MetricsCoordinator coordinator;
   start(1, coordinator);
   EXPECT_EQ(value("ddprun_agent_state{job_id=\"j1\",state=\"joining\"}"), 1);
   EXPECT_TRUE(metrics_->health().ok()) << "waiting for a round is starting";

@@ -15,7 +15,7 @@ namespace {
 using namespace std::chrono_literals;
 
 // Answers each job_progress with the next scripted answer (the last one repeats).
-class ScriptedCoordinator : public Coordinator {
+class InvestigationCoordinator : public Coordinator {
  public:
   std::deque<Result<std::vector<RankProgress>>> answers;
   std::vector<std::vector<RankProgress>> shared;
@@ -56,7 +56,7 @@ std::vector<RankProgress> ranks(std::initializer_list<std::pair<int, RankActivit
 constexpr auto kStop = RankActivity::kStopping;
 constexpr auto kRun = RankActivity::kUnknown;
 constexpr auto kWait = RankActivity::kInCollective;
-constexpr auto kBusy = RankActivity::kElsewhere;
+constexpr auto kBusyElsewhere = RankActivity::kElsewhere;
 
 class HangInvestigationTest : public ::testing::Test {
  protected:
@@ -80,7 +80,7 @@ class HangInvestigationTest : public ::testing::Test {
   static constexpr Millis kPoll{50};
   FakeClock clock;
   testing::FakeClockTimer timer{clock};
-  ScriptedCoordinator coordinator;
+  InvestigationCoordinator coordinator;
   HangInvestigation investigation{coordinator, timer, clock, HangInvestigationOptions{kPoll}};
 };
 
@@ -108,16 +108,16 @@ TEST_F(HangInvestigationTest, GivesUpAtItsDeadlineWithWhatItKnows) {
 
 TEST_F(HangInvestigationTest, StacksAreAwaitedUntilEveryRankIsRead) {
   coordinator.answers = {ranks({{0, kWait}, {1, kWait}, {2, kStop}, {3, kStop}}),
-                         ranks({{0, kWait}, {1, kWait}, {2, kWait}, {3, kBusy}})};
+                         ranks({{0, kWait}, {1, kWait}, {2, kWait}, {3, kBusyElsewhere}})};
   auto all = run(true, ranks({{0, kWait}, {1, kWait}}), 10s);
   ASSERT_TRUE(all);
   EXPECT_EQ(coordinator.queries, 2);
-  EXPECT_EQ(all->at(3).activity, kBusy);
+  EXPECT_EQ(all->at(3).activity, kBusyElsewhere);
 }
 
 TEST_F(HangInvestigationTest, ThisNodesOwnRanksWinOverWhatTheServerStillHolds) {
   // The server still holds this node's earlier "stopping" entries.
-  coordinator.answers = {ranks({{0, kStop}, {1, kStop}, {2, kWait}, {3, kBusy}})};
+  coordinator.answers = {ranks({{0, kStop}, {1, kStop}, {2, kWait}, {3, kBusyElsewhere}})};
   auto all = run(true, ranks({{0, kWait}, {1, kWait}}), 10s);
   ASSERT_TRUE(all);
   ASSERT_EQ(all->size(), 4u);
@@ -127,7 +127,7 @@ TEST_F(HangInvestigationTest, ThisNodesOwnRanksWinOverWhatTheServerStillHolds) {
 
 TEST_F(HangInvestigationTest, AnUnansweredQueryEndsTheWaitWithThisNodesRanks) {
   coordinator.answers = {Status::error("connection to the rendezvous lost")};
-  auto all = run(true, ranks({{0, kWait}, {1, kBusy}}), 10s);
+  auto all = run(true, ranks({{0, kWait}, {1, kBusyElsewhere}}), 10s);
   ASSERT_TRUE(all);
   EXPECT_EQ(all->size(), 2u);
 }

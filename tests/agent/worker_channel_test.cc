@@ -102,7 +102,7 @@ class UnixWorkerChannelTest : public ::testing::Test {
 TEST_F(UnixWorkerChannelTest, ADatagramFromAWorkerIsANoticeWithItsSendersPid) {
   EXPECT_EQ(channel->worker_env()[0].first, "DDPRUN_WORKER_SOCKET");
   send(R"({"event": "exception", "local_rank": 0, "pid": 1, "message": "ValueError: x"})");
-  ASSERT_TRUE(testing::run_until(
+  ASSERT_TRUE(ddprun::testing::run_until(
       io, [&] { return !notices.empty(); }, seconds(10)));
   EXPECT_EQ(notices[0].pid, ::getpid());
   EXPECT_EQ(notices[0].message, "ValueError: x");
@@ -112,7 +112,7 @@ TEST_F(UnixWorkerChannelTest, GarbageIsDroppedAndTheChannelGoesOn) {
   send("garbage");
   send(std::string(kMaxNoticeBytes + 100, '{'));  // longer than a notice may be
   send(R"({"event": "exception", "message": "after"})");
-  ASSERT_TRUE(testing::run_until(
+  ASSERT_TRUE(ddprun::testing::run_until(
       io, [&] { return !notices.empty(); }, seconds(10)));
   ASSERT_EQ(notices.size(), 1u);
   EXPECT_EQ(notices[0].message, "after");

@@ -13,7 +13,7 @@ namespace {
 using testing::FakeDeadlineTimer;
 using testing::FakeProcessLauncher;
 
-class RecordingObserver final : public WorkerGroupObserver {
+class GroupEventLog final : public WorkerGroupObserver {
  public:
   void on_worker_started(const WorkerLaunch& launch, SpawnedProcess&) override {
     started.push_back(launch.local_rank);
@@ -46,7 +46,7 @@ class WorkerGroupTest : public ::testing::Test {
   FakeDeadlineTimer timer;
   FakeDeadlineTimer kill_wait_timer;
   FakeClock clock;
-  RecordingObserver observer;
+  GroupEventLog observer;
   WorkerGroup group{WorkerGroupOptions{Millis(5000), Millis(30'000), "node-a"},
                     launcher,
                     timer,

@@ -4,7 +4,9 @@
 // the two stages of shutdown, shedding when out of descriptors, and listen errors.
 #include "common/listener.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -41,6 +43,7 @@ class HeldConnection final : public ServedConnection {
  public:
   HeldConnection(Listener::Accepted a, bool obliging)
       : socket_(std::move(a.socket)),
+        source(a.source),
         refusal_(a.refusal),
         ended_(std::move(a.ended)),
         obliging_(obliging) {}
@@ -59,7 +62,9 @@ class HeldConnection final : public ServedConnection {
     });
   }
   std::optional<Refusal> refusal() const { return refusal_; }
+  int descriptor() { return socket_.native_handle(); }
 
+  boost::asio::ip::address source;
   bool started = false;
   std::string graceful_reason;
 
@@ -160,6 +165,38 @@ TEST_F(ListenerTest, OverTheTotalLimitAConnectionIsClosedAndCounted) {
   auto d = connect_from(listener);
   ASSERT_TRUE(run_until(io, [&] { return listener.connections() == 2; }));
   EXPECT_TRUE(made.back()->started);
+}
+
+int socket_option(int fd, int level, int name) {
+  int value = -1;
+  socklen_t length = sizeof value;
+  EXPECT_EQ(::getsockopt(fd, level, name, &value, &length), 0) << "descriptor " << fd;
+  return value;
+}
+
+// Accepted sockets are close-on-exec, name their source from the accept itself, and carry the
+// options asked for (set on the listening socket, which Linux copies): none unasked.
+TEST_F(ListenerTest, AcceptedSocketsAreCloseOnExecAndCarryTheOptionsAskedFor) {
+  for (const bool asked : {true, false}) {
+    SCOPED_TRACE(asked ? "options asked for" : "no options asked for");
+    ListenerOptions options;
+    options.acceptors = 2;
+    options.accepted_no_delay = asked;
+    options.accepted_keep_alive = asked;
+    Listener listener(io, options);
+    made.clear();
+    ASSERT_TRUE(listener.listen("127.0.0.1", 0, make()).ok());
+    std::vector<std::unique_ptr<tcp::socket>> clients;
+    for (int i = 0; i < 6; ++i) clients.push_back(connect_from(listener, "127.0.0.3"));
+    ASSERT_TRUE(run_until(io, [&] { return listener.connections() == clients.size(); }));
+    for (const auto& connection : made) {
+      const int fd = connection->descriptor();
+      EXPECT_TRUE(::fcntl(fd, F_GETFD) & FD_CLOEXEC) << "descriptor " << fd;
+      EXPECT_EQ(socket_option(fd, IPPROTO_TCP, TCP_NODELAY) != 0, asked);
+      EXPECT_EQ(socket_option(fd, SOL_SOCKET, SO_KEEPALIVE) != 0, asked);
+      EXPECT_EQ(connection->source.to_string(), "127.0.0.3");
+    }
+  }
 }
 
 TEST_F(ListenerTest, PerSourceLimitCountsEachAddressApart) {

@@ -21,7 +21,7 @@ namespace ddprun::rdzv {
 namespace {
 
 // A connection as the registry sees it: what it was sent, in order.
-struct RecordingPeer final : Peer {
+struct RestoredPeer final : Peer {
   std::vector<ServerMessage> sent;
   void send(const ServerMessage& message) override { sent.push_back(message); }
   void kick(const std::string&) override {}
@@ -35,7 +35,7 @@ struct RecordingPeer final : Peer {
   }
 };
 
-JoinMsg join_msg(uint32_t request_id, const std::string& node) {
+JoinMsg restore_join_msg(uint32_t request_id, const std::string& node) {
   JoinRequest r = testing::join_request(node, 2, 2);
   r.job.heartbeat_timeout = std::chrono::seconds(60);
   return JoinMsg{request_id, r.node, r.job};
@@ -54,10 +54,10 @@ class JobRegistryRestoreTest : public ::testing::Test {
   std::pair<int64_t, uint32_t> first_server_closes_the_round() {
     JobRegistry first(io_.get_executor(), SystemClock::instance());
     EXPECT_TRUE(first.restore(store_, [](const Status&) {}).ok());
-    RecordingPeer a, b;
+    RestoredPeer a, b;
     std::string node_a, node_b;
-    first.join(first.open_connection("j"), a, join_msg(101, "a"), node_a);
-    first.join(first.open_connection("j"), b, join_msg(202, "b"), node_b);
+    first.join(first.open_connection("j"), a, restore_join_msg(101, "a"), node_a);
+    first.join(first.open_connection("j"), b, restore_join_msg(202, "b"), node_b);
     settle();
     first.cancel_timers();
     first.stop_recording();
@@ -72,11 +72,12 @@ class JobRegistryRestoreTest : public ::testing::Test {
   // The server restarted on the first one's state, and node b's join sent to it with
   // `request_id`: what b's new connection is sent.
   // (The peer is the fixture's: the registry keeps a pointer to it.)
-  const RecordingPeer& b_joins_the_restored_server(uint32_t request_id) {
+  const RestoredPeer& b_joins_the_restored_server(uint32_t request_id) {
     second_.emplace(io_.get_executor(), SystemClock::instance());
     EXPECT_TRUE(second_->restore(store_, [](const Status&) {}).ok());
     std::string node_b;
-    second_->join(second_->open_connection("j"), b_again_, join_msg(request_id, "b"), node_b);
+    second_->join(second_->open_connection("j"), b_again_, restore_join_msg(request_id, "b"),
+                  node_b);
     settle();
     return b_again_;
   }
@@ -93,7 +94,7 @@ class JobRegistryRestoreTest : public ::testing::Test {
 
   boost::asio::io_context io_;
   state::MemoryStateStore store_{io_};
-  RecordingPeer b_again_;  // before second_: destroyed after it
+  RestoredPeer b_again_;  // before second_: destroyed after it
   std::optional<JobRegistry> second_;
 };
 
@@ -101,7 +102,7 @@ TEST_F(JobRegistryRestoreTest, AJoinSentAgainAfterTheRestartGetsItsAnswerAndItsA
   const auto [token, rank] = first_server_closes_the_round();
   ASSERT_NE(token, 0);
   // The first server is gone; b's answer, as far as b knows, never came: the same join again.
-  const RecordingPeer& b_again = b_joins_the_restored_server(202);
+  const RestoredPeer& b_again = b_joins_the_restored_server(202);
   const auto replies = b_again.all<Reply>();
   ASSERT_EQ(replies.size(), 1u);
   EXPECT_TRUE(replies[0].ok) << replies[0].error;
@@ -117,7 +118,7 @@ TEST_F(JobRegistryRestoreTest, AJoinSentAgainAfterTheRestartGetsItsAnswerAndItsA
 
 TEST_F(JobRegistryRestoreTest, AJoinWithANewRequestIdIsARestartedNodeAndRestartsTheJob) {
   first_server_closes_the_round();
-  const RecordingPeer& b_restarted = b_joins_the_restored_server(303);
+  const RestoredPeer& b_restarted = b_joins_the_restored_server(303);
   ASSERT_EQ(b_restarted.all<Reply>().size(), 1u);
   EXPECT_TRUE(b_restarted.all<RoundAssigned>().empty()) << "round 1 waits for a";
   EXPECT_EQ(restored_round(), 1u);

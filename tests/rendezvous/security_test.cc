@@ -18,10 +18,10 @@ namespace {
 
 using boost::asio::ip::tcp;
 
-const std::string kToken = "a1b2c3d4e5f60718293a4b5c6d7e8f90";
-const std::string kOtherToken = "ffffffffffffffff0000000000000000";
+const std::string kJobToken = "a1b2c3d4e5f60718293a4b5c6d7e8f90";
+const std::string kWrongJobToken = "ffffffffffffffff0000000000000000";
 
-bool contains(const std::string& text, const std::string& part) {
+bool has_text(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
@@ -72,31 +72,31 @@ class SecurityTest : public ::testing::Test {
 
 TEST_F(SecurityTest, OnlyClientsWithTheJobsTokenGetInAndEachRefusalSaysWhy) {
   ServerCredentialFiles files;
-  files.token_file = pki_.token("server", kToken);
+  files.token_file = pki_.token("server", kJobToken);
   auto server = start_server(files);
 
-  auto a = connect(server->port(), 0, client_credentials(token_conf(kToken, "a")));
+  auto a = connect(server->port(), 0, client_credentials(token_conf(kJobToken, "a")));
   ASSERT_TRUE(a->connected->ok()) << a->connected->message();
 
-  auto wrong = connect(server->port(), 2, client_credentials(token_conf(kOtherToken, "w")));
+  auto wrong = connect(server->port(), 2, client_credentials(token_conf(kWrongJobToken, "w")));
   ASSERT_FALSE(wrong->connected->ok());
   EXPECT_TRUE(wrong->connected->is_refused());
-  EXPECT_TRUE(contains(wrong->connected->message(), "authentication failed for job job"))
+  EXPECT_TRUE(has_text(wrong->connected->message(), "authentication failed for job job"))
       << wrong->connected->message();
-  EXPECT_TRUE(contains(wrong->connected->message(), "different tokens"))
+  EXPECT_TRUE(has_text(wrong->connected->message(), "different tokens"))
       << wrong->connected->message();
   // Refused once, not retried until the deadline.
-  EXPECT_FALSE(contains(wrong->connected->message(), "attempts")) << wrong->connected->message();
+  EXPECT_FALSE(has_text(wrong->connected->message(), "attempts")) << wrong->connected->message();
 
   auto none = connect(server->port(), 3, nullptr);
   ASSERT_FALSE(none->connected->ok());
   EXPECT_TRUE(
-      contains(none->connected->message(), "authentication failed for job job from 127.0.0.4:"))
+      has_text(none->connected->message(), "authentication failed for job job from 127.0.0.4:"))
       << none->connected->message();
-  EXPECT_TRUE(contains(none->connected->message(), "sent none")) << none->connected->message();
+  EXPECT_TRUE(has_text(none->connected->message(), "sent none")) << none->connected->message();
 
   // The server served the rest meanwhile: a second good node and a full round.
-  auto b = connect(server->port(), 1, client_credentials(token_conf(kToken, "b")));
+  auto b = connect(server->port(), 1, client_credentials(token_conf(kJobToken, "b")));
   ASSERT_TRUE(b->connected->ok()) << b->connected->message();
   run_round(*a, *b);
   EXPECT_TRUE(run_until(io_, [&] { return server->stats().totals.rejected_auth == 2; }))
@@ -105,20 +105,20 @@ TEST_F(SecurityTest, OnlyClientsWithTheJobsTokenGetInAndEachRefusalSaysWhy) {
 
 TEST_F(SecurityTest, AClientWithATokenRefusesAServerThatCannotProveIt) {
   auto server = start_server({});  // no tokens at all
-  auto node = connect(server->port(), 0, client_credentials(token_conf(kToken)));
+  auto node = connect(server->port(), 0, client_credentials(token_conf(kJobToken)));
   ASSERT_FALSE(node->connected->ok());
   EXPECT_TRUE(node->connected->is_refused());
-  EXPECT_TRUE(contains(node->connected->message(), "cannot prove")) << node->connected->message();
+  EXPECT_TRUE(has_text(node->connected->message(), "cannot prove")) << node->connected->message();
 }
 
 TEST_F(SecurityTest, PerJobTokensKeepJobsApart) {
   ServerCredentialFiles files;
-  files.job_token_files["blue"] = pki_.token("blue", kToken);
-  files.job_token_files["red"] = pki_.token("red", kOtherToken);
+  files.job_token_files["blue"] = pki_.token("blue", kJobToken);
+  files.job_token_files["red"] = pki_.token("red", kWrongJobToken);
   auto server = start_server(files);
-  auto blue = connect(server->port(), 0, client_credentials(token_conf(kToken, "b")), "blue");
+  auto blue = connect(server->port(), 0, client_credentials(token_conf(kJobToken, "b")), "blue");
   EXPECT_TRUE(blue->connected->ok()) << blue->connected->message();
-  auto cross = connect(server->port(), 1, client_credentials(token_conf(kToken, "c")), "red");
+  auto cross = connect(server->port(), 1, client_credentials(token_conf(kJobToken, "c")), "red");
   EXPECT_FALSE(cross->connected->ok());
   auto open = connect(server->port(), 2, nullptr, "green");  // no token for green: open
   EXPECT_TRUE(open->connected->ok()) << open->connected->message();
@@ -127,35 +127,35 @@ TEST_F(SecurityTest, PerJobTokensKeepJobsApart) {
 TEST_F(SecurityTest, TlsServesClientsThatTrustItsCaAndRefusesTheRest) {
   ServerCredentialFiles files;
   files.tls = TlsServerFiles{pki_.cert("server"), pki_.key("server"), ""};
-  files.token_file = pki_.token("server", kToken);
+  files.token_file = pki_.token("server", kJobToken);
   auto server = start_server(files);
 
-  RendezvousConf good = token_conf(kToken, "a");
+  RendezvousConf good = token_conf(kJobToken, "a");
   good.tls_ca_file = pki_.cert("ca");
   auto a = connect(server->port(), 0, client_credentials(good));
   ASSERT_TRUE(a->connected->ok()) << a->connected->message();
   auto b = connect(server->port(), 1, client_credentials(good));
   ASSERT_TRUE(b->connected->ok()) << b->connected->message();
 
-  RendezvousConf rogue = token_conf(kToken, "r");
+  RendezvousConf rogue = token_conf(kJobToken, "r");
   rogue.tls_ca_file = pki_.cert("rogue-ca");
   auto impostor_check = connect(server->port(), 2, client_credentials(rogue));
   ASSERT_FALSE(impostor_check->connected->ok());
   EXPECT_TRUE(impostor_check->connected->is_refused());
-  EXPECT_TRUE(contains(impostor_check->connected->message(), "certificate verify failed"))
+  EXPECT_TRUE(has_text(impostor_check->connected->message(), "certificate verify failed"))
       << impostor_check->connected->message();
 
   RendezvousConf wrong_name = good;
   wrong_name.tls_server_name = "head.example";
   auto misnamed = connect(server->port(), 3, client_credentials(wrong_name));
   ASSERT_FALSE(misnamed->connected->ok());
-  EXPECT_TRUE(contains(misnamed->connected->message(), "head.example"))
+  EXPECT_TRUE(has_text(misnamed->connected->message(), "head.example"))
       << misnamed->connected->message();
 
-  auto plain = connect(server->port(), 4, client_credentials(token_conf(kToken, "p")));
+  auto plain = connect(server->port(), 4, client_credentials(token_conf(kJobToken, "p")));
   ASSERT_FALSE(plain->connected->ok());
-  EXPECT_TRUE(contains(plain->connected->message(), "requires TLS")) << plain->connected->message();
-  EXPECT_FALSE(contains(plain->connected->message(), "attempts")) << plain->connected->message();
+  EXPECT_TRUE(has_text(plain->connected->message(), "requires TLS")) << plain->connected->message();
+  EXPECT_FALSE(has_text(plain->connected->message(), "attempts")) << plain->connected->message();
 
   run_round(*a, *b);
   EXPECT_TRUE(run_until(io_, [&] { return server->stats().totals.rejected_auth >= 3; }))
@@ -179,7 +179,7 @@ TEST_F(SecurityTest, MutualTlsRefusesClientsWithoutACertificateFromItsCa) {
   auto anonymous = connect(server->port(), 1, client_credentials(no_cert));
   ASSERT_FALSE(anonymous->connected->ok());
   EXPECT_TRUE(anonymous->connected->is_refused()) << anonymous->connected->message();
-  EXPECT_TRUE(contains(anonymous->connected->message(), "authentication failed for job job"))
+  EXPECT_TRUE(has_text(anonymous->connected->message(), "authentication failed for job job"))
       << anonymous->connected->message();
 
   RendezvousConf rogue = with_cert;
@@ -226,7 +226,7 @@ TEST_F(SecurityTest, ConnectionsPerSourceAreLimitedWithoutStarvingOtherSources) 
   auto a2 = connect(server->port(), 0, nullptr);
   ASSERT_TRUE(a->connected->ok() && a2->connected->ok());
   const std::string refused = refusal_from(server->port(), "127.0.0.1", "job");
-  EXPECT_TRUE(contains(refused, "too many connections from 127.0.0.1")) << refused;
+  EXPECT_TRUE(has_text(refused, "too many connections from 127.0.0.1")) << refused;
   auto b = connect(server->port(), 1, nullptr);  // 127.0.0.2 is another source
   ASSERT_TRUE(b->connected->ok()) << b->connected->message();
   run_round(*a, *b);
@@ -243,14 +243,14 @@ TEST_F(SecurityTest, JobsAndNodesPerJobAreLimited) {
   auto b = connect(server->port(), 1, nullptr);
   ASSERT_TRUE(a->connected->ok() && b->connected->ok());
   const std::string refused = refusal_from(server->port(), "127.0.0.3", "second-job");
-  EXPECT_TRUE(contains(refused, "too many jobs")) << refused;
+  EXPECT_TRUE(has_text(refused, "too many jobs")) << refused;
 
   auto greedy = connect(server->port(), 3, nullptr);
   ASSERT_TRUE(greedy->connected->ok());
   start_join(*greedy, join_request("greedy", 1, 100));
   ASSERT_TRUE(run_until(io_, [&] { return greedy->assignment.has_value(); }));
   ASSERT_FALSE(greedy->assignment->ok());
-  EXPECT_TRUE(contains(greedy->assignment->error_message(), "max_nodes_per_job"))
+  EXPECT_TRUE(has_text(greedy->assignment->error_message(), "max_nodes_per_job"))
       << greedy->assignment->error_message();
 
   run_round(*a, *b);
@@ -266,7 +266,7 @@ TEST_F(SecurityTest, TotalConnectionsAreLimitedWithAnError) {
   auto a = connect(server->port(), 0, nullptr);
   ASSERT_TRUE(a->connected->ok());
   const std::string refused = refusal_from(server->port(), "127.0.0.2", "job");
-  EXPECT_TRUE(contains(refused, "too many connections")) << refused;
+  EXPECT_TRUE(has_text(refused, "too many connections")) << refused;
   EXPECT_EQ(server->stats().totals.rejected_limit[static_cast<size_t>(Limit::kConnections)], 1u);
 }
 

@@ -14,10 +14,10 @@
 namespace ddprun::rdzv::testing {
 namespace {
 
-const std::string kToken = "0123456789abcdef0123456789abcdef";
-const std::string kOtherToken = "fedcba9876543210fedcba9876543210";
+const std::string kStatusToken = "0123456789abcdef0123456789abcdef";
+const std::string kWrongStatusToken = "fedcba9876543210fedcba9876543210";
 
-bool contains(const std::string& text, const std::string& part) {
+bool says(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
@@ -59,22 +59,22 @@ class StatusAuthTest : public ::testing::Test {
 
 TEST_F(StatusAuthTest, TheDaemonTokenGuardsStatusQueries) {
   ServerCredentialFiles files;
-  files.token_file = pki_.token("server", kToken);
+  files.token_file = pki_.token("server", kStatusToken);
   auto server = start_server(files);
 
   auto anonymous = query(server->port(), "");
   ASSERT_FALSE(anonymous.ok());
   EXPECT_TRUE(anonymous.status().is_refused()) << anonymous.error_message();
-  EXPECT_TRUE(contains(anonymous.error_message(), "authentication failed for the status query"))
+  EXPECT_TRUE(says(anonymous.error_message(), "authentication failed for the status query"))
       << anonymous.error_message();
-  EXPECT_TRUE(contains(anonymous.error_message(), "--token-file")) << anonymous.error_message();
+  EXPECT_TRUE(says(anonymous.error_message(), "--token-file")) << anonymous.error_message();
 
-  auto wrong = query(server->port(), kOtherToken);
+  auto wrong = query(server->port(), kWrongStatusToken);
   ASSERT_FALSE(wrong.ok());
   EXPECT_TRUE(wrong.status().is_refused()) << wrong.error_message();
-  EXPECT_TRUE(contains(wrong.error_message(), "different tokens")) << wrong.error_message();
+  EXPECT_TRUE(says(wrong.error_message(), "different tokens")) << wrong.error_message();
 
-  auto report = query(server->port(), kToken);
+  auto report = query(server->port(), kStatusToken);
   ASSERT_TRUE(report.ok()) << report.error_message();
   EXPECT_TRUE(report->jobs.empty());
   EXPECT_EQ(rejected_auth(*server, 2), 2u);
@@ -83,15 +83,15 @@ TEST_F(StatusAuthTest, TheDaemonTokenGuardsStatusQueries) {
 
 TEST_F(StatusAuthTest, PerJobTokensOnlyRefuseStatusQueriesSayingWhy) {
   ServerCredentialFiles files;
-  files.job_token_files["blue"] = pki_.token("blue", kToken);
+  files.job_token_files["blue"] = pki_.token("blue", kStatusToken);
   auto server = start_server(files);
-  for (const std::string& token : {std::string(), kToken}) {
+  for (const std::string& token : {std::string(), kStatusToken}) {
     auto report = query(server->port(), token);
     ASSERT_FALSE(report.ok());
     EXPECT_TRUE(report.status().is_refused()) << report.error_message();
-    EXPECT_TRUE(contains(report.error_message(),
-                         "this server has per-job tokens only; give it --token-file for status "
-                         "queries"))
+    EXPECT_TRUE(says(report.error_message(),
+                     "this server has per-job tokens only; give it --token-file for status "
+                     "queries"))
         << report.error_message();
   }
   EXPECT_EQ(rejected_auth(*server, 2), 2u);
@@ -99,16 +99,16 @@ TEST_F(StatusAuthTest, PerJobTokensOnlyRefuseStatusQueriesSayingWhy) {
 
 TEST_F(StatusAuthTest, AClientWithATokenRefusesAServerThatCannotProveOne) {
   auto server = start_server({});
-  auto report = query(server->port(), kToken);
+  auto report = query(server->port(), kStatusToken);
   ASSERT_FALSE(report.ok());
   EXPECT_TRUE(report.status().is_refused()) << report.error_message();
-  EXPECT_TRUE(contains(report.error_message(), "cannot prove")) << report.error_message();
+  EXPECT_TRUE(says(report.error_message(), "cannot prove")) << report.error_message();
   EXPECT_TRUE(query(server->port(), "").ok()) << "an open server answers at once";
 }
 
 TEST_F(StatusAuthTest, MutualTlsStatusQueriesNeedTheClientCertificate) {
   ServerCredentialFiles files;
-  files.token_file = pki_.token("server", kToken);
+  files.token_file = pki_.token("server", kStatusToken);
   files.tls = TlsServerFiles{pki_.cert("server"), pki_.key("server"), pki_.cert("ca")};
   auto server = start_server(files);
 
@@ -116,20 +116,20 @@ TEST_F(StatusAuthTest, MutualTlsStatusQueriesNeedTheClientCertificate) {
   tls.tls_ca_file = pki_.cert("ca");
   tls.tls_cert_file = pki_.cert("client");
   tls.tls_key_file = pki_.key("client");
-  auto report = query(server->port(), kToken, tls);
+  auto report = query(server->port(), kStatusToken, tls);
   ASSERT_TRUE(report.ok()) << report.error_message();
 
   RendezvousConf no_cert;
   no_cert.tls_ca_file = pki_.cert("ca");
-  auto anonymous = query(server->port(), kToken, no_cert);
+  auto anonymous = query(server->port(), kStatusToken, no_cert);
   ASSERT_FALSE(anonymous.ok());
   EXPECT_TRUE(anonymous.status().is_refused()) << anonymous.error_message();
-  EXPECT_TRUE(contains(anonymous.error_message(), "authentication failed for the status query"))
+  EXPECT_TRUE(says(anonymous.error_message(), "authentication failed for the status query"))
       << anonymous.error_message();
 
-  auto plain = query(server->port(), kToken);
+  auto plain = query(server->port(), kStatusToken);
   ASSERT_FALSE(plain.ok());
-  EXPECT_TRUE(contains(plain.error_message(), "requires TLS")) << plain.error_message();
+  EXPECT_TRUE(says(plain.error_message(), "requires TLS")) << plain.error_message();
   EXPECT_EQ(rejected_auth(*server, 2), 2u);
 }
 
@@ -151,7 +151,7 @@ TEST_F(StatusAuthTest, ASilentServerIsATimeoutInTlsToo) {
     auto report = query_status(options);
     ASSERT_FALSE(report.ok());
     EXPECT_TRUE(report.status().is_timed_out()) << report.error_message();
-    EXPECT_TRUE(contains(report.error_message(), "no status report within 300 ms"))
+    EXPECT_TRUE(says(report.error_message(), "no status report within 300 ms"))
         << report.error_message();
   }
 }

@@ -4,6 +4,7 @@
 
 #include "ddp/ddp.h"
 #include "tests/worker_sdk/multiproc.h"
+#include "tests/worker_sdk/single_process_group.h"
 #include "tests/worker_sdk/test_models.h"
 
 namespace ddp_test {
@@ -100,12 +101,6 @@ TEST(DdpTest, BuffersAreBroadcastBeforeForwardsThatFollowASynchronisedOne) {
   TempDir dir;
   auto results = run_ranks(SDK_TEST_WORKER, {"buffers"}, 2, dir.path());
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << all_output(results);
-}
-
-std::shared_ptr<ddp::ProcessGroup> single_process_group() {
-  ddp::LaunchEnv env;
-  env.from_launcher = false;
-  return ddp::init_process_group({}, env);
 }
 
 TEST(DdpTest, MissingGradientWithoutFindUnusedNamesTheParameters) {

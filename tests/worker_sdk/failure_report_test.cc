@@ -12,6 +12,7 @@
 #include <ddp/process_group.h>
 
 #include "tests/worker_sdk/multiproc.h"
+#include "tests/worker_sdk/single_process_group.h"
 
 namespace ddp_test {
 namespace {
@@ -71,12 +72,6 @@ TEST(FailureReportTest, AnUncaughtExceptionIsReportedWhereItWasThrown) {
   EXPECT_NE(cause.find("uncaught_throw_for_test"), std::string::npos) << r.output;
 }
 #endif
-
-std::shared_ptr<ddp::ProcessGroup> single_process_group() {
-  ddp::LaunchEnv env;
-  env.from_launcher = false;
-  return ddp::init_process_group({}, env);
-}
 
 void (*sigpipe_disposition())(int) {
   struct sigaction current {};

@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
   (void)!::read(never_fd, &byte, 1);  // nobody ever writes: blocked until the signal
 }
 
-std::string read_text(const fs::path& path) {
+std::string file_text(const fs::path& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), {});
 }
@@ -78,7 +78,7 @@ TEST(FatalSignalsTest, SegfaultIsReportedWithItsBacktraceAndKillsWithTheSameSign
   const int status = wait_child(c.pid);
   ASSERT_TRUE(WIFSIGNALED(status)) << status;
   EXPECT_EQ(WTERMSIG(status), SIGSEGV);
-  const std::string err = read_text(c.err());
+  const std::string err = file_text(c.err());
   EXPECT_NE(err.find("SIGSEGV: Segmentation fault (fatal signal 11, address 0x0"),
             std::string::npos)
       << err;
@@ -104,7 +104,7 @@ TEST(FatalSignalsTest, SigabrtFromAnotherProcessShowsWhereTheProcessWasBlocked) 
   for (int fd : {ready[0], ready[1], never[0], never[1]}) ::close(fd);
   ASSERT_TRUE(WIFSIGNALED(status)) << status;
   EXPECT_EQ(WTERMSIG(status), SIGABRT);
-  const std::string err = read_text(c.err());
+  const std::string err = file_text(c.err());
   EXPECT_NE(err.find("SIGABRT: Aborted (fatal signal 6, sent by pid " + std::to_string(::getpid())),
             std::string::npos)
       << err;

@@ -7,6 +7,7 @@
 
 #include "ddp/ddp.h"
 #include "tests/worker_sdk/multiproc.h"
+#include "tests/worker_sdk/single_process_group.h"
 #include "tests/worker_sdk/test_models.h"
 #include "worker_sdk/src/snapshot_format.h"
 
@@ -14,12 +15,6 @@ namespace ddp_test {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::shared_ptr<ddp::ProcessGroup> single_process_group() {
-  ddp::LaunchEnv env;
-  env.from_launcher = false;
-  return ddp::init_process_group({}, env);
-}
 
 bool same_parameters(torch::nn::Module& a, torch::nn::Module& b) {
   auto pa = a.parameters(), pb = b.parameters();
