@@ -5,13 +5,13 @@
 # on the CPU time those leave unused (the PyTorch download, the tests' waits), and yields the
 # CPU to them whenever they want it. docs/ci.md.
 #
-#   1. the programs built with clang 14, file by file (build-clang/: ddprun, ddp-rendezvous);
-#   2. the style checks (scripts/lint.sh: clang-format, clang-tidy over a configured clang
+#   1. the style checks (scripts/lint.sh: clang-format, clang-tidy over a configured clang
 #      unity build, build-tidy/);
-#   3. the libFuzzer targets' build (build-fuzz/); run-tests.sh runs them in the foreground,
+#   2. the libFuzzer targets' build (build-fuzz/); run-tests.sh runs them in the foreground,
 #      where their few seconds each get a whole core.
+# (The product compiled file by file with clang is the sanitizer build's, in the foreground.)
 #
-#   DDPRUN_SKIP_LINT=1, DDPRUN_SKIP_FUZZ=1   leave out 1 and 2, or 3 (.ci/run clears both)
+#   DDPRUN_SKIP_LINT=1, DDPRUN_SKIP_FUZZ=1   leave out 1, or 2 (.ci/run clears both)
 # Each part prints its duration; the lane stops at the first that fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,14 +32,6 @@ part() {
   echo "== clang lane: $name: done in $(($(date +%s) - start)) s =="
 }
 
-# The programs with clang, file by file (tests are left to the GCC passes): a file that
-# compiles only beside others of its unity batch fails here.
-clang_build() {
-  WITH_CLANG=1 WITH_TORCH2=0 BUILD_DIR=build-clang BUILD_TYPE=Debug \
-    DDPRUN_CMAKE_ARGS="-DCMAKE_CXX_COMPILER=clang++-14 -DDDPRUN_WITH_TORCH=OFF -DDDPRUN_BUILD_BENCH=OFF -DDDPRUN_BUILD_TESTS=OFF" \
-    BUILD_TARGETS="ddprun ddp-rendezvous" scripts/setup.sh
-}
-
 # clang-format over the tree, and clang-tidy over the product code, reading a configured (not
 # built) clang unity build: each batch of up to 8 product files parsed once (scripts/lint.sh).
 lint() {
@@ -56,7 +48,6 @@ fuzz_build() {
 }
 
 if [ "${DDPRUN_SKIP_LINT:-0}" != 1 ]; then
-  part "the programs (build-clang/)" clang_build
   part "lint: clang-format, clang-tidy (build-tidy/, configured only)" lint
 fi
 if [ "${DDPRUN_SKIP_FUZZ:-0}" != 1 ]; then

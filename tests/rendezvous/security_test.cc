@@ -10,6 +10,7 @@
 
 #include "rendezvous/security/credentials.h"
 #include "rendezvous/wire/codec.h"
+#include "tests/support/address_sanitizer.h"
 #include "tests/rendezvous/rdzv_test_util.h"
 #include "tests/rendezvous/test_pki.h"
 
@@ -273,7 +274,7 @@ TEST_F(SecurityTest, TotalConnectionsAreLimitedWithAnError) {
 // A client that pipelines requests and never reads the answers is cut off with an Error once
 // max_requests_in_flight answers wait for it; the job's members notice nothing.
 TEST_F(SecurityTest, AClientThatNeverReadsItsAnswersIsCutOff) {
-#if defined(__SANITIZE_ADDRESS__)
+#if DDPRUN_UNDER_ASAN
   // Filling the kernel's socket buffers with 5-byte answers takes millions of frames: minutes
   // in an unoptimised sanitizer build. The optimised build runs it.
   GTEST_SKIP() << "too slow under AddressSanitizer (millions of frames to fill socket buffers)";
