@@ -10,9 +10,9 @@
 
 #include "rendezvous/security/credentials.h"
 #include "rendezvous/wire/codec.h"
-#include "tests/support/address_sanitizer.h"
 #include "tests/rendezvous/rdzv_test_util.h"
 #include "tests/rendezvous/test_pki.h"
+#include "tests/support/address_sanitizer.h"
 
 namespace ddprun::rdzv::testing {
 namespace {
