@@ -1,11 +1,14 @@
 #include "tests/multinode/notify_listener.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 namespace ddprun::testing {
@@ -21,30 +24,85 @@ NotifyListener::NotifyListener(std::string path) : path_(std::move(path)) {
   std::memcpy(addr.sun_path, path_.c_str(), path_.size() + 1);
   if (::bind(socket_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     ADD_FAILURE() << "bind " << path_ << ": " << std::strerror(errno);
+    return;
   }
+  int ends[2];
+  if (::pipe2(ends, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe: " << std::strerror(errno);
+    return;
+  }
+  stop_read_ = UniqueFd(ends[0]);
+  stop_write_ = UniqueFd(ends[1]);
+  reader_ = std::thread([this] { read_socket(); });
 }
 
-bool NotifyListener::receive_one(int timeout_ms) {
-  pollfd p{socket_.get(), POLLIN, 0};
-  if (::poll(&p, 1, timeout_ms) != 1) return false;
-  char buffer[4096];
-  const ssize_t n = ::recv(socket_.get(), buffer, sizeof buffer, MSG_DONTWAIT);
-  if (n < 0) return false;
-  messages_.emplace_back(buffer, static_cast<std::size_t>(n));
-  return true;
+NotifyListener::~NotifyListener() {
+  if (!reader_.joinable()) return;
+  const char byte = 0;
+  if (::write(stop_write_.get(), &byte, 1) != 1) ADD_FAILURE() << "cannot stop the reader";
+  reader_.join();
+}
+
+// Reads until stopped. Each time a poll finds the socket empty, every drain() requested before
+// that poll has everything that was sent before it.
+void NotifyListener::read_socket() {
+  for (;;) {
+    uint64_t requests = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      requests = drain_requests_;
+    }
+    pollfd p[2] = {{socket_.get(), POLLIN, 0}, {stop_read_.get(), POLLIN, 0}};
+    // A bounded wait, so that a drain() requested meanwhile is answered within it.
+    const int ready = ::poll(p, 2, 20);
+    if (ready < 0 && errno != EINTR) {
+      ADD_FAILURE() << "poll on the notify socket: " << std::strerror(errno);
+      return;
+    }
+    if (p[1].revents != 0) return;
+    if (ready > 0 && (p[0].revents & POLLIN) != 0) {
+      char buffer[4096];
+      const ssize_t n = ::recv(socket_.get(), buffer, sizeof buffer, MSG_DONTWAIT);
+      if (n >= 0) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        arrived_.emplace_back(buffer, static_cast<std::size_t>(n));
+        changed_.notify_all();
+      }
+      continue;
+    }
+    if (ready == 0) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      empty_after_request_ = requests;
+      changed_.notify_all();
+    }
+  }
 }
 
 bool NotifyListener::wait_for(const std::function<bool(const std::string&)>& done,
                               Deadline deadline) {
   for (;;) {
-    const int timeout = poll_timeout_ms(deadline);
-    if (timeout == 0) return false;
-    if (receive_one(timeout) && done(messages_.back())) return true;
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!changed_.wait_for(lock, std::chrono::milliseconds(poll_timeout_ms(deadline)),
+                           [&] { return !arrived_.empty(); })) {
+      return false;
+    }
+    messages_.push_back(std::move(arrived_.front()));
+    arrived_.pop_front();
+    lock.unlock();
+    if (done(messages_.back())) return true;
   }
 }
 
 void NotifyListener::drain() {
-  while (receive_one(0)) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const uint64_t request = ++drain_requests_;
+  if (!changed_.wait_for(lock, std::chrono::seconds(10),
+                         [&] { return empty_after_request_ >= request; })) {
+    ADD_FAILURE() << "the notify socket was not found empty within 10 s";
+  }
+  while (!arrived_.empty()) {
+    messages_.push_back(std::move(arrived_.front()));
+    arrived_.pop_front();
   }
 }
 
