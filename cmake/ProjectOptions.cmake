@@ -28,7 +28,7 @@ endif()
 # DDPRUN_UNITY_BUILD: the libraries, programs and tests (not benchmarks or fuzz targets)
 # compile in batches of files (CMake's unity build), parsing the Asio, Beast, GoogleTest and
 # LibTorch headers once per batch: a clean build is much quicker (the tests of build/: 877
-# CPU-s file by file, about 450 in batches), an incremental one slower. For CI's clean builds
+# CPU-s file by file, 556 in batches), an incremental one slower. For CI's clean builds
 # (scripts/run-tests.sh); off by default. In a batch, names at namespace scope (anonymous
 # namespaces included) are shared by its files: two test files of one program cannot both
 # define a helper `contains` or a class `RecordingPeer`; the build says so.

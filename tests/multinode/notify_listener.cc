@@ -31,50 +31,59 @@ NotifyListener::NotifyListener(std::string path) : path_(std::move(path)) {
     ADD_FAILURE() << "pipe: " << std::strerror(errno);
     return;
   }
-  stop_read_ = UniqueFd(ends[0]);
-  stop_write_ = UniqueFd(ends[1]);
+  wake_read_ = UniqueFd(ends[0]);
+  wake_write_ = UniqueFd(ends[1]);
   reader_ = std::thread([this] { read_socket(); });
 }
 
 NotifyListener::~NotifyListener() {
   if (!reader_.joinable()) return;
-  const char byte = 0;
-  if (::write(stop_write_.get(), &byte, 1) != 1) ADD_FAILURE() << "cannot stop the reader";
+  const char stop = 's';
+  if (::write(wake_write_.get(), &stop, 1) != 1) ADD_FAILURE() << "cannot stop the reader";
   reader_.join();
 }
 
-// Reads until stopped. Each time a poll finds the socket empty, every drain() requested before
-// that poll has everything that was sent before it.
+bool NotifyListener::receive_one() {
+  char buffer[4096];
+  const ssize_t n = ::recv(socket_.get(), buffer, sizeof buffer, MSG_DONTWAIT);
+  if (n < 0) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  arrived_.emplace_back(buffer, static_cast<std::size_t>(n));
+  changed_.notify_all();
+  return true;
+}
+
+// Reads until stopped. Woken for a drain() request, it takes the drain requests made so far,
+// then reads the socket until it is empty: everything sent before those requests is then in
+// arrived_.
 void NotifyListener::read_socket() {
   for (;;) {
-    uint64_t requests = 0;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      requests = drain_requests_;
-    }
-    pollfd p[2] = {{socket_.get(), POLLIN, 0}, {stop_read_.get(), POLLIN, 0}};
-    // A bounded wait, so that a drain() requested meanwhile is answered within it.
-    const int ready = ::poll(p, 2, 20);
-    if (ready < 0 && errno != EINTR) {
+    pollfd p[2] = {{socket_.get(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
+    if (::poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
       ADD_FAILURE() << "poll on the notify socket: " << std::strerror(errno);
+      std::lock_guard<std::mutex> lock(mutex_);
+      wake_failed_ = true;
+      changed_.notify_all();
       return;
     }
-    if (p[1].revents != 0) return;
-    if (ready > 0 && (p[0].revents & POLLIN) != 0) {
-      char buffer[4096];
-      const ssize_t n = ::recv(socket_.get(), buffer, sizeof buffer, MSG_DONTWAIT);
-      if (n >= 0) {
+    if (p[1].revents != 0) {
+      char wakes[64];
+      const ssize_t n = ::read(wake_read_.get(), wakes, sizeof wakes);
+      if (n <= 0 || std::memchr(wakes, 's', static_cast<std::size_t>(n)) != nullptr) return;
+      uint64_t requests = 0;
+      {
         std::lock_guard<std::mutex> lock(mutex_);
-        arrived_.emplace_back(buffer, static_cast<std::size_t>(n));
-        changed_.notify_all();
+        requests = drain_requests_;
       }
-      continue;
-    }
-    if (ready == 0) {
+      while (receive_one()) {
+      }
       std::lock_guard<std::mutex> lock(mutex_);
       empty_after_request_ = requests;
       changed_.notify_all();
+      continue;
     }
+    if ((p[0].revents & POLLIN) != 0) receive_one();
   }
 }
 
@@ -96,8 +105,13 @@ bool NotifyListener::wait_for(const std::function<bool(const std::string&)>& don
 void NotifyListener::drain() {
   std::unique_lock<std::mutex> lock(mutex_);
   const uint64_t request = ++drain_requests_;
+  const char wake = 'd';
+  if (!reader_.joinable() || ::write(wake_write_.get(), &wake, 1) != 1) {
+    ADD_FAILURE() << "cannot ask the notify reader to drain";
+    return;
+  }
   if (!changed_.wait_for(lock, std::chrono::seconds(10),
-                         [&] { return empty_after_request_ >= request; })) {
+                         [&] { return wake_failed_ || empty_after_request_ >= request; })) {
     ADD_FAILURE() << "the notify socket was not found empty within 10 s";
   }
   while (!arrived_.empty()) {

@@ -53,10 +53,12 @@ class NotifyListener {
 
  private:
   void read_socket();
+  bool receive_one();  // one datagram if one is queued (the reading thread's)
 
   std::string path_;
   UniqueFd socket_;
-  UniqueFd stop_read_, stop_write_;    // a pipe: written to end the reading thread
+  // A pipe that wakes the reading thread: 'd' for a drain() request, 's' to stop.
+  UniqueFd wake_read_, wake_write_;
   std::vector<std::string> messages_;  // the test's thread only
 
   std::mutex mutex_;
@@ -64,6 +66,7 @@ class NotifyListener {
   std::deque<std::string> arrived_;   // read, not yet taken
   uint64_t drain_requests_ = 0;       // drain() calls so far
   uint64_t empty_after_request_ = 0;  // the last request after which the socket was found empty
+  bool wake_failed_ = false;          // the reading thread ended on an error
   std::thread reader_;
 };
 
