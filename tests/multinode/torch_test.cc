@@ -134,8 +134,10 @@ TEST_P(KilledNodeTest, MakesTheSurvivorTrainOnInTheSmallerWorld) {
   }
   ASSERT_TRUE(wait_for_markers("allreduce_n", 2 * kNproc, deadline_after(60s)))
       << finish(*nodes[0], deadline_after(1s)).describe();
-  ASSERT_EQ(markers("allreduce_n1_w4_").size(), 2u);
-  ASSERT_EQ(markers("allreduce_n2_w4_").size(), 2u);
+  std::string written;  // for a failure: every all-reduce marker so far
+  for (const auto& [name, m] : markers("allreduce_n")) written += " " + name;
+  ASSERT_EQ(markers("allreduce_n1_w4_").size(), 2u) << written;
+  ASSERT_EQ(markers("allreduce_n2_w4_").size(), 2u) << written;
   for (const auto& [name, m] : markers("allreduce_n")) {
     EXPECT_EQ(m["sum"].get<double>(), 10.0) << name;
   }
