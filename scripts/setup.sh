@@ -74,17 +74,26 @@ if ((${#missing[@]})); then
   echo "setup: packages installed in $(($(date +%s) - setup_start)) s"
 fi
 
-# PyTorch 2.x in the project's virtual environment (pinned; the newest release when pinned).
+# PyTorch 2.x in the project's virtual environment (pinned; the newest release when pinned), with
+# nvcc and nvvm of its CUDA release (scripts/sdk-torch2.sh). By default .venv/torch2 links to
+# the machine's cached environment for exactly these pins (scripts/pypi-env.sh), made from PyPI
+# the first time; DDPRUN_TORCH2_VENV names an environment of your own, installed into in place.
 TORCH2_VERSION=2.15.0
+TORCH2_REQUIREMENTS=("torch==$TORCH2_VERSION" numpy nvidia-cuda-nvcc==13.2.86 nvidia-nvvm==13.2.86)
 TORCH2_VENV=${DDPRUN_TORCH2_VENV:-$PWD/.venv/torch2}
 if [ "${WITH_TORCH2:-1}" = 1 ]; then
   if ! "$TORCH2_VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH2_VERSION')" 2>/dev/null; then
-    echo "setup: installing torch==$TORCH2_VERSION into $TORCH2_VENV (PyPI)"
     torch_start=$(date +%s)
-    /usr/bin/python3 -m venv "$TORCH2_VENV"
-    "$TORCH2_VENV/bin/pip" install -q --disable-pip-version-check "torch==$TORCH2_VERSION" numpy \
-      nvidia-cuda-nvcc==13.2.86 nvidia-nvvm==13.2.86
-    echo "setup: torch $TORCH2_VERSION installed in $(($(date +%s) - torch_start)) s"
+    if [ -n "${DDPRUN_TORCH2_VENV:-}" ]; then
+      echo "setup: installing torch==$TORCH2_VERSION into $TORCH2_VENV (PyPI)"
+      /usr/bin/python3 -m venv "$TORCH2_VENV"
+      "$TORCH2_VENV/bin/pip" install -q --disable-pip-version-check "${TORCH2_REQUIREMENTS[@]}"
+    else
+      # shellcheck source=scripts/pypi-env.sh
+      . scripts/pypi-env.sh
+      pypi_env "$TORCH2_VENV" torch2 /usr/bin/python3 "${TORCH2_REQUIREMENTS[@]}"
+    fi
+    echo "setup: torch $TORCH2_VERSION ready in $(($(date +%s) - torch_start)) s"
   fi
 fi
 

