@@ -114,6 +114,7 @@ ServerStats RendezvousServer::stats() const {
   // Connection-level counts are the listener's.
   const ListenerCounters& accepts = listener_.counters();
   totals.accepted = accepts.accepted;
+  totals.accepts_out_of_descriptors = accepts.out_of_descriptor_accepts;
   const auto refused = [&](Refusal r) { return accepts.refused[static_cast<size_t>(r)]; };
   totals.rejected_limit[static_cast<size_t>(Limit::kConnections)] = refused(Refusal::kConnections);
   totals.rejected_limit[static_cast<size_t>(Limit::kConnectionsPerSource)] =

@@ -69,6 +69,10 @@ struct ServerCounters {
   // Connections the server closed because a read deadline passed: silent peers (handshake,
   // idle or heartbeat timeout) and refused peers that did not hang up within the linger time.
   uint64_t deadline_drops = 0;
+  // Accepts tried while the process had no descriptor left: each gives up the spare one to
+  // shed the oldest waiting connection (or finds none waiting), then that socket rests
+  // (common/listener.h). Many of them in a short time would mean a loop spinning on EMFILE.
+  uint64_t accepts_out_of_descriptors = 0;
   // Handshakes refused because authentication failed: a missing or wrong token, a TLS
   // handshake that failed (no or a bad client certificate, a client speaking plain TCP), a
   // status query to a server with per-job tokens only.

@@ -56,6 +56,11 @@ void collect_connections(const ServerStats& s, std::vector<FamilyData>& out) {
          "timeout).",
          MetricType::kCounter)
       .add({}, static_cast<double>(c.deadline_drops));
+  family(out, "ddprun_rendezvous_accepts_out_of_descriptors_total",
+         "Accepts tried while the process had no file descriptor left (each sheds one waiting "
+         "connection, or finds none, then rests).",
+         MetricType::kCounter)
+      .add({}, static_cast<double>(c.accepts_out_of_descriptors));
   FamilyData& messages =
       family(out, "ddprun_rendezvous_messages_total",
              "Protocol frames received (in) and sent (out), by type.", MetricType::kCounter);

@@ -6,6 +6,7 @@
 //   ddprun_rendezvous_connections_accepted_total
 //   ddprun_rendezvous_connections_rejected_total{reason}    handshake | auth | to_string(Limit)
 //   ddprun_rendezvous_deadline_drops_total
+//   ddprun_rendezvous_accepts_out_of_descriptors_total
 //   ddprun_rendezvous_messages_total{direction,type}        in | out; frame type
 //   ddprun_rendezvous_bytes_total{direction}
 //   ddprun_rendezvous_round_duration_seconds                round opened → ranks assigned
