@@ -95,8 +95,9 @@ step "packages (Debian)" packages
 [ "$run_lane" = 0 ] || start_clang_lane
 
 # The libraries, programs and tests compile in batches (DDPRUN_UNITY_BUILD: a clean build takes
-# minutes less; the sanitizer build below compiles the product file by file). Configured for /usr, the Debian packages' prefix, so
-# that both are packed from this build (no second build of the SDK for Debian's libdir).
+# minutes less; the sanitizer build below compiles the product file by file). Configured for
+# /usr, the Debian packages' prefix, so that both are packed from this build (no second build of
+# the SDK for Debian's libdir).
 # DDPRUN_REQUIRE_TORCH2: without .venv/torch2 the configure fails, rather than leave out the
 # tests' .torch2 copies.
 build_main() {

@@ -45,13 +45,6 @@ bool wait_for_files(const std::vector<std::string>& paths, Deadline deadline) {
                      [deadline](const std::string& p) { return wait_for_file(p, deadline); });
 }
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 void write_text_file(const std::string& path, const std::string& text, unsigned mode) {
   const std::string temp = path + ".tmp";
   {

@@ -8,6 +8,7 @@
 
 #include "tests/integration/deadline.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/text_file.h"
 
 namespace ddprun::testing {
 
@@ -17,9 +18,6 @@ bool wait_for_file(const std::string& path, Deadline deadline);
 
 // All of them (each with the same deadline).
 bool wait_for_files(const std::vector<std::string>& paths, Deadline deadline);
-
-// The whole file, or "" when it cannot be read.
-std::string read_text_file(const std::string& path);
 
 // Writes `text` to `path` atomically (temp file + rename), with the given mode bits.
 void write_text_file(const std::string& path, const std::string& text, unsigned mode = 0644);

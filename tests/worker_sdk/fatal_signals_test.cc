@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/temp_dir.h"
+#include "tests/support/text_file.h"
 
 namespace {
 
@@ -27,11 +28,6 @@ namespace fs = std::filesystem;
   char byte = 'r';
   (void)!::write(ready_fd, &byte, 1);
   (void)!::read(never_fd, &byte, 1);  // nobody ever writes: blocked until the signal
-}
-
-std::string file_text(const fs::path& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
 struct Child {
@@ -78,7 +74,7 @@ TEST(FatalSignalsTest, SegfaultIsReportedWithItsBacktraceAndKillsWithTheSameSign
   const int status = wait_child(c.pid);
   ASSERT_TRUE(WIFSIGNALED(status)) << status;
   EXPECT_EQ(WTERMSIG(status), SIGSEGV);
-  const std::string err = file_text(c.err());
+  const std::string err = ddprun::testing::read_text_file(c.err());
   EXPECT_NE(err.find("SIGSEGV: Segmentation fault (fatal signal 11, address 0x0"),
             std::string::npos)
       << err;
@@ -104,7 +100,7 @@ TEST(FatalSignalsTest, SigabrtFromAnotherProcessShowsWhereTheProcessWasBlocked) 
   for (int fd : {ready[0], ready[1], never[0], never[1]}) ::close(fd);
   ASSERT_TRUE(WIFSIGNALED(status)) << status;
   EXPECT_EQ(WTERMSIG(status), SIGABRT);
-  const std::string err = file_text(c.err());
+  const std::string err = ddprun::testing::read_text_file(c.err());
   EXPECT_NE(err.find("SIGABRT: Aborted (fatal signal 6, sent by pid " + std::to_string(::getpid())),
             std::string::npos)
       << err;

@@ -20,6 +20,7 @@
 
 #include "tests/store/store_test_util.h"
 #include "tests/support/free_port.h"
+#include "tests/support/text_file.h"
 
 extern char** environ;
 
@@ -90,13 +91,6 @@ pid_t spawn(const ProcessSpec& spec) {
   return pid;
 }
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
 void record_status(ProcessResult& result, int status) {
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.term_signal = WTERMSIG(status);
@@ -155,7 +149,7 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs,
   }
   for (std::size_t i = 0; i < specs.size(); ++i) {
     ::close(pidfds[i]);
-    results[i].output = read_text(specs[i].output_file);
+    results[i].output = ddprun::testing::read_text_file(specs[i].output_file);
   }
   return results;
 }

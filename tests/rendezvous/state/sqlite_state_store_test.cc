@@ -15,6 +15,7 @@
 #include "rendezvous/state/sqlite/sqlite_schema.h"
 #include "rendezvous/state/sqlite/sqlite_state_store.h"
 #include "tests/rendezvous/state/state_test_util.h"
+#include "tests/support/text_file.h"
 
 namespace ddprun::rdzv::state {
 namespace {
@@ -35,11 +36,6 @@ Status save_sync(boost::asio::io_context& io, StateStore& store, const std::stri
   store.save(job, std::move(state), [&](Status s) { result = s; });
   EXPECT_TRUE(testing::run_until(io, [&] { return result.has_value(); }));
   return result.value_or(Status::timed_out("save did not complete"));
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 // Runs SQL on a database file with the plain SQLite API, as another program would.
@@ -193,7 +189,7 @@ class SqliteRefusalTest : public ::testing::Test {
   // Opening must fail with `kind`, name the file and what to do, and leave the file unchanged.
   void expect_refused(ErrorKind kind, const std::string& words) {
     const std::string path = dir_ / "rendezvous.db";
-    const std::string before = read_file(path);
+    const std::string before = ddprun::testing::read_text_file(path);
     boost::asio::io_context io;
     auto store = SqliteStateStore::open(io, {.directory = dir_.path()});
     ASSERT_FALSE(store.ok());
@@ -202,7 +198,7 @@ class SqliteRefusalTest : public ::testing::Test {
     EXPECT_NE(m.find(path), std::string::npos) << m;
     EXPECT_NE(m.find(words), std::string::npos) << m;
     EXPECT_NE(m.find("Move the file away"), std::string::npos) << m;
-    EXPECT_EQ(read_file(path), before) << "a refused database was modified";
+    EXPECT_EQ(ddprun::testing::read_text_file(path), before) << "a refused database was modified";
   }
   // A healthy database with `jobs` jobs of 1 KiB each, closed (checkpointed into the file).
   void make_database(int jobs) {
