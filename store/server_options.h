@@ -29,11 +29,13 @@ struct StoreServerOptions {
   // Connections beyond this are closed at once on accept. c10d opens one per client (two for
   // a torch 1.x client that watches keys). Default 65536.
   size_t max_connections = 65'536;
-  // Listen backlog: a whole job's ranks connect at once. Default 4096 (the kernel caps it at
-  // net.core.somaxconn).
-  int backlog = 4096;
+  // Listen backlog: a whole job's ranks connect at once. Default 65,535, as torch's libuv
+  // store asks: the kernel caps it at net.core.somaxconn (4,096 by default), so a host tuned
+  // for large jobs gets the deeper queue without a flag.
+  int backlog = 65'535;
   // Listening sockets on the port (ListenerOptions::acceptors, SO_REUSEPORT), each with its
-  // own backlog. Default 4: room for 16,384 connections arriving at once.
+  // own backlog. Default 4: room for 16,384 connections arriving at once under the default
+  // somaxconn.
   size_t acceptors = 4;
 };
 

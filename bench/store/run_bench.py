@@ -5,6 +5,7 @@ usage: /usr/bin/python3 bench/store/run_bench.py <build dir> [--clients 1024,409
                                                  [--reps 3] [--servers ddprun,torch2,torch1.13]
                                                  [--limit SECONDS] [--system-resolver]
                                                  [--clients-per-process 1024]
+                                                 [--somaxconn 65535]
 
 For each number of clients N and each server: the server starts on a free loopback port (ddprun's
 as bench/store/store_server, torch's as TCPStore(is_master=True) in its own interpreter), then N
@@ -28,6 +29,15 @@ runs itself in a private mount namespace (`unshare --mount`, which needs root) i
 (the ICMP port-unreachable answers the query), as it does on a host whose resolver answers
 "no such name" promptly. It checks that this holds before measuring. --system-resolver keeps
 the machine's resolver (and its delays) instead.
+
+No accept queue of this machine's either. The kernel caps every listening socket's queue at
+net.core.somaxconn (4,096 by default); torch's libuv server asks for at least 65,535 on its one
+socket, ddprun's store for 4,096 on each of its four. With the default cap, 16,384 clients
+connecting at once overflow libuv's one queue and the dropped ones retry a second later: a
+lead for ddprun that comes from the machine's setting, not from the server. So the script also
+runs in a private network namespace (`unshare --net`: its own loopback, 127.0.0.0/8, brought
+up by the script) whose somaxconn is --somaxconn (65,535 by default: each server gets the queue
+it asks for, as on a host tuned for large jobs). --system-resolver skips both namespaces.
 """
 import argparse
 import json
@@ -153,25 +163,27 @@ def run_once(kind, build, clients, limit, per_process):
         proc.wait(timeout=60)
 
 
-def isolate_resolver():
-    """Runs this script again in a private mount namespace whose /etc/resolv.conf names
-    127.0.0.1 (see the docstring); does not return."""
+def isolate(somaxconn):
+    """Runs this script again in private mount and network namespaces: /etc/resolv.conf names
+    127.0.0.1, and the loopback's accept queues hold up to `somaxconn` (see the docstring);
+    does not return."""
     fd, conf = tempfile.mkstemp(prefix="ddprun-bench-resolv-", suffix=".conf")
     with os.fdopen(fd, "w") as f:
         f.write("# bench/store/run_bench.py: no name server; every lookup fails at once\n"
                 "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
     os.chmod(conf, 0o644)
     # The bind mount holds the file's inode: its name can go at once.
-    inner = 'mount --bind "$0" /etc/resolv.conf && rm -f "$0" && exec "$@"'
+    inner = ('mount --bind "$0" /etc/resolv.conf && rm -f "$0" && ip link set lo up && '
+             f'sysctl -qw net.core.somaxconn={somaxconn} && exec "$@"')
     env = dict(os.environ, **{ISOLATED_ENV: "1"})
-    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", inner, conf,
+    argv = ["unshare", "--mount", "--net", "--propagation", "private", "sh", "-c", inner, conf,
             sys.executable, os.path.abspath(__file__), *sys.argv[1:]]
     try:
         os.execvpe("unshare", argv, env)
     except OSError as e:
         os.unlink(conf)
-        sys.exit(f"run_bench.py: cannot start unshare(1) for a private resolver: {e} "
-                 "(needs util-linux and root; or pass --system-resolver)")
+        sys.exit(f"run_bench.py: cannot start unshare(1) for private namespaces: {e} "
+                 "(needs util-linux, iproute2 and root; or pass --system-resolver)")
 
 
 def check_resolver_fails_fast():
@@ -200,12 +212,14 @@ def main():
     parser.add_argument("--limit", type=float, default=300)
     parser.add_argument("--clients-per-process", type=int, default=PER_PROCESS,
                         help="clients per load generator process")
+    parser.add_argument("--somaxconn", type=int, default=65535,
+                        help="the accept queue limit in the private network namespace")
     parser.add_argument("--system-resolver", action="store_true",
                         help="keep the machine's resolver (torch's server then waits on it)")
     args = parser.parse_args()
     if not args.system_resolver:
         if os.environ.get(ISOLATED_ENV) != "1":
-            isolate_resolver()
+            isolate(args.somaxconn)
         check_resolver_fails_fast()
     build = os.path.abspath(args.build)
     kinds = args.servers.split(",")
@@ -229,7 +243,10 @@ def main():
                 continue
             med = [statistics.median(x[i] for x in got[kind]) for i in range(4)]
             rows.append((clients, kind, *med))
-    print(f"\n{args.clients_per_process:,} clients per load generator process")
+    with open("/proc/sys/net/core/somaxconn") as f:
+        somaxconn = int(f.read())
+    print(f"\n{args.clients_per_process:,} clients per load generator process, "
+          f"net.core.somaxconn {somaxconn:,}")
     print(f"\n| clients | server | all released (median of {args.reps}) | server CPU | "
           "server peak RSS | load generators' CPU |")
     print("|---:|---|---:|---:|---:|---:|")
